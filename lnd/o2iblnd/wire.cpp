@@ -1,0 +1,1 @@
+#include "lnd/o2iblnd/wire.hpp"

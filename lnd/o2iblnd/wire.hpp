@@ -1,0 +1,2 @@
+// o2iblnd wire codec (stub).
+#pragma once

@@ -1,0 +1,1 @@
+#include "lnd/socklnd/wire.hpp"

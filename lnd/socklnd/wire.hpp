@@ -1,0 +1,2 @@
+// socklnd wire codec (stub).
+#pragma once

@@ -1,0 +1,1 @@
+#include "router/nidrange.hpp"

@@ -1,0 +1,2 @@
+// NID range expressions (stub; see nidrange.cpp).
+#pragma once
