@@ -136,8 +136,7 @@ Result<std::size_t> encode_header(const LnetHeader& h, MutableByteSpan out, Head
   if (out.size() < size) return fail(WireError::truncated);
   std::uint8_t* p = out.data();
   if (form == HeaderForm::nid4) {
-    if ((!h.dest_nid.is_nid4() && !h.dest_nid.is_any()) || (!h.src_nid.is_nid4() && !h.src_nid.is_any()))
-      return fail(WireError::bad_nid);
+    if (!h.dest_nid.fits_nid4() || !h.src_nid.fits_nid4()) return fail(WireError::bad_nid);
     store_le(p, h.dest_nid.to_nid4());
     store_le(p + 8, h.src_nid.to_nid4());
   } else {

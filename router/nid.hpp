@@ -123,6 +123,8 @@ struct Nid {
 
   constexpr bool is_any() const noexcept { return size == kAnySize; }
   constexpr bool is_nid4() const noexcept { return size == 0; }
+  // Representable in a 64-bit wire NID field (a nid4 or the wildcard).
+  constexpr bool fits_nid4() const noexcept { return is_nid4() || is_any(); }
   constexpr Net net() const noexcept { return {type, number}; }
   constexpr LndType lnd() const noexcept { return static_cast<LndType>(type); }
   // The first four address bytes as a host integer (the whole IPv4 address

@@ -84,9 +84,11 @@ Result<PingInfo> decode_ping_info(ByteSpan in) noexcept {
   pi.size_ = *size;
   pi.large_offset_ = nid4_part_size(h->nnis);
 
+  // A listed NI is a real address: the wildcard is as malformed as a nid4
+  // with its top byte set.
   for (std::uint32_t i = 1; i < h->nnis; ++i) {
-    if (!decode_nid8(load<std::uint64_t>(in.data() + kPingHeaderSize + i * kPingNid4EntrySize, h->order)))
-      return fail(WireError::bad_nid);
+    auto nid = decode_nid8(load<std::uint64_t>(in.data() + kPingHeaderSize + i * kPingNid4EntrySize, h->order));
+    if (!nid || nid->is_any()) return fail(WireError::bad_nid);
   }
   // Large entries: walk them once so that ni() can trust the layout.
   std::size_t off = pi.large_offset_;
@@ -96,7 +98,8 @@ Result<PingInfo> decode_ping_info(ByteSpan in) noexcept {
     const std::size_t need = large_entry_size(nid[0]);
     if (nid[0] != Nid::kAnySize && nid[0] > 12) return fail(WireError::bad_nid);
     if (*size - off < need) return fail(WireError::bad_length);
-    if (!load_large_nid(nid)) return fail(WireError::bad_nid);
+    auto large = load_large_nid(nid);
+    if (!large || large->is_any()) return fail(WireError::bad_nid);
     ++pi.large_count_;
     off += need;
   }
@@ -130,6 +133,7 @@ Result<std::size_t> encode_ping_info(const PingInfoSpec& spec, MutableByteSpan o
   std::uint32_t nnis = 1;
   std::size_t nlarge = 0;
   for (const PingNi& ni : spec.nis) {
+    if (ni.nid.is_any()) return fail(WireError::bad_nid);
     if (ni.nid.is_nid4()) ++nnis; else ++nlarge;
   }
   if (nnis > kPingMaxNis) return fail(WireError::bad_length);

@@ -75,7 +75,8 @@ class PingInfo {
 // either order (bad_magic), NI_STATUS set and entry 0 = 0@lo (bad_value),
 // 1 <= nnis <= kPingMaxNis (bad_length), every entry present (truncated: the
 // reply was cut short by the requester's sink length and should be retried
-// with ping_info_size()), large entries well formed (bad_nid / bad_length).
+// with ping_info_size()), NIDs well formed and not the wildcard (bad_nid),
+// large entries inside the claimed size (bad_length).
 Result<PingInfo> decode_ping_info(ByteSpan in) noexcept;
 
 // Bytes needed to hold the whole buffer whose first bytes are `prefix`
@@ -93,7 +94,8 @@ struct PingInfoSpec {
 std::size_t ping_info_encoded_size(const PingInfoSpec& spec) noexcept;
 
 // Encode in `order`.  nid4-compatible NIDs become nid4 entries; others become
-// large entries, which requires LARGE_ADDR in features (bad_value otherwise).
+// large entries (LARGE_ADDR and, for a large primary, PRIMARY_LARGE are set
+// as Linux sets them).  The wildcard NID cannot be listed (bad_nid).
 Result<std::size_t> encode_ping_info(const PingInfoSpec& spec, MutableByteSpan out,
                                      ByteOrder order = kNativeOrder) noexcept;
 
