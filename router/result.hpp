@@ -18,6 +18,7 @@ namespace lnetr {
   X(bad_type, "unknown message or connection type")                                    \
   X(bad_length, "a length field disagrees with the bytes present or with a limit")     \
   X(bad_nid, "malformed NID (wildcard, oversized address or unknown form)")            \
+  X(bad_checksum, "the message's checksum does not match its bytes")                    \
   X(bad_value, "a field holds a value the protocol does not allow")
 
 enum class WireError : std::uint8_t {
