@@ -129,7 +129,9 @@ std::size_t ping_info_encoded_size(const PingInfoSpec& spec) noexcept {
 Result<std::size_t> encode_ping_info(const PingInfoSpec& spec, MutableByteSpan out, ByteOrder order) noexcept {
   const std::size_t size = ping_info_encoded_size(spec);
   if (out.size() < size) return fail(WireError::truncated);
-  std::uint32_t features = spec.features;
+  // LARGE_ADDR and PRIMARY_LARGE describe the layout, so they are derived
+  // from the NIs, never taken from the caller.
+  std::uint32_t features = spec.features & ~(ping_feature::large_addr | ping_feature::primary_large);
   std::uint32_t nnis = 1;
   std::size_t nlarge = 0;
   for (const PingNi& ni : spec.nis) {

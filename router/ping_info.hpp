@@ -94,8 +94,9 @@ struct PingInfoSpec {
 std::size_t ping_info_encoded_size(const PingInfoSpec& spec) noexcept;
 
 // Encode in `order`.  nid4-compatible NIDs become nid4 entries; others become
-// large entries (LARGE_ADDR and, for a large primary, PRIMARY_LARGE are set
-// as Linux sets them).  The wildcard NID cannot be listed (bad_nid).
+// large entries.  LARGE_ADDR and PRIMARY_LARGE are derived from the NIs as
+// Linux sets them, whatever spec.features says.  The wildcard NID cannot be
+// listed (bad_nid).
 Result<std::size_t> encode_ping_info(const PingInfoSpec& spec, MutableByteSpan out,
                                      ByteOrder order = kNativeOrder) noexcept;
 

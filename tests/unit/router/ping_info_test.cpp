@@ -109,6 +109,18 @@ TEST(PingInfo, LargePrimaryIsFlagged) {
   EXPECT_TRUE(pi->features & ping_feature::primary_large);
 }
 
+TEST(PingInfo, LayoutBitsAreDerivedFromTheNis) {
+  // A caller's stale LARGE_ADDR must not claim large entries that are not
+  // there (the fuzzer found that buffer failing to decode).
+  const PingNi nis[] = {{nid("10.0.0.1@tcp"), kNiStatusUp}};
+  std::vector<std::uint8_t> out(48);
+  ASSERT_TRUE(encode_ping_info({0xff, kPidLustre, 1, nis}, out));
+  auto pi = decode_ping_info(out);
+  ASSERT_TRUE(pi);
+  EXPECT_EQ(pi->features, 0xffu & ~(ping_feature::large_addr | ping_feature::primary_large));
+  EXPECT_EQ(pi->msg_size, 0u);
+}
+
 TEST(PingInfo, TruncatedReplyTellsTheNeededSize) {
   // A requester that offered too small a sink gets a cut reply; it must learn
   // the full size to retry.
