@@ -55,6 +55,11 @@ ParseResult<Nid> parse_addr(std::string_view a, Net net, std::size_t pos) {
     return Nid::make(net, v);
   }
   if (a.find(':') != std::string_view::npos) {
+    // inet_pton stops at a NUL: allow only what IPv6 text is made of.
+    const bool ipv6_chars = std::all_of(a.begin(), a.end(), [](char c) {
+      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.';
+    });
+    if (!ipv6_chars) return fail(ParseError{"expected an IPv6 address", pos});
     std::array<std::uint8_t, 16> b{};
     const std::string text(a);
     if (inet_pton(AF_INET6, text.c_str(), b.data()) != 1)
@@ -101,7 +106,8 @@ const LndName* lnd_by_net_prefix(std::string_view s) noexcept {
 }
 
 Result<Nid> decode_nid8(std::uint64_t v) noexcept {
-  if ((v >> 56) != 0 && v != kNid4Any) return fail(WireError::bad_nid);
+  if (v == kNid4Any) return Nid::any();
+  if ((v >> 56) != 0 || ((v >> 48) & 0xff) == Nid::kAnyType) return fail(WireError::bad_nid);
   return Nid::from_nid4(v);
 }
 
@@ -118,7 +124,7 @@ Result<Nid> decode_nid20(const std::uint8_t* in) noexcept {
   n.type = in[1];
   n.number = load_be<std::uint16_t>(in + 2);
   std::copy(in + 4, in + 20, n.addr.begin());
-  if (n.is_any()) return n;
+  if (n.is_any()) return n == Nid::any() ? Result<Nid>(n) : fail(WireError::bad_nid);
   if (n.size > 12) return fail(WireError::bad_nid);
   if (!std::all_of(n.addr.begin() + 4 + n.size, n.addr.end(), [](auto b) { return b == 0; }))
     return fail(WireError::bad_nid);
@@ -204,7 +210,10 @@ ParseResult<ProcessId> parse_process_id(std::string_view s) {
   ProcessId id;
   const std::size_t dash = s.find('-');
   std::size_t off = 0;
-  if (dash != std::string_view::npos) {
+  if (s.starts_with("LNET_PID_ANY-")) {
+    id.pid = kPidAny;
+    off = std::string_view("LNET_PID_ANY-").size();
+  } else if (dash != std::string_view::npos) {
     std::string_view p = s.substr(0, dash);
     std::uint32_t flag = 0;
     if (p.starts_with('U')) {
@@ -214,6 +223,7 @@ ParseResult<ProcessId> parse_process_id(std::string_view s) {
     if (!all_digits(p) || !parse_uint(p, id.pid) || (id.pid & kPidUserFlag))
       return fail(ParseError{"PID must be a decimal number below 2^31", 0});
     id.pid |= flag;
+    if (id.pid == kPidAny) return fail(ParseError{"PID U2147483647 is the wildcard LNET_PID_ANY", 0});
     off = dash + 1;
   }
   auto n = parse_nid(s.substr(off));

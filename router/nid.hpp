@@ -78,21 +78,23 @@ struct Net {
 // A NID in the layout of LNet's large NID: `size` counts address bytes beyond
 // the first four (0 for IPv4 and every nid4, 12 for IPv6), `addr` holds the
 // address bytes in network order (the first `4 + size` are significant, the
-// rest are zero).  Comparison orders NIDs as LNet's bytewise comparison of
-// the 20-byte wire form does: size, type, number, then address.
+// rest are zero).  Type 0xff is the wildcard (LNet ignores the other fields;
+// here it is always in its canonical form, any()).  Comparison orders NIDs as
+// LNet's bytewise comparison of the 20-byte wire form does: size, type,
+// number, then address.
 struct Nid {
   std::uint8_t size = 0;
   std::uint8_t type = 0;
   std::uint16_t number = 0;
   std::array<std::uint8_t, 16> addr{};
 
-  static constexpr std::uint8_t kAnySize = 0xff;
+  static constexpr std::uint8_t kAnyType = 0xff;
   static constexpr std::size_t kWireSize = 20;
 
   static constexpr Nid any() noexcept {
     Nid n;
-    n.size = kAnySize;
-    n.type = 0xff;
+    n.size = 0xff;
+    n.type = kAnyType;
     n.number = 0xffff;
     n.addr.fill(0xff);
     return n;
@@ -121,7 +123,7 @@ struct Nid {
     return from_nid4((std::uint64_t{net.to_u32()} << 32) | addr);
   }
 
-  constexpr bool is_any() const noexcept { return size == kAnySize; }
+  constexpr bool is_any() const noexcept { return type == kAnyType; }
   constexpr bool is_nid4() const noexcept { return size == 0; }
   // Representable in a 64-bit wire NID field (a nid4 or the wildcard).
   constexpr bool fits_nid4() const noexcept { return is_nid4() || is_any(); }
@@ -139,13 +141,15 @@ struct Nid {
 };
 
 // A 64-bit wire NID.  Fails with bad_nid if the top byte is set (nid4 values
-// keep it zero; only LNET_NID_ANY has it), so decoding is lossless.
+// keep it zero; only LNET_NID_ANY has it) or the type is the wildcard's
+// without the value being LNET_NID_ANY, so decoding is lossless.
 Result<Nid> decode_nid8(std::uint64_t v) noexcept;
 
 // The 20-byte wire form (struct lnet_nid): byte-order neutral.
 void encode_nid20(const Nid& nid, std::uint8_t* out) noexcept;
-// Fails with bad_nid if the address size is larger than 16 bytes (other than
-// the ANY wildcard) or unused address bytes are not zero.
+// Fails with bad_nid if the address is larger than 16 bytes, unused address
+// bytes are not zero, or the type is the wildcard's but the other fields are
+// not those of the canonical wildcard.
 Result<Nid> decode_nid20(const std::uint8_t* in) noexcept;
 
 // A process id: PID and NID.

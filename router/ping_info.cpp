@@ -2,26 +2,37 @@
 
 #include <algorithm>
 
+#include "router/lnet_header.hpp"
+
 namespace lnetr {
 namespace {
 
 constexpr std::size_t kLargeStatusSize = 4;  // ns_status before the NID
-constexpr std::size_t kLargeAnyEntrySize = kLargeStatusSize + Nid::kWireSize;
 
-// The 20-byte NID of a large entry at `nid`: only its significant bytes are on
-// the wire (the padding after them is not part of the NID).
-Result<Nid> load_large_nid(const std::uint8_t* nid) noexcept {
-  std::uint8_t raw[Nid::kWireSize] = {};
-  const std::size_t n = nid[0] == Nid::kAnySize ? Nid::kWireSize : std::min<std::size_t>(8 + nid[0], Nid::kWireSize);
-  std::copy_n(nid, n, raw);
-  return decode_nid20(raw);
+// Bytes of the large entry at `e`, keyed on its NID's first two bytes as
+// Linux's walk is: the wildcard takes a whole 20-byte NID, a nid4-sized NID
+// the size of a nid4 entry, others status + significant NID bytes (8 + size)
+// rounded up to 4.  Needs kLargeStatusSize + 2 bytes at `e`.
+std::size_t large_entry_size(const std::uint8_t* e) noexcept {
+  const std::uint8_t size = e[kLargeStatusSize], type = e[kLargeStatusSize + 1];
+  if (type == Nid::kAnyType) return kLargeStatusSize + Nid::kWireSize;
+  if (size == 0) return kPingNid4EntrySize;
+  return (kLargeStatusSize + 8 + std::size_t{size} + 3) & ~std::size_t{3};
 }
 
-// Bytes of one large entry whose NID has `nid_size` (its first byte): status
-// + significant NID bytes (8 + nid_size), rounded up to 4.
-constexpr std::size_t large_entry_size(std::uint8_t nid_size) noexcept {
-  if (nid_size == Nid::kAnySize) return kLargeAnyEntrySize;
-  return (kLargeStatusSize + 8 + std::size_t{nid_size} + 3) & ~std::size_t{3};
+constexpr std::size_t large_entry_size(const Nid& nid) noexcept {
+  return (kLargeStatusSize + 8 + std::size_t{nid.size} + 3) & ~std::size_t{3};
+}
+
+// The NID of the large entry at `e` if it names a usable NI: only its
+// significant bytes are on the wire (padding after them is not part of it).
+// Linux skips entries claiming more than 20 bytes; the wildcard names no NI.
+Result<Nid> large_entry_nid(const std::uint8_t* e) noexcept {
+  const std::uint8_t* nid = e + kLargeStatusSize;
+  if (nid[0] > Nid::kWireSize - 8 || nid[1] == Nid::kAnyType) return fail(WireError::bad_nid);
+  std::uint8_t raw[Nid::kWireSize] = {};
+  std::copy_n(nid, 8 + std::size_t{nid[0]}, raw);
+  return decode_nid20(raw);
 }
 
 struct Header {
@@ -54,7 +65,8 @@ Result<std::size_t> claimed_size(const Header& h) noexcept {
   const std::size_t base = nid4_part_size(h.nnis);
   if (!(h.features & ping_feature::large_addr)) return base;
   const std::size_t total = h.msg_size & ~std::uint32_t{3};
-  if (total < base) return fail(WireError::bad_length);
+  // Never trust a length field: a ping info travels as one LNet payload.
+  if (total < base || total > kLnetMtu) return fail(WireError::bad_length);
   return total;
 }
 
@@ -82,7 +94,6 @@ Result<PingInfo> decode_ping_info(ByteSpan in) noexcept {
   pi.msg_size = h->msg_size;
   pi.bytes_ = in.first(*size);
   pi.size_ = *size;
-  pi.large_offset_ = nid4_part_size(h->nnis);
 
   // A listed NI is a real address: the wildcard is as malformed as a nid4
   // with its top byte set.
@@ -90,39 +101,47 @@ Result<PingInfo> decode_ping_info(ByteSpan in) noexcept {
     auto nid = decode_nid8(load<std::uint64_t>(in.data() + kPingHeaderSize + i * kPingNid4EntrySize, h->order));
     if (!nid || nid->is_any()) return fail(WireError::bad_nid);
   }
-  // Large entries: walk them once so that ni() can trust the layout.
-  std::size_t off = pi.large_offset_;
-  while (off < *size) {
+  // Large entries: walk them once so that iteration can trust the layout.
+  for (std::size_t off = nid4_part_size(h->nnis); off < *size;) {
     if (*size - off < kLargeStatusSize + 8) return fail(WireError::bad_length);
-    const std::uint8_t* nid = in.data() + off + kLargeStatusSize;
-    const std::size_t need = large_entry_size(nid[0]);
-    if (nid[0] != Nid::kAnySize && nid[0] > 12) return fail(WireError::bad_nid);
-    if (*size - off < need) return fail(WireError::bad_length);
-    auto large = load_large_nid(nid);
-    if (!large || large->is_any()) return fail(WireError::bad_nid);
-    ++pi.large_count_;
-    off += need;
+    const std::size_t len = large_entry_size(in.data() + off);
+    if (*size - off < len) return fail(WireError::bad_length);
+    if (large_entry_nid(in.data() + off)) ++pi.large_count_;
+    off += len;
   }
   return pi;
 }
 
-PingNi PingInfo::ni(std::size_t i) const noexcept {
-  if (i + 1 < nnis) {
-    const std::uint8_t* e = bytes_.data() + kPingHeaderSize + (i + 1) * kPingNid4EntrySize;
-    return {Nid::from_nid4(load<std::uint64_t>(e, order)), load<std::uint32_t>(e + 8, order)};
-  }
-  std::size_t off = large_offset_;
-  for (std::size_t k = i + 1 - nnis; k > 0; --k) {
-    off += large_entry_size(bytes_[off + kLargeStatusSize]);
-  }
-  const std::uint8_t* e = bytes_.data() + off;
-  auto nid = load_large_nid(e + kLargeStatusSize);  // validated by decode_ping_info
-  return {nid ? *nid : Nid::any(), load<std::uint32_t>(e, order)};
+PingInfo::Iterator PingInfo::begin() const noexcept {
+  Iterator it{this, kPingHeaderSize + kPingNid4EntrySize};  // after 0@lo
+  it.skip_unusable();
+  return it;
+}
+
+// In the large part, move past entries that name no usable NI.
+void PingInfo::Iterator::skip_unusable() noexcept {
+  const std::size_t large = nid4_part_size(pi_->nnis);
+  while (off_ >= large && off_ < pi_->size_ && !large_entry_nid(pi_->bytes_.data() + off_))
+    off_ += large_entry_size(pi_->bytes_.data() + off_);
+}
+
+PingInfo::Iterator& PingInfo::Iterator::operator++() noexcept {
+  off_ += off_ < nid4_part_size(pi_->nnis) ? kPingNid4EntrySize : large_entry_size(pi_->bytes_.data() + off_);
+  skip_unusable();
+  return *this;
+}
+
+PingNi PingInfo::Iterator::operator*() const noexcept {
+  const std::uint8_t* e = pi_->bytes_.data() + off_;
+  if (off_ < nid4_part_size(pi_->nnis))
+    return {Nid::from_nid4(load<std::uint64_t>(e, pi_->order)), load<std::uint32_t>(e + 8, pi_->order)};
+  auto nid = large_entry_nid(e);  // usable: skip_unusable() stopped here
+  return {nid ? *nid : Nid::any(), load<std::uint32_t>(e, pi_->order)};
 }
 
 std::size_t ping_info_encoded_size(const PingInfoSpec& spec) noexcept {
   std::size_t size = kPingHeaderSize + kPingNid4EntrySize;
-  for (const PingNi& ni : spec.nis) size += ni.nid.is_nid4() ? kPingNid4EntrySize : large_entry_size(ni.nid.size);
+  for (const PingNi& ni : spec.nis) size += ni.nid.is_nid4() ? kPingNid4EntrySize : large_entry_size(ni.nid);
   return size;
 }
 
@@ -138,7 +157,7 @@ Result<std::size_t> encode_ping_info(const PingInfoSpec& spec, MutableByteSpan o
     if (ni.nid.is_any()) return fail(WireError::bad_nid);
     if (ni.nid.is_nid4()) ++nnis; else ++nlarge;
   }
-  if (nnis > kPingMaxNis) return fail(WireError::bad_length);
+  if (nnis > kPingMaxNis || size > kLnetMtu) return fail(WireError::bad_length);
   if (nlarge != 0) {
     // As Linux builds it: LARGE_ADDR with the total size in entry 0, and
     // PRIMARY_LARGE when the first NI is a large one.
@@ -168,7 +187,7 @@ Result<std::size_t> encode_ping_info(const PingInfoSpec& spec, MutableByteSpan o
     store(e, ni.status, order);
     std::uint8_t raw[Nid::kWireSize];
     encode_nid20(ni.nid, raw);
-    const std::size_t len = large_entry_size(ni.nid.size);
+    const std::size_t len = large_entry_size(ni.nid);
     std::copy_n(raw, std::min(len - kLargeStatusSize, Nid::kWireSize), e + kLargeStatusSize);
     e += len;
   }

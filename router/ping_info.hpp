@@ -7,16 +7,17 @@
 // set, variable-length entries for NIDs that need the large form.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "router/bytes.hpp"
+#include "router/magic.hpp"
 #include "router/nid.hpp"
 #include "router/result.hpp"
 
 namespace lnetr {
 
-inline constexpr std::uint32_t kPingMagic = 0x70696E67;  // "ping"
 
 namespace ping_feature {
 inline constexpr std::uint32_t base = 0x01;
@@ -57,9 +58,34 @@ class PingInfo {
   std::uint32_t sequence = 0;  // entry 0's status field
   std::uint32_t msg_size = 0;  // entry 0's ns_msg_size (total size if LARGE_ADDR)
 
-  // The NIs after 0@lo: nid4 entries 1..nnis-1, then the large entries.
-  std::size_t ni_count() const noexcept { return (nnis - 1) + large_count_; }
-  PingNi ni(std::size_t i) const noexcept;
+  // Forward iteration over the NIs after 0@lo: nid4 entries 1..nnis-1, then
+  // the usable large entries (as Linux, entries whose NID claims more than 20
+  // bytes or is the wildcard are skipped).
+  class Iterator {
+   public:
+    using value_type = PingNi;
+    using difference_type = std::ptrdiff_t;
+    PingNi operator*() const noexcept;
+    Iterator& operator++() noexcept;
+    Iterator operator++(int) noexcept {
+      Iterator it = *this;
+      ++*this;
+      return it;
+    }
+    friend bool operator==(const Iterator& a, const Iterator& b) noexcept { return a.off_ == b.off_; }
+
+   private:
+    friend class PingInfo;
+    Iterator(const PingInfo* pi, std::size_t off) noexcept : pi_(pi), off_(off) {}
+    void skip_unusable() noexcept;
+    const PingInfo* pi_ = nullptr;
+    std::size_t off_ = 0;  // byte offset of the current entry; wire_size() at the end
+  };
+  Iterator begin() const noexcept;
+  Iterator end() const noexcept { return {this, size_}; }
+
+  // NIs begin()..end() yields.
+  std::size_t ni_count() const noexcept { return nnis == 0 ? 0 : (nnis - 1) + large_count_; }
   // Bytes the buffer claims to occupy (header, entries, large entries).
   std::size_t wire_size() const noexcept { return size_; }
 
@@ -68,15 +94,15 @@ class PingInfo {
   ByteSpan bytes_;
   std::size_t size_ = 0;
   std::size_t large_count_ = 0;
-  std::size_t large_offset_ = 0;
 };
 
 // Decode and validate as Linux does before using a ping reply: magic in
 // either order (bad_magic), NI_STATUS set and entry 0 = 0@lo (bad_value),
-// 1 <= nnis <= kPingMaxNis (bad_length), every entry present (truncated: the
-// reply was cut short by the requester's sink length and should be retried
-// with ping_info_size()), NIDs well formed and not the wildcard (bad_nid),
-// large entries inside the claimed size (bad_length).
+// 1 <= nnis <= kPingMaxNis and a size no larger than an LNet payload
+// (bad_length), every entry present (truncated: the reply was cut short by
+// the requester's sink length and should be retried with ping_info_size()),
+// nid4 NIDs well formed and not the wildcard (bad_nid), large entries inside
+// the claimed size (bad_length).
 Result<PingInfo> decode_ping_info(ByteSpan in) noexcept;
 
 // Bytes needed to hold the whole buffer whose first bytes are `prefix`

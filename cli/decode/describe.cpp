@@ -13,14 +13,17 @@ constexpr std::size_t kPayloadPreview = 32;  // payload bytes shown in a detail 
 
 // ---- summaries ----------------------------------------------------------------------
 
-std::string zc_text(const sock::MsgHeader& h) {
-  const sock::ZcAck z = sock::zc_ack_of(h);
+std::string zc_text(const sock::MsgHeader& h, std::uint32_t version) {
+  const sock::ZcAck z = sock::zc_ack_of(h, version);
   switch (z.kind) {
     case sock::ZcAck::Kind::none: return "no cookies";
     case sock::ZcAck::Kind::keepalive: return "keepalive ping (cookie 1 is reserved for keepalive)";
     case sock::ZcAck::Kind::single: return strprintf("zero-copy ACK for cookie %" PRIu64, z.first);
     case sock::ZcAck::Kind::range: return strprintf("zero-copy ACK for cookies %" PRIu64 "..%" PRIu64, z.first, z.last);
     case sock::ZcAck::Kind::pair: return strprintf("zero-copy ACK for cookies %" PRIu64 " and %" PRIu64, z.first, z.last);
+    case sock::ZcAck::Kind::invalid:
+      return strprintf("INVALID zero-copy ACK (%" PRIu64 ", %" PRIu64 "): cookie 1 is reserved for keepalive", z.first,
+                       z.last);
   }
   return "";
 }
@@ -28,7 +31,7 @@ std::string zc_text(const sock::MsgHeader& h) {
 std::string sock_msg_summary(const SockMsgPdu& s) {
   if (!s.msg.sock) return lnet_summary(*s.msg.lnet);  // V1: bare LNet header
   const sock::MsgHeader& h = *s.msg.sock;
-  if (h.type == sock::kMsgNoop) return "KSOCK_MSG_NOOP = " + zc_text(h);
+  if (h.type == sock::kMsgNoop) return "KSOCK_MSG_NOOP = " + zc_text(h, s.version);
   std::string out = "KSOCK_MSG_LNET " + (s.msg.lnet ? lnet_summary(*s.msg.lnet) : std::string("?"));
   if (h.zc_req_cookie != 0)
     out += strprintf(" ZC-request cookie %" PRIu64 " (receiver must ACK it)", h.zc_req_cookie);
@@ -39,7 +42,7 @@ std::string sock_msg_summary(const SockMsgPdu& s) {
 
 std::string acceptor_summary(const AcceptorPdu& a) {
   std::string out = a.answer ? "ACCEPTOR-FORMAT ANSWER" : "ACCEPTOR REQUEST";
-  if (a.magic != sock::kAcceptorMagic) out += strprintf(" magic=0x%08x", a.magic);
+  if (a.magic != kAcceptorMagic) out += strprintf(" magic=0x%08x", a.magic);
   out += strprintf(" version=%u", a.version);
   if (a.view && a.view->nid.to_nid4() != 0) out += " nid=" + to_string(a.view->nid);
   return out;
@@ -131,8 +134,7 @@ void payload_detail(ByteSpan payload, std::vector<std::string>& details) {
 void ping_details(const PingInfo& pi, std::vector<std::string>& details) {
   std::string line = strprintf("ping info: features=0x%x (%s) pid=%u sequence=%u NIs:", pi.features,
                             ping_features(pi.features).c_str(), pi.pid, pi.sequence);
-  for (std::size_t i = 0; i < pi.ni_count(); ++i) {
-    const PingNi n = pi.ni(i);
+  for (const PingNi n : pi) {
     const std::string status = ni_status_name(n.status);
     line += " " + to_string(n.nid) + " " + (status.empty() ? hex64(n.status) : status);
   }

@@ -112,7 +112,7 @@ void hello_fields(const HelloPdu& h, std::vector<Field>& out) {
   if (!h.view) return;
   const sock::Hello& v = *h.view;
   const FieldList f(out);
-  if (h.magic == sock::kTcpMagic) {
+  if (h.magic == kTcpProtoMagic) {
     f.hex(kHelloMagic, 4, "magic", h.magic, hello_magic_name(h.magic));
     f.dec(kV1Major, 2, "version_major", 1);
     f.dec(kV1Minor, 2, "version_minor", 0);
@@ -202,6 +202,7 @@ void ping_fields(const PingInfo& pi, ByteSpan bytes, std::vector<Field>& out) {
   f.hex(kPiFeatures, 4, "pi_features", pi.features, ping_features(pi.features));
   f.dec(kPiPid, 4, "pi_pid", pi.pid);
   f.dec(kPiNnis, 4, "pi_nnis", pi.nnis);
+  auto ni_it = pi.begin();  // the nid4 entries come first
   for (std::uint32_t i = 0; i < pi.nnis; ++i) {
     const std::size_t entry = kPingHeaderSize + i * kPingNid4EntrySize;
     const FieldList e = f.sub(entry);
@@ -215,7 +216,7 @@ void ping_fields(const PingInfo& pi, ByteSpan bytes, std::vector<Field>& out) {
       e.dec(kNsMsgSize, 4, ni + "ns_msg_size", pi.msg_size);
       continue;
     }
-    const PingNi n = pi.ni(i - 1);
+    const PingNi n = *ni_it++;
     e.nid(kNsNid, 8, ni + "ns_nid", n.nid);
     e.hex(kNsStatus, 4, ni + "ns_status", n.status, ni_status_name(n.status));
     e.dec(kNsMsgSize, 4, ni + "ns_msg_size", msg_size);
@@ -240,7 +241,7 @@ void o2ib_sections(const o2ib::DecodedMsg& d, std::size_t base, std::string titl
   const o2ib::Msg& m = d.msg;
   Section head{section::pdu, std::move(title), base, {}};
   const FieldList f(head.fields);
-  f.hex(kIbmMagic, 4, "ibm_magic", o2ib::kMsgMagic);
+  f.hex(kIbmMagic, 4, "ibm_magic", kIbMagic);
   f.hex(kIbmVersion, 2, "ibm_version", m.hdr.version);
   f.hex(kIbmType, 1, "ibm_type", static_cast<std::uint8_t>(m.hdr.type), std::string(o2ib::to_string(m.hdr.type)));
   f.dec(kIbmCredits, 1, "ibm_credits", m.hdr.credits);
@@ -361,8 +362,8 @@ void cm_sections(const CmPdu& c, std::vector<Section>& out) {
 }  // namespace
 
 std::string hello_magic_name(std::uint32_t m) {
-  if (m == sock::kProtoMagic) return "LNET_PROTO_MAGIC";
-  if (m == sock::kTcpMagic) return "LNET_PROTO_TCP_MAGIC";
+  if (m == kLnetProtoMagic) return "LNET_PROTO_MAGIC";
+  if (m == kTcpProtoMagic) return "LNET_PROTO_TCP_MAGIC";
   return "";
 }
 

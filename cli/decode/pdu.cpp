@@ -7,9 +7,7 @@ namespace {
 
 // The ping-info spec that encode_ping_info() turns back into `pi`'s bytes.
 std::vector<PingNi> nis_of(const PingInfo& pi) {
-  std::vector<PingNi> nis;
-  for (std::size_t i = 0; i < pi.ni_count(); ++i) nis.push_back(pi.ni(i));
-  return nis;
+  return {pi.begin(), pi.end()};
 }
 
 // Re-encode a ping-info buffer over the bytes it was decoded from.

@@ -143,7 +143,7 @@ Pdu RoceDecoder::cm_pdu(ByteSpan mad) {
     }
   }
   const ByteSpan ulp = ByteSpan(p.bytes).subspan(c.ulp_offset);
-  const bool o2ib_magic = ulp.size() >= 4 && match_magic(ulp.data(), o2ib::kMsgMagic).matched;
+  const bool o2ib_magic = ulp.size() >= 4 && match_magic(ulp.data(), kIbMagic).matched;
   if (cm->attr == CmAttr::rej) {
     if (cm->reject_reason == kCmRejectConsumer && (o2ib_magic || o2ib::is_protocol_probe(ulp))) {
       auto r = o2ib::decode_reject(ulp);

@@ -19,7 +19,7 @@ ByteOrder guess_order(const std::uint8_t* version) noexcept {
 }
 
 bool is_hello_magic(ByteSpan in) noexcept {
-  return match_magic(in.data(), sock::kProtoMagic).matched || load_le<std::uint32_t>(in.data()) == sock::kTcpMagic;
+  return match_magic(in.data(), kLnetProtoMagic).matched || load_le<std::uint32_t>(in.data()) == kTcpProtoMagic;
 }
 
 Pdu pdu_of(ByteSpan bytes) {
@@ -102,7 +102,7 @@ SockStreamWalker::Step SockStreamWalker::more(ByteSpan in, bool at_end) {
 
 SockStreamWalker::Step SockStreamWalker::first_element(ByteSpan in, bool at_end) {
   if (in.size() < kMagicSize) return more(in, at_end);
-  const bool acceptor_magic = match_magic(in.data(), sock::kAcceptorMagic).matched;
+  const bool acceptor_magic = match_magic(in.data(), kAcceptorMagic).matched;
   // The accepting side answers a request it cannot parse with an
   // acceptor-format record; anything else it sends first is its HELLO.
   if (from_ == Side::acceptor) {
@@ -121,7 +121,7 @@ SockStreamWalker::Step SockStreamWalker::first_element(ByteSpan in, bool at_end)
 
 SockStreamWalker::Step SockStreamWalker::acceptor_element(ByteSpan in, bool at_end, bool answer) {
   if (in.size() < kMagicVersionSize) return more(in, at_end);
-  const MagicMatch m = match_magic(in.data(), sock::kAcceptorMagic);
+  const MagicMatch m = match_magic(in.data(), kAcceptorMagic);
   const ByteOrder order = m.matched ? m.order : guess_order(in.data() + kVersionOffset);
   const auto version = load<std::uint32_t>(in.data() + kVersionOffset, order);
   const std::size_t size = version == 2 ? sock::kAcceptorV2Size : sock::kAcceptorV1Size;
@@ -139,7 +139,7 @@ SockStreamWalker::Step SockStreamWalker::acceptor_element(ByteSpan in, bool at_e
     state_ = State::dead;
     // A wrong magic with a known version still tells which NID was asked for.
     if (version == 1 || version == 2) {
-      auto lenient = sock::decode_acceptor_request(patched(p.bytes, sock::kAcceptorMagic, std::nullopt, order));
+      auto lenient = sock::decode_acceptor_request(patched(p.bytes, kAcceptorMagic, std::nullopt, order));
       if (lenient) a.view = *lenient;
     }
   }
@@ -149,8 +149,8 @@ SockStreamWalker::Step SockStreamWalker::acceptor_element(ByteSpan in, bool at_e
 
 SockStreamWalker::Step SockStreamWalker::hello_element(ByteSpan in, bool at_end) {
   if (in.size() < kMagicVersionSize) return more(in, at_end);
-  const bool v1 = load_le<std::uint32_t>(in.data()) == sock::kTcpMagic;
-  const MagicMatch m = match_magic(in.data(), sock::kProtoMagic);
+  const bool v1 = load_le<std::uint32_t>(in.data()) == kTcpProtoMagic;
+  const MagicMatch m = match_magic(in.data(), kLnetProtoMagic);
   const ByteOrder order = v1 ? ByteOrder::little : m.matched ? m.order : guess_order(in.data() + kVersionOffset);
   HelloPdu h{from_, load<std::uint32_t>(in.data(), order), load<std::uint32_t>(in.data() + kVersionOffset, order),
              order, std::nullopt};
@@ -185,7 +185,7 @@ SockStreamWalker::Step SockStreamWalker::hello_element(ByteSpan in, bool at_end)
   p.error = need.error();
   fatal_ = need.error();
   state_ = State::dead;
-  auto lenient = sock::decode_hello(patched(p.bytes, sock::kProtoMagic, kLenientHelloVersion, order));
+  auto lenient = sock::decode_hello(patched(p.bytes, kLnetProtoMagic, kLenientHelloVersion, order));
   if (lenient) {
     h.view = *lenient;
     h.view->version = h.version;

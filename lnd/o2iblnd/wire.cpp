@@ -325,7 +325,7 @@ Result<DecodedMsg> decode_msg(ByteSpan in) noexcept {
   // §2.1 steps 1-3: magic, version, lengths.
   if (in.size() < kMagicVersionSize) return fail(WireError::truncated);
   const std::uint8_t* p = in.data();
-  const MagicMatch mm = match_magic(p + hdr_off::magic, kMsgMagic);
+  const MagicMatch mm = match_magic(p + hdr_off::magic, kIbMagic);
   if (!mm.matched) return fail(WireError::bad_magic);
   const ByteOrder o = mm.order;
   DecodedMsg d;
@@ -383,7 +383,8 @@ std::size_t wire_size(const Msg& m) noexcept {
   return std::visit(Size{}, m.body);
 }
 
-Result<std::size_t> encode_msg(const Msg& m, MutableByteSpan out, ByteOrder o, Checksum cksum) noexcept {
+Result<std::size_t> encode_msg(const Msg& m, MutableByteSpan out, ByteOrder o, Checksum cksum,
+                               CharSign sign) noexcept {
   const MsgHeader& h = m.hdr;
   if (!known_version(h.version)) return fail(WireError::bad_version);
   if (!body_fits(h.type, m.body)) return fail(WireError::bad_type);
@@ -403,7 +404,7 @@ Result<std::size_t> encode_msg(const Msg& m, MutableByteSpan out, ByteOrder o, C
   if (out.size() < size) return fail(WireError::truncated);
 
   std::uint8_t* p = out.data();
-  store(p + hdr_off::magic, kMsgMagic, o);
+  store(p + hdr_off::magic, kIbMagic, o);
   store(p + hdr_off::version, h.version, o);
   p[hdr_off::type] = static_cast<std::uint8_t>(h.type);
   p[hdr_off::credits] = h.credits;
@@ -439,7 +440,7 @@ Result<std::size_t> encode_msg(const Msg& m, MutableByteSpan out, ByteOrder o, C
   if (!lnet_rc) return fail(lnet_rc.error());
 
   if (cksum == Checksum::on)
-    store(p + hdr_off::cksum, msg_checksum(ByteSpan(p, size)), o);
+    store(p + hdr_off::cksum, msg_checksum(ByteSpan(p, size), sign), o);
   return size;
 }
 
@@ -478,8 +479,8 @@ Result<DecodedReject> decode_reject(ByteSpan in) noexcept {
   if (in.size() < kRejectMinSize) return fail(WireError::truncated);
   const std::uint8_t* p = in.data();
   DecodedReject d;
-  MagicMatch mm = match_magic(p + rej_off::magic, kMsgMagic);
-  d.rej.magic = kMsgMagic;
+  MagicMatch mm = match_magic(p + rej_off::magic, kIbMagic);
+  d.rej.magic = kIbMagic;
   if (!mm.matched) {
     mm = match_magic(p + rej_off::magic, kLnetProtoMagic);
     d.rej.magic = kLnetProtoMagic;
@@ -498,7 +499,7 @@ Result<DecodedReject> decode_reject(ByteSpan in) noexcept {
 }
 
 Result<std::size_t> encode_reject(const Reject& r, MutableByteSpan out, ByteOrder o) noexcept {
-  if (r.magic != kMsgMagic && r.magic != kLnetProtoMagic) return fail(WireError::bad_magic);
+  if (r.magic != kIbMagic && r.magic != kLnetProtoMagic) return fail(WireError::bad_magic);
   if (out.size() < kRejectSize) return fail(WireError::truncated);
   std::uint8_t* p = out.data();
   store(p + rej_off::magic, r.magic, o);

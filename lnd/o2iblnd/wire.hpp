@@ -28,6 +28,7 @@
 #include <variant>
 
 #include "router/bytes.hpp"
+#include "router/magic.hpp"
 #include "router/lnet_header.hpp"
 #include "router/nid.hpp"
 #include "router/result.hpp"
@@ -36,8 +37,6 @@ namespace lnetr::o2ib {
 
 // ---- constants --------------------------------------------------------------
 
-inline constexpr std::uint32_t kMsgMagic = 0x0BE91B91;        // LNET_PROTO_IB_MAGIC
-inline constexpr std::uint32_t kLnetProtoMagic = 0x45726963;  // "Eric": future-protocol probe
 inline constexpr std::uint16_t kVersion1 = 0x11;
 inline constexpr std::uint16_t kVersion2 = 0x12;  // current
 
@@ -299,12 +298,20 @@ Result<DecodedMsg> decode_msg(ByteSpan in) noexcept;
 
 enum class Checksum : std::uint8_t { off, on };
 
+// How the sender's C `char` treats bytes >= 0x80.  The spec asks for x86's
+// signed char; a Lustre peer built with unsigned char (arm64, ppc64le, and
+// every architecture since Linux 6.2 builds with -funsigned-char) sums them
+// unsigned.
+enum class CharSign : std::uint8_t { signed_char, unsigned_char };
+
 // Bytes encode_msg() writes for `m` (48 + body), assuming it is valid.
 std::size_t wire_size(const Msg& m) noexcept;
 
 // Encode `m` at the start of `out` in `order`, with ibm_nob = wire_size(m)
 // and ibm_cksum = 0 or, with Checksum::on, the checksum of the encoded
-// message (signed-byte form, §2.2).  Returns the bytes written.  Errors:
+// message in the receiver's `sign` form (a Linux receiver verifies only its
+// own form: signed on x86 kernels before 6.2, unsigned since).  Returns the
+// bytes written.  Errors:
 //   version not 0x11 / 0x12                          bad_version
 //   body alternative does not fit hdr.type           bad_type
 //   srcnid ANY, or a NID that needs the large form   bad_nid
@@ -315,7 +322,7 @@ std::size_t wire_size(const Msg& m) noexcept;
 // so that everything encode_msg() writes, decode_msg() accepts and decodes
 // to `m` again.
 Result<std::size_t> encode_msg(const Msg& m, MutableByteSpan out, ByteOrder order = kNativeOrder,
-                               Checksum cksum = Checksum::off) noexcept;
+                               Checksum cksum = Checksum::off, CharSign sign = CharSign::signed_char) noexcept;
 
 // True if CM private data starts with LNET_PROTO_MAGIC (either order) rather
 // than an o2iblnd message: a "future protocol" probe, which the passive side
@@ -324,11 +331,6 @@ bool is_protocol_probe(ByteSpan in) noexcept;
 
 // ---- checksum (§2.2) --------------------------------------------------------------
 
-// How the sender's C `char` treats bytes >= 0x80.  The spec asks for x86's
-// signed char; a Lustre peer built with unsigned char (arm64, ppc64le, and
-// every architecture since Linux 6.2 builds with -funsigned-char) sums them
-// unsigned.
-enum class CharSign : std::uint8_t { signed_char, unsigned_char };
 
 // sum = rotl32(sum, 1) + byte over `bytes`; a result of 0 becomes 1.
 std::uint32_t checksum(ByteSpan bytes, CharSign sign = CharSign::signed_char) noexcept;
@@ -348,7 +350,7 @@ bool verify_checksum(ByteSpan msg, ByteOrder order) noexcept;
 // parameters only if at least 24 bytes arrived and version > 0x11; otherwise
 // decode_reject() leaves both empty.  decode_reject() sets both or neither.
 struct Reject {
-  std::uint32_t magic = kMsgMagic;  // kMsgMagic, or kLnetProtoMagic
+  std::uint32_t magic = kIbMagic;  // kIbMagic, or kLnetProtoMagic
   std::uint16_t version = kVersion2;
   RejectReason why = RejectReason::fatal;
   std::optional<std::uint64_t> incarnation;  // rejecter's incarnation (0: no NI matched)
@@ -368,7 +370,7 @@ struct DecodedReject {
 Result<DecodedReject> decode_reject(ByteSpan in) noexcept;
 
 // Write the 24-byte reject in `order` (padding 0; absent incarnation / cp
-// written as zeros) and return 24.  Errors: magic neither kMsgMagic nor
+// written as zeros) and return 24.  Errors: magic neither kIbMagic nor
 // kLnetProtoMagic bad_magic; out shorter than 24 truncated.
 Result<std::size_t> encode_reject(const Reject& r, MutableByteSpan out, ByteOrder order = kNativeOrder) noexcept;
 

@@ -21,7 +21,7 @@ constexpr HelloLayout kV2Layout{8, 16, 24, 28, 32, 40, 48, 52, kHelloV2Size};
 constexpr HelloLayout kV4Layout{8, 28, 48, 52, 56, 64, 72, 76, kHelloV4Size};
 
 bool is_v1_magic(ByteSpan p) noexcept {
-  return p.size() >= 4 && load_le<std::uint32_t>(p.data()) == kTcpMagic;
+  return p.size() >= 4 && load_le<std::uint32_t>(p.data()) == kTcpProtoMagic;
 }
 
 // V1 messages are bare LNet headers; later versions prefix the socklnd header.
@@ -72,6 +72,10 @@ Result<std::size_t> encode_acceptor_request(const AcceptorRequest& r, MutableByt
   return size;
 }
 
+bool is_hello_magic(ByteSpan prefix) noexcept {
+  return prefix.size() >= 4 && (is_v1_magic(prefix) || match_magic(prefix.data(), kLnetProtoMagic).matched);
+}
+
 // ---- HELLO ----------------------------------------------------------------
 
 const char* to_string(ConnType t) noexcept {
@@ -95,7 +99,7 @@ Result<std::size_t> hello_bytes_needed(ByteSpan prefix) noexcept {
     if (len % 4 != 0 || len / 4 > kHelloMaxIps) return fail(WireError::bad_length);
     return kHelloV1Size + len;
   }
-  const MagicMatch m = match_magic(prefix.data(), kProtoMagic);
+  const MagicMatch m = match_magic(prefix.data(), kLnetProtoMagic);
   if (!m.matched) return fail(WireError::bad_magic);
   switch (load<std::uint32_t>(prefix.data() + 4, m.order)) {
     case 2:
@@ -146,7 +150,7 @@ Result<Hello> decode_hello(ByteSpan in) noexcept {
     return h;
   }
 
-  h.order = match_magic(p, kProtoMagic).order;
+  h.order = match_magic(p, kLnetProtoMagic).order;
   h.version = load<std::uint32_t>(p + 4, h.order);
   const HelloLayout& l = h.version == 4 ? kV4Layout : kV2Layout;
   auto src = h.version == 4 ? decode_nid20(p + l.src_nid) : decode_nid8(load<std::uint64_t>(p + l.src_nid, h.order));
@@ -182,7 +186,7 @@ Result<std::size_t> encode_hello(const Hello& h, MutableByteSpan out) noexcept {
   const auto ctype = static_cast<std::uint32_t>(h.ctype);
 
   if (h.version == 1) {
-    store_le(p, kTcpMagic);
+    store_le(p, kTcpProtoMagic);
     store_le<std::uint16_t>(p + kV1Major, 1);
     store_le<std::uint16_t>(p + kV1Minor, 0);
     store_le(p + kV1SrcNid, h.src_nid.to_nid4());
@@ -197,7 +201,7 @@ Result<std::size_t> encode_hello(const Hello& h, MutableByteSpan out) noexcept {
   }
 
   const HelloLayout& l = h.version == 4 ? kV4Layout : kV2Layout;
-  store(p, kProtoMagic, h.order);
+  store(p, kLnetProtoMagic, h.order);
   store(p + 4, h.version, h.order);
   if (h.version == 4) {
     encode_nid20(h.src_nid, p + l.src_nid);
@@ -239,7 +243,7 @@ Result<std::size_t> encode_msg_header(const MsgHeader& h, MutableByteSpan out, B
   return kMsgHeaderSize;
 }
 
-Result<std::size_t> message_bytes_needed(ByteSpan prefix, std::uint32_t version, ByteOrder order) noexcept {
+Result<std::size_t> message_head_bytes_needed(ByteSpan prefix, std::uint32_t version, ByteOrder order) noexcept {
   if (version < 1 || version > 4) return fail(WireError::bad_version);
   const std::size_t off = sock_header_size(version);
   if (version != 1) {
@@ -248,45 +252,52 @@ Result<std::size_t> message_bytes_needed(ByteSpan prefix, std::uint32_t version,
     if (type == kMsgNoop) return kMsgHeaderSize;
     if (type != kMsgLnet) return fail(WireError::bad_type);
   }
-  const HeaderForm form = header_form(version);
-  const std::size_t hdr_end = off + header_size(form);
-  if (prefix.size() < hdr_end) return hdr_end;
-  const std::size_t len_at = off + (form == HeaderForm::nid4 ? 28 : 52);
-  const auto payload = load_le<std::uint32_t>(prefix.data() + len_at);
-  if (payload > kLnetMtu) return fail(WireError::bad_length);
-  return hdr_end + payload;
+  return off + header_size(header_form(version));
 }
 
-Result<Message> decode_message(ByteSpan in, std::uint32_t version, ByteOrder order) noexcept {
-  auto need = message_bytes_needed(in, version, order);
+Result<MessageHead> decode_message_head(ByteSpan in, std::uint32_t version, ByteOrder order) noexcept {
+  auto need = message_head_bytes_needed(in, version, order);
   if (!need) return fail(need.error());
   if (in.size() < *need) return fail(WireError::truncated);
-  Message m;
-  std::size_t off = 0;
+  MessageHead head;
+  head.size = *need;
   if (version != 1) {
     auto h = decode_msg_header(in, order);
     if (!h) return fail(h.error());
-    m.sock = *h;
-    off = kMsgHeaderSize;
-    if (h->type == kMsgNoop) return m;
+    head.sock = *h;
+    if (h->type == kMsgNoop) return head;
   }
-  const HeaderForm form = header_form(version);
-  auto lnet = decode_header(in.subspan(off), form);
+  auto lnet = decode_header(in.subspan(sock_header_size(version)), header_form(version));
   if (!lnet) return fail(lnet.error());
-  m.lnet = *lnet;
-  m.payload = in.subspan(off + header_size(form), lnet->payload_length);
-  return m;
+  if (lnet->payload_length > kLnetMtu) return fail(WireError::bad_length);
+  head.lnet = *lnet;
+  return head;
 }
 
-ZcAck zc_ack_of(const MsgHeader& h) noexcept {
+Result<std::size_t> message_bytes_needed(ByteSpan prefix, std::uint32_t version, ByteOrder order) noexcept {
+  auto need = message_head_bytes_needed(prefix, version, order);
+  if (!need || prefix.size() < *need) return need;
+  auto head = decode_message_head(prefix, version, order);
+  if (!head) return fail(head.error());
+  return head->size + head->payload_length();
+}
+
+Result<Message> decode_message(ByteSpan in, std::uint32_t version, ByteOrder order) noexcept {
+  auto head = decode_message_head(in, version, order);
+  if (!head) return fail(head.error());
+  if (in.size() - head->size < head->payload_length()) return fail(WireError::truncated);
+  return Message{head->sock, head->lnet, in.subspan(head->size, head->payload_length())};
+}
+
+ZcAck zc_ack_of(const MsgHeader& h, std::uint32_t version) noexcept {
   using K = ZcAck::Kind;
-  const std::uint64_t a = h.zc_req_cookie, b = h.zc_ack_cookie;
-  if (h.type == kMsgLnet) return b != 0 ? ZcAck{K::single, b, b} : ZcAck{};
+  const std::uint64_t b = h.zc_ack_cookie;
   if (b == 0) return {};
-  if (a == 0) return b == kKeepaliveCookie ? ZcAck{K::keepalive, 0, 0} : ZcAck{K::single, b, b};
-  if (a < b) return {K::range, a, b};
-  if (a > b) return {K::pair, a, b};
-  return {K::single, b, b};
+  // An LNET message's zc_req_cookie is its own request, not part of an ACK.
+  const std::uint64_t a = (h.type == kMsgNoop && h.zc_req_cookie != 0) ? h.zc_req_cookie : b;
+  if (b == kKeepaliveCookie && version >= 3) return a == b ? ZcAck{K::keepalive, 0, 0} : ZcAck{K::invalid, a, b};
+  if (a == b) return {K::single, b, b};
+  return a < b ? ZcAck{K::range, a, b} : ZcAck{K::pair, a, b};
 }
 
 MsgHeader make_zc_ack(std::uint64_t cookie) noexcept { return {kMsgNoop, 0, 0, cookie}; }

@@ -19,15 +19,13 @@
 #include <optional>
 
 #include "router/bytes.hpp"
+#include "router/magic.hpp"
 #include "router/lnet_header.hpp"
 #include "router/nid.hpp"
 #include "router/result.hpp"
 
 namespace lnetr::sock {
 
-inline constexpr std::uint32_t kAcceptorMagic = 0xACCE7100;
-inline constexpr std::uint32_t kProtoMagic = 0x45726963;  // "Eric": HELLO V2..V4
-inline constexpr std::uint32_t kTcpMagic = 0xEEBC0DED;    // HELLO V1 (little-endian)
 inline constexpr std::uint16_t kAcceptPort = 988;
 inline constexpr std::uint16_t kPrivilegedPortMax = 1023;  // active side binds 1023..512
 inline constexpr std::uint16_t kPrivilegedPortMin = 512;
@@ -50,6 +48,15 @@ Result<std::size_t> acceptor_bytes_needed(ByteSpan prefix) noexcept;
 Result<AcceptorRequest> decode_acceptor_request(ByteSpan in) noexcept;
 // Version 1 needs a nid4-compatible NID (bad_nid otherwise).
 Result<std::size_t> encode_acceptor_request(const AcceptorRequest& r, MutableByteSpan out) noexcept;
+
+// True if a connection's first 4 bytes are a HELLO magic (either version
+// family, either order): a peer that skipped the acceptor request.  A Linux
+// acceptor answers such a peer, and one asking for an unknown acceptor
+// version, with acceptor_answer() and closes; anything else it just closes.
+bool is_hello_magic(ByteSpan prefix) noexcept;
+// {kAcceptorMagic, version 1, NID 0}: tells the peer which acceptor protocol
+// this node speaks.
+constexpr AcceptorRequest acceptor_answer() noexcept { return {1, Nid::from_nid4(0), kNativeOrder}; }
 
 // ---- HELLO ----------------------------------------------------------------
 
@@ -128,29 +135,50 @@ constexpr HeaderForm header_form(std::uint32_t version) noexcept {
   return version >= 4 ? HeaderForm::nid16 : HeaderForm::nid4;
 }
 
-// A whole message: socklnd header (absent in V1), LNet header (absent in a
-// NOOP), and a view of the payload in the caller's bytes.
+// The head of a message, everything before its payload: socklnd header
+// (absent in V1) and LNet header (absent in a NOOP).  A receiver decodes the
+// head, picks a buffer for payload_length() bytes, then reads the payload
+// into it.
+struct MessageHead {
+  std::optional<MsgHeader> sock;
+  std::optional<LnetHeader> lnet;
+  std::size_t size = 0;  // bytes of the head on the wire
+
+  std::uint32_t payload_length() const noexcept { return lnet ? lnet->payload_length : 0; }
+};
+
+// A whole message: its head and a view of the payload in the caller's bytes.
 struct Message {
   std::optional<MsgHeader> sock;
   std::optional<LnetHeader> lnet;
   ByteSpan payload;
 };
 
-// Bytes of the message starting at `prefix` on a connection of `version` and
-// `order`: 24 for a NOOP, socklnd header + LNet header + payload_length for
-// an LNET message.  bad_type: unknown message type; bad_length: payload above
-// the LNet MTU (Linux rejects those before reading the payload).
+// Bytes of the head starting at `prefix` on a connection of `version` and
+// `order` (24 for a NOOP, 24 + LNet header for an LNET message, the LNet
+// header alone in V1), as far as the prefix tells.  bad_type: unknown
+// message type.
+Result<std::size_t> message_head_bytes_needed(ByteSpan prefix, std::uint32_t version, ByteOrder order) noexcept;
+// Decode the head at the start of `in` (truncated if shorter).  bad_length:
+// payload above the LNet MTU (Linux refuses those before reading the payload).
+Result<MessageHead> decode_message_head(ByteSpan in, std::uint32_t version, ByteOrder order) noexcept;
+// Head plus payload: the whole message's size, as far as the prefix tells.
 Result<std::size_t> message_bytes_needed(ByteSpan prefix, std::uint32_t version, ByteOrder order) noexcept;
 Result<Message> decode_message(ByteSpan in, std::uint32_t version, ByteOrder order) noexcept;
 
-// What a NOOP (or an LNET message's zc_ack_cookie) acknowledges.
+// What a NOOP (or an LNET message's zc_ack_cookie) acknowledges, as Linux
+// reads it: a NOOP (a, b) with b != 0 acknowledges b alone if a is 0 or
+// equal to b, a..b if a < b, the pair a and b if a > b; an LNET message
+// acknowledges its zc_ack_cookie alone.  From V3 on, an acknowledgement of
+// the reserved cookie 1 is a keepalive if it names one cookie, and a
+// protocol error (invalid) otherwise.
 struct ZcAck {
-  enum class Kind : std::uint8_t { none, keepalive, single, range, pair } kind = Kind::none;
+  enum class Kind : std::uint8_t { none, keepalive, single, range, pair, invalid } kind = Kind::none;
   std::uint64_t first = 0;  // single: the cookie; range: a..b; pair: a and b
   std::uint64_t last = 0;
   friend constexpr bool operator==(const ZcAck&, const ZcAck&) = default;
 };
-ZcAck zc_ack_of(const MsgHeader& h) noexcept;
+ZcAck zc_ack_of(const MsgHeader& h, std::uint32_t version) noexcept;
 MsgHeader make_zc_ack(std::uint64_t cookie) noexcept;  // NOOP (0, cookie)
 MsgHeader make_keepalive() noexcept;                   // NOOP (0, 1)
 

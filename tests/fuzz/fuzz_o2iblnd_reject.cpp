@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!d) return 0;
 
   const Reject& r = d->rej;
-  FUZZ_CHECK(r.magic == kMsgMagic || r.magic == kLnetProtoMagic);
+  FUZZ_CHECK(r.magic == kIbMagic || r.magic == kLnetProtoMagic);
   FUZZ_CHECK(r.incarnation.has_value() == r.cp.has_value());
   FUZZ_CHECK(r.incarnation.has_value() == (size >= kRejectSize && r.version > kVersion1));
 

@@ -17,8 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   FUZZ_CHECK(need && *need == pi->wire_size() && pi->wire_size() <= size);
-  std::vector<PingNi> nis;
-  for (std::size_t i = 0; i < pi->ni_count(); ++i) nis.push_back(pi->ni(i));
+  std::vector<PingNi> nis(pi->begin(), pi->end());
+  FUZZ_CHECK(nis.size() == pi->ni_count());
   const PingInfoSpec spec{pi->features, pi->pid, pi->sequence, nis};
   std::vector<std::uint8_t> out(ping_info_encoded_size(spec));
   auto n = encode_ping_info(spec, out, pi->order);
@@ -33,8 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(back->ni_count() == nis.size());
   // The same NIs; a nid4-compatible NID found among large entries moves to
   // the nid4 entries, so compare without order.
-  std::vector<PingNi> again;
-  for (std::size_t i = 0; i < back->ni_count(); ++i) again.push_back(back->ni(i));
+  std::vector<PingNi> again(back->begin(), back->end());
   auto by_nid = [](const PingNi& a, const PingNi& b) { return a.nid < b.nid || (a.nid == b.nid && a.status < b.status); };
   std::sort(nis.begin(), nis.end(), by_nid);
   std::sort(again.begin(), again.end(), by_nid);

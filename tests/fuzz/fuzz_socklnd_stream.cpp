@@ -30,7 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (m->sock) {
       FUZZ_CHECK(encode_msg_header(*m->sock, out, order));
       off = kMsgHeaderSize;
-      (void)zc_ack_of(*m->sock);
+      const ZcAck z = zc_ack_of(*m->sock, version);
+      FUZZ_CHECK(z.kind != ZcAck::Kind::range || z.first < z.last);
+      FUZZ_CHECK(z.kind != ZcAck::Kind::pair || z.first > z.last);
     }
     if (m->lnet) {
       auto n = encode_header(*m->lnet, MutableByteSpan(out).subspan(off), header_form(version));

@@ -103,6 +103,22 @@ TEST(Nid, Decode20RejectsMalformed) {
   EXPECT_TRUE(decode_nid20(any)->is_any());
 }
 
+TEST(Nid, WildcardIsKnownByItsType) {
+  // LNet ignores every other field of a type-0xff NID; only the canonical
+  // form is accepted, so decoding stays lossless.
+  std::uint8_t bytes[20];
+  encode_nid20(Nid::any(), bytes);
+  EXPECT_EQ(bytes[1], 0xff);
+  EXPECT_TRUE(decode_nid20(bytes)->is_any());
+  std::uint8_t odd_any[20] = {0, 0xff};
+  EXPECT_EQ(decode_nid20(odd_any).error(), WireError::bad_nid);
+  std::uint8_t huge[20] = {0xff, 2};  // a 259-byte address, not the wildcard
+  EXPECT_EQ(decode_nid20(huge).error(), WireError::bad_nid);
+  EXPECT_EQ(decode_nid8(0x00ff00000a000001ull).error(), WireError::bad_nid);
+  Nid n = Nid::any();
+  EXPECT_TRUE(n.is_any() && n.fits_nid4());
+}
+
 TEST(Nid, Decode8RejectsTopByte) {
   EXPECT_EQ(decode_nid8(0x0102000000000001ull).error(), WireError::bad_nid);
   ASSERT_TRUE(decode_nid8(0x00020000C0A8010Aull));
@@ -135,6 +151,8 @@ TEST(Nid, RejectsMalformedStrings) {
                           "10.0.0.1@tcp-1", "::1@tcp", "fe80::1@tcp", "2001:db8::zz@tcp", "host.example@tcp"}) {
     EXPECT_FALSE(parse_nid(bad).has_value()) << bad;
   }
+  using namespace std::string_view_literals;
+  EXPECT_FALSE(parse_nid("2001:db8::1\0junk@tcp"sv));  // inet_pton would stop at the NUL
 }
 
 TEST(Nid, ParseErrorsSayWhatWasExpected) {
@@ -172,6 +190,10 @@ TEST(ProcessId, ParsesAndFormats) {
   EXPECT_EQ(user->pid, 40000u | kPidUserFlag);
   EXPECT_EQ(to_string(*user), "U40000-10.201.1.1@tcp");
   EXPECT_EQ(to_string(ProcessId{kPidAny, Nid::any()}), "LNET_PID_ANY-<?>");
+  auto any = parse_process_id("LNET_PID_ANY-10.0.0.1@tcp");
+  ASSERT_TRUE(any);
+  EXPECT_EQ(any->pid, kPidAny);
+  EXPECT_FALSE(parse_process_id("U2147483647-10.0.0.1@tcp"));  // would be LNET_PID_ANY
   EXPECT_FALSE(parse_process_id("x-10.0.0.1@tcp"));
   EXPECT_FALSE(parse_process_id("3000000000-10.0.0.1@tcp"));
 }

@@ -1,7 +1,10 @@
 #include "router/ping_info.hpp"
 
+#include "router/lnet_header.hpp"
+
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <vector>
 
 #include "tests/support/hex.hpp"
@@ -12,6 +15,8 @@ namespace {
 using test::hex;
 
 Nid nid(std::string_view s) { return *parse_nid(s); }
+
+std::vector<PingNi> nis_of(const PingInfo& pi) { return {pi.begin(), pi.end()}; }
 
 // ping-discovery-health.md §2.7: router 192.168.1.10@tcp + 10.0.0.1@o2ib,
 // features 0x1A, sequence 7.
@@ -38,8 +43,7 @@ TEST(PingInfo, SpecExampleDecodes) {
   EXPECT_EQ(pi->sequence, 7u);
   EXPECT_EQ(pi->wire_size(), kSpecRouter.size());
   ASSERT_EQ(pi->ni_count(), 2u);
-  EXPECT_EQ(pi->ni(0), (PingNi{nid("192.168.1.10@tcp"), kNiStatusUp}));
-  EXPECT_EQ(pi->ni(1), (PingNi{nid("10.0.0.1@o2ib"), kNiStatusUp}));
+  EXPECT_EQ(nis_of(*pi), (std::vector<PingNi>{{nid("192.168.1.10@tcp"), kNiStatusUp}, {nid("10.0.0.1@o2ib"), kNiStatusUp}}));
 }
 
 TEST(PingInfo, SpecExampleEncodes) {
@@ -55,9 +59,10 @@ TEST(PingInfo, SpecExampleEncodes) {
 TEST(PingInfo, CapturedDownStatusRoundTrips) {
   auto pi = decode_ping_info(kCapturedRouterTcp1Down);
   ASSERT_TRUE(pi);
-  EXPECT_EQ(pi->ni(0).status, kNiStatusUp);
-  EXPECT_EQ(pi->ni(1), (PingNi{nid("10.201.2.3@tcp1"), kNiStatusDown}));
-  std::vector<PingNi> nis{pi->ni(0), pi->ni(1)};
+  const std::vector<PingNi> nis = nis_of(*pi);
+  ASSERT_EQ(nis.size(), 2u);
+  EXPECT_EQ(nis[0].status, kNiStatusUp);
+  EXPECT_EQ(nis[1], (PingNi{nid("10.201.2.3@tcp1"), kNiStatusDown}));
   std::vector<std::uint8_t> out(kCapturedRouterTcp1Down.size());
   ASSERT_TRUE(encode_ping_info({pi->features, pi->pid, pi->sequence, nis}, out, pi->order));
   EXPECT_EQ(out, kCapturedRouterTcp1Down);
@@ -73,7 +78,7 @@ TEST(PingInfo, BigEndianSenderIsDetected) {
   EXPECT_EQ(pi->order, ByteOrder::big);
   EXPECT_EQ(pi->features, 0x1eu);
   EXPECT_EQ(pi->sequence, 9u);
-  EXPECT_EQ(pi->ni(0), nis[0]);
+  EXPECT_EQ(nis_of(*pi), std::vector<PingNi>(std::begin(nis), std::end(nis)));
 }
 
 TEST(PingInfo, LargeAddressesFollowNid4Entries) {
@@ -92,9 +97,7 @@ TEST(PingInfo, LargeAddressesFollowNid4Entries) {
   EXPECT_EQ(pi->nnis, 3u);  // large entries are not counted
   EXPECT_EQ(pi->msg_size, size);
   ASSERT_EQ(pi->ni_count(), 3u);
-  EXPECT_EQ(pi->ni(0), nis[0]);
-  EXPECT_EQ(pi->ni(1), nis[2]);
-  EXPECT_EQ(pi->ni(2), nis[1]);
+  EXPECT_EQ(nis_of(*pi), (std::vector<PingNi>{nis[0], nis[2], nis[1]}));
   // The large entry: status, then the 20 significant NID bytes.
   EXPECT_EQ(load<std::uint32_t>(&out[64], kNativeOrder), kNiStatusDown);
   EXPECT_EQ(out[68], 12);  // nid_size
@@ -154,16 +157,56 @@ TEST(PingInfo, ValidationFollowsLinux) {
     EXPECT_FALSE(decode_ping_info(ByteSpan(kSpecRouter).first(n))) << n;
 }
 
-TEST(PingInfo, MalformedLargeEntriesAreRefused) {
+TEST(PingInfo, LargeEntriesAreWalkedAsLinuxWalksThem) {
+  // A nid4-sized NID in the large part takes a nid4 entry's 16 bytes; an
+  // IPv6 one 24.  Linux reads both NIs from this buffer.
+  const std::vector<std::uint8_t> b = hex(
+      "67 6e 69 70 3a 00 00 00 39 30 00 00 01 00 00 00  00 00 00 00 00 00 09 00 01 00 00 00 48 00 00 00"
+      "de c0 aa 15 00 02 00 00 0a 00 00 01 00 00 00 00  de c0 aa 15 0c 02 00 00 20 01 0d b8 00 00 00 00"
+      "00 00 00 00 00 00 00 01");
+  auto pi = decode_ping_info(b);
+  ASSERT_TRUE(pi);
+  EXPECT_EQ(nis_of(*pi), (std::vector<PingNi>{{nid("10.0.0.1@tcp"), kNiStatusUp}, {nid("2001:db8::1@tcp"), kNiStatusUp}}));
+  EXPECT_EQ(pi->ni_count(), 2u);
+}
+
+TEST(PingInfo, UnusableLargeEntriesAreSkipped) {
+  // Linux skips an entry whose NID claims more than 20 bytes (here 21: a
+  // 28-byte entry) and reads on; the wildcard names no NI either.
+  const std::vector<std::uint8_t> b = hex(
+      "67 6e 69 70 22 00 00 00 39 30 00 00 01 00 00 00  00 00 00 00 00 00 09 00 01 00 00 00 6c 00 00 00"
+      "de c0 aa 15 0d 02 00 00 01 02 03 04 05 06 07 08  09 0a 0b 0c 0d 0e 0f 10 11 00 00 00"
+      "de c0 aa 15 ff ff ff ff ff ff ff ff ff ff ff ff  ff ff ff ff ff ff ff ff"
+      "ce fa ad de 0c 02 00 00 20 01 0d b8 00 00 00 00  00 00 00 00 00 00 00 02");
+  auto pi = decode_ping_info(b);
+  ASSERT_TRUE(pi);
+  EXPECT_EQ(pi->wire_size(), b.size());
+  EXPECT_EQ(nis_of(*pi), (std::vector<PingNi>{{nid("2001:db8::2@tcp"), kNiStatusDown}}));
+  EXPECT_EQ(pi->ni_count(), 1u);
+}
+
+TEST(PingInfo, MalformedLayoutsAreRefused) {
   const PingNi nis[] = {{nid("2001:db8::1@tcp"), kNiStatusUp}};
   std::vector<std::uint8_t> good(ping_info_encoded_size({0x02, kPidLustre, 1, nis}));
   ASSERT_TRUE(encode_ping_info({0x02, kPidLustre, 1, nis}, good));
   std::vector<std::uint8_t> b = good;
-  b[36] = 13;  // NID larger than 20 bytes
-  EXPECT_EQ(decode_ping_info(b).error(), WireError::bad_nid);
-  b = good;
   store<std::uint32_t>(&b[28], 40, kNativeOrder);  // total size ends inside the entry
   EXPECT_EQ(decode_ping_info(b).error(), WireError::bad_length);
+  b = kSpecRouter;
+  b[32 + 7] = 0xff;  // an NI listed as the wildcard
+  b[32 + 6] = 0xff;
+  EXPECT_EQ(decode_ping_info(b).error(), WireError::bad_nid);
+}
+
+TEST(PingInfo, ClaimedSizeIsNotTrusted) {
+  // A 32-byte reply claiming a 4 GiB buffer must not make the requester
+  // allocate one for its retry.
+  std::vector<std::uint8_t> b(kSpecRouter.begin(), kSpecRouter.begin() + 32);
+  b[4] |= ping_feature::large_addr;
+  store_le<std::uint32_t>(&b[28], 0xfffffffc);
+  EXPECT_EQ(ping_info_size(b).error(), WireError::bad_length);
+  store_le<std::uint32_t>(&b[28], kLnetMtu);
+  EXPECT_EQ(*ping_info_size(b), kLnetMtu);
 }
 
 TEST(PingInfo, EncoderNeedsRoom) {

@@ -262,7 +262,7 @@ TEST(RoceDecoder, CmRequestCarriesRdmaCmHeaderAndConnreq) {
 }
 
 TEST(RoceDecoder, CmRejectCarriesTheO2iblndReject) {
-  const o2ib::Reject rej{o2ib::kMsgMagic, o2ib::kVersion2, o2ib::RejectReason::conn_race, 1795325402627816,
+  const o2ib::Reject rej{kIbMagic, o2ib::kVersion2, o2ib::RejectReason::conn_race, 1795325402627816,
                          o2ib::ConnParams{8, 257, 4096}};
   Bytes pd(o2ib::kRejectSize);
   ASSERT_TRUE(o2ib::encode_reject(rej, pd, ByteOrder::little));

@@ -15,7 +15,7 @@ constexpr std::uint64_t kA = 0x000200000ac90102, kB = 0x000200000ac90104;
 
 Bytes acceptor(ByteOrder order, std::uint32_t version = 1) {
   Bytes b(sock::kAcceptorV1Size);
-  store(b.data(), sock::kAcceptorMagic, order);
+  store(b.data(), kAcceptorMagic, order);
   store(b.data() + 4, version, order);
   store(b.data() + 8, kB, order);
   return b;
@@ -100,11 +100,11 @@ TEST(SockWalker, ConnectorStreamInAnyPiecesGivesTheSamePdus) {
     const auto* m = whole[2].as<SockMsgPdu>();
     ASSERT_TRUE(m && m->msg.lnet);
     EXPECT_EQ(*m->msg.lnet, get);
-    EXPECT_EQ(sock::zc_ack_of(*whole[3].as<SockMsgPdu>()->msg.sock).first, 2u);
+    EXPECT_EQ(sock::zc_ack_of(*whole[3].as<SockMsgPdu>()->msg.sock, 3).first, 2u);
     const auto* p = whole[4].as<SockMsgPdu>();
     ASSERT_TRUE(p && p->ping);
     EXPECT_EQ(p->ping->order, order);
-    EXPECT_EQ(p->ping->ni(0).nid, Nid::from_nid4(kA));
+    EXPECT_EQ((*p->ping->begin()).nid, Nid::from_nid4(kA));
     for (const Pdu& pdu : whole) {
       EXPECT_FALSE(pdu.error.has_value());
       EXPECT_EQ(reencode(pdu), pdu.bytes);

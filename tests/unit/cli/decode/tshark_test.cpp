@@ -204,7 +204,7 @@ class Expectation {
 
   void add_o2ib(const o2ib::DecodedMsg& d, ByteSpan msg, FieldValues& f) {
     const o2ib::Msg& m = d.msg;
-    f["lnet.ib.magic"].push_back(num(o2ib::kMsgMagic));
+    f["lnet.ib.magic"].push_back(num(kIbMagic));
     f["lnet.ib.version"].push_back(num(m.hdr.version));
     f["lnet.ib.type"].push_back(num(static_cast<std::uint8_t>(m.hdr.type)));
     f["lnet.ib.credits"].push_back(num(m.hdr.credits));

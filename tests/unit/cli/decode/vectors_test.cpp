@@ -192,7 +192,7 @@ class Comparer {
       const auto magic = annotated_value(ap, "acr_magic");
       const auto version = annotated_value(ap, "acr_version");
       ASSERT_TRUE(magic && version) << "annotation lacks acr_magic / acr_version";
-      expect_error(p, *magic != sock::kAcceptorMagic             ? std::optional(WireError::bad_magic)
+      expect_error(p, *magic != kAcceptorMagic             ? std::optional(WireError::bad_magic)
                       : (*version != 1 && *version != 2)         ? std::optional(WireError::bad_version)
                                                                  : std::nullopt);
     } else if (std::regex_search(h, m, kHelloRe) || std::regex_search(h, m, kBadHelloRe)) {
@@ -214,7 +214,7 @@ class Comparer {
     } else if (starts_with(h, "KSOCK_MSG_NOOP")) {
       const auto* s = p.as<SockMsgPdu>();
       ASSERT_TRUE(s && s->msg.sock && s->msg.sock->type == sock::kMsgNoop);
-      const sock::ZcAck z = sock::zc_ack_of(*s->msg.sock);
+      const sock::ZcAck z = sock::zc_ack_of(*s->msg.sock, s->version);
       if (std::regex_search(h, m, kZcAckRe)) {
         EXPECT_EQ(z, (sock::ZcAck{sock::ZcAck::Kind::single, std::stoull(m[1]), std::stoull(m[1])}));
       } else {

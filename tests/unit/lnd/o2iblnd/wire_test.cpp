@@ -289,7 +289,7 @@ TEST(O2ibSpecExample, MsgQueueSizeRejectDecodesAndReencodes) {
   auto r = decode_reject(kSpecReject);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->order, ByteOrder::little);
-  EXPECT_EQ(r->rej.magic, kMsgMagic);
+  EXPECT_EQ(r->rej.magic, kIbMagic);
   EXPECT_EQ(r->rej.version, 0x12);
   EXPECT_EQ(r->rej.why, RejectReason::msg_queue_size);
   EXPECT_EQ(to_string(r->rej.why), "MSG_QUEUE_SIZE");
@@ -749,6 +749,20 @@ TEST(O2ibValidation, LongerNobThanTheBodyIsAccepted) {
   EXPECT_EQ(must_encode(d.msg, d.order), bytes(kConnAck));
 }
 
+TEST(O2ibChecksum, EncoderWritesTheReceiversForm) {
+  const DecodedMsg d = must_decode(kGetReq);  // carries bytes >= 0x80
+  Bytes sgn(kMaxMsgSize), uns(kMaxMsgSize);
+  const auto n = encode_msg(d.msg, sgn, ByteOrder::little, Checksum::on, CharSign::signed_char);
+  ASSERT_TRUE(n);
+  ASSERT_TRUE(encode_msg(d.msg, uns, ByteOrder::little, Checksum::on, CharSign::unsigned_char));
+  const ByteSpan s(sgn.data(), *n), u(uns.data(), *n);
+  EXPECT_EQ(load_le<std::uint32_t>(sgn.data() + 12), msg_checksum(s, CharSign::signed_char));
+  EXPECT_EQ(load_le<std::uint32_t>(uns.data() + 12), msg_checksum(u, CharSign::unsigned_char));
+  EXPECT_NE(load_le<std::uint32_t>(sgn.data() + 12), load_le<std::uint32_t>(uns.data() + 12));
+  EXPECT_TRUE(decode_msg(s));
+  EXPECT_TRUE(decode_msg(u));
+}
+
 TEST(O2ibValidation, BadChecksumIsRefused) {
   const DecodedMsg d = must_decode(kGetReq);
   Bytes b = must_encode(d.msg, ByteOrder::little, Checksum::on);
@@ -1017,7 +1031,7 @@ TEST(O2ibReject, ErrorsAndAnyReason) {
   auto e = encode_reject(rej, out);
   ASSERT_FALSE(e.has_value());
   EXPECT_EQ(e.error(), WireError::bad_magic);
-  rej.magic = kMsgMagic;
+  rej.magic = kIbMagic;
   Bytes small(23);
   auto t = encode_reject(rej, small);
   ASSERT_FALSE(t.has_value());

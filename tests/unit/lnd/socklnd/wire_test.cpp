@@ -68,7 +68,16 @@ TEST(Acceptor, KernelAnswerToAWrongFirstRecord) {
   auto r = decode_acceptor_request(answer);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->nid.to_nid4(), 0u);
-  EXPECT_EQ(encode(AcceptorRequest{1, Nid::from_nid4(0), ByteOrder::little}), answer);
+  EXPECT_EQ(encode(acceptor_answer()), answer);
+}
+
+TEST(Acceptor, HelloSentFirstIsRecognised) {
+  EXPECT_TRUE(is_hello_magic(hex("63 69 72 45")));  // V2+ little-endian
+  EXPECT_TRUE(is_hello_magic(hex("45 72 69 63")));  // V2+ big-endian
+  EXPECT_TRUE(is_hello_magic(hex("ed 0d bc ee")));  // V1
+  EXPECT_FALSE(is_hello_magic(hex("00 71 ce ac")));
+  EXPECT_FALSE(is_hello_magic(hex("78 56 34 12")));
+  EXPECT_FALSE(is_hello_magic(hex("63 69 72")));
 }
 
 TEST(Acceptor, BadRequestsFromTheV5Capture) {
@@ -282,6 +291,28 @@ TEST(Message, SpecFramedPut) {
   EXPECT_EQ(hdr, Bytes(kSpecFramedPut.begin(), kSpecFramedPut.begin() + 24));
 }
 
+TEST(Message, HeadComesBeforeThePayload) {
+  // A receiver reads the 96-byte head, then reads payload_length bytes into
+  // a buffer of its choosing.
+  const ByteSpan head_bytes = ByteSpan(kSpecFramedPut).first(96);
+  EXPECT_EQ(*message_head_bytes_needed(head_bytes.first(4), 3, ByteOrder::little), kMsgHeaderSize);
+  EXPECT_EQ(*message_head_bytes_needed(head_bytes.first(24), 3, ByteOrder::little), 96u);
+  EXPECT_EQ(decode_message_head(head_bytes.first(95), 3, ByteOrder::little).error(), WireError::truncated);
+  auto head = decode_message_head(head_bytes, 3, ByteOrder::little);
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->size, 96u);
+  EXPECT_EQ(head->payload_length(), 8u);
+  EXPECT_EQ(head->lnet->src_nid, nid("192.168.1.20@tcp"));
+  EXPECT_EQ(*message_head_bytes_needed(head_bytes, 1, ByteOrder::little), kLnetHeaderSize);  // V1: bare header
+  Bytes noop(kMsgHeaderSize);
+  ASSERT_TRUE(encode_msg_header(make_keepalive(), noop, ByteOrder::little));
+  auto nh = decode_message_head(noop, 3, ByteOrder::little);
+  ASSERT_TRUE(nh);
+  EXPECT_FALSE(nh->lnet);
+  EXPECT_EQ(nh->size, kMsgHeaderSize);
+  EXPECT_EQ(nh->payload_length(), 0u);
+}
+
 TEST(Message, SpecNoops) {
   const Bytes zc_ack = hex("c0 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 05 00 00 00 00 00 00 00");
   const Bytes keepalive = hex("c0 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00");
@@ -294,18 +325,29 @@ TEST(Message, SpecNoops) {
   auto m = decode_message(zc_ack, 3, ByteOrder::little);
   ASSERT_TRUE(m);
   EXPECT_FALSE(m->lnet);
-  EXPECT_EQ(zc_ack_of(*m->sock), (ZcAck{ZcAck::Kind::single, 5, 5}));
-  EXPECT_EQ(zc_ack_of(*decode_msg_header(keepalive, ByteOrder::little)).kind, ZcAck::Kind::keepalive);
+  EXPECT_EQ(zc_ack_of(*m->sock, 3), (ZcAck{ZcAck::Kind::single, 5, 5}));
+  EXPECT_EQ(zc_ack_of(*decode_msg_header(keepalive, ByteOrder::little), 3).kind, ZcAck::Kind::keepalive);
 }
 
 TEST(Message, ZcAckEncodingsLinuxAccepts) {
   using K = ZcAck::Kind;
-  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 3, 9}), (ZcAck{K::range, 3, 9}));
-  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 9, 3}), (ZcAck{K::pair, 9, 3}));
-  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 0, 0}).kind, K::none);
+  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 3, 9}, 3), (ZcAck{K::range, 3, 9}));
+  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 9, 3}, 3), (ZcAck{K::pair, 9, 3}));
+  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 6, 6}, 3), (ZcAck{K::single, 6, 6}));
+  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 0, 0}, 3).kind, K::none);
   // An LNET message may carry its own request and piggy-back an ACK.
-  EXPECT_EQ(zc_ack_of({kMsgLnet, 0, 7, 4}), (ZcAck{K::single, 4, 4}));
-  EXPECT_EQ(zc_ack_of({kMsgLnet, 0, 7, 0}).kind, K::none);
+  EXPECT_EQ(zc_ack_of({kMsgLnet, 0, 7, 4}, 3), (ZcAck{K::single, 4, 4}));
+  EXPECT_EQ(zc_ack_of({kMsgLnet, 0, 7, 0}, 3).kind, K::none);
+}
+
+TEST(Message, ReservedCookieOneIsAKeepaliveFromV3On) {
+  using K = ZcAck::Kind;
+  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 0, 1}, 3).kind, K::keepalive);
+  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 1, 1}, 4).kind, K::keepalive);
+  EXPECT_EQ(zc_ack_of({kMsgLnet, 0, 9, 1}, 3).kind, K::keepalive);  // piggy-backed keepalive
+  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 5, 1}, 3).kind, K::invalid);    // Linux: protocol error
+  // V2 has no keepalive: cookie 1 is just an (unknown) cookie.
+  EXPECT_EQ(zc_ack_of({kMsgNoop, 0, 0, 1}, 2), (ZcAck{K::single, 1, 1}));
 }
 
 TEST(Message, SwappedConnectionsSwapTheSocklndHeaderOnly) {
