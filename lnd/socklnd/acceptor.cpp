@@ -1,0 +1,178 @@
+#include "lnd/socklnd/acceptor.hpp"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "lnd/socklnd/socket.hpp"
+
+namespace lnetr::sock {
+
+class Acceptor::Listener final : public IoHandler {
+ public:
+  Listener(Acceptor& a, int fd) : acceptor_(a), fd_(fd) {}
+  ~Listener() {
+    acceptor_.poller_.remove(fd_);
+    ::close(fd_);
+  }
+  void on_io(std::uint32_t events) override;
+
+  Acceptor& acceptor_;
+  int fd_;
+};
+
+// One incoming connection until its HELLO has been read.
+class Acceptor::Pending final : public IoHandler {
+ public:
+  Pending(Acceptor& a, int fd, const sockaddr_in& remote) : acceptor_(a), fd_(fd), remote_(remote) {}
+  ~Pending() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void on_io(std::uint32_t events) override;
+  void step();
+  // Write a refusal record and close (best effort: the socket is fresh).
+  void answer(ByteSpan bytes) noexcept { (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT); }
+
+  Acceptor& acceptor_;
+  int fd_;
+  sockaddr_in remote_;
+  sockaddr_in local_{};
+  Clock::time_point deadline_{};
+  bool have_request_ = false;
+  AcceptorRequest request_;
+  std::array<std::uint8_t, kHelloV1Size + 4 * kHelloMaxIps> buf_{};
+  std::size_t len_ = 0;
+  bool done_ = false;
+};
+
+Acceptor::Acceptor(Options opts, std::vector<LocalNi> nis, std::uint64_t incarnation, Poller& poller,
+                   Handoff handoff)
+    : opts_(opts), nis_(std::move(nis)), incarnation_(incarnation), poller_(poller), handoff_(std::move(handoff)) {}
+
+Acceptor::~Acceptor() = default;
+
+bool Acceptor::listen(std::string& err) {
+  if (opts_.accept == AcceptMode::none) return true;
+  std::vector<std::uint32_t> ips;
+  for (const LocalNi& n : nis_)
+    if (std::find(ips.begin(), ips.end(), n.nid.addr4()) == ips.end()) ips.push_back(n.nid.addr4());
+  for (std::uint32_t ip : ips) {
+    const int fd = listen_on(ip, opts_.port, opts_.backlog, err);
+    if (fd < 0) return false;
+    auto l = std::make_unique<Listener>(*this, fd);
+    poller_.add(fd, l.get());
+    listeners_.push_back(std::move(l));
+  }
+  return true;
+}
+
+void Acceptor::Listener::on_io(std::uint32_t) {
+  for (;;) {
+    sockaddr_in remote{};
+    const int fd = accept_one(fd_, remote);
+    if (fd < 0) return;
+    // accept=secure: only privileged source ports (a kernel peer).
+    if (acceptor_.opts_.accept == AcceptMode::secure && addr_port(remote) > kPrivilegedPortMax) {
+      ::close(fd);
+      ++acceptor_.refused_[static_cast<std::size_t>(CloseReason::insecure_port)];
+      continue;
+    }
+    auto p = std::make_unique<Pending>(acceptor_, fd, remote);
+    local_address(fd, p->local_);
+    p->deadline_ = Clock::now() + acceptor_.opts_.accept_timeout;
+    Pending* raw = p.get();
+    acceptor_.pending_.push_back(std::move(p));
+    acceptor_.poller_.add(fd, raw);
+    raw->step();
+  }
+}
+
+void Acceptor::Pending::on_io(std::uint32_t) {
+  if (!done_) step();
+}
+
+void Acceptor::Pending::step() {
+  for (;;) {
+    const ByteSpan have(buf_.data(), len_);
+    auto need = have_request_ ? hello_bytes_needed(have) : acceptor_bytes_needed(have);
+    if (!need) {
+      if (!have_request_) {
+        // Linux answers a HELLO sent first, or an acceptor version it does
+        // not know, with its own acceptor record; anything else is closed.
+        if (is_hello_magic(have) || need.error() == WireError::bad_version) {
+          std::uint8_t rec[kAcceptorV1Size];
+          (void)encode_acceptor_request(acceptor_answer(), rec);
+          answer(rec);
+        }
+        return acceptor_.refuse(this, CloseReason::bad_acceptor);
+      }
+      if (need.error() == WireError::bad_version) {
+        // An unknown HELLO version: tell the peer ours (V3) with type NONE.
+        Hello h;
+        h.src_nid = request_.nid;
+        h.src_incarnation = acceptor_.incarnation_;
+        h.ctype = static_cast<std::int32_t>(ConnType::none);
+        std::uint8_t out[kHelloV2Size];
+        if (encode_hello(h, out)) answer(out);
+      }
+      return acceptor_.refuse(this, CloseReason::bad_hello);
+    }
+    if (len_ < *need) {
+      const ssize_t n = ::recv(fd_, buf_.data() + len_, *need - len_, 0);
+      if (n > 0) {
+        len_ += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+      return acceptor_.refuse(this, n == 0 ? CloseReason::peer_closed : CloseReason::io_error);
+    }
+    if (!have_request_) {
+      auto r = decode_acceptor_request(have);
+      const bool ours = r && std::any_of(acceptor_.nis_.begin(), acceptor_.nis_.end(),
+                                         [&](const LocalNi& n) { return n.nid == r->nid; });
+      if (!ours) return acceptor_.refuse(this, CloseReason::bad_acceptor);  // "No matching NI"
+      request_ = *r;
+      have_request_ = true;
+      len_ = 0;
+      deadline_ = Clock::now() + acceptor_.opts_.accept_timeout;
+      continue;
+    }
+    auto h = decode_hello(have);
+    if (!h || h->src_nid.is_any()) return acceptor_.refuse(this, CloseReason::bad_hello);
+    done_ = true;
+    acceptor_.poller_.remove(fd_);
+    Accepted a;
+    a.fd = fd_;
+    fd_ = -1;
+    a.local = local_;
+    a.remote = remote_;
+    a.request = request_;
+    a.hello = *h;
+    ++acceptor_.handed_off_;
+    acceptor_.handoff_(std::move(a));
+    return;
+  }
+}
+
+void Acceptor::refuse(Pending* p, CloseReason why) {
+  ++refused_[static_cast<std::size_t>(why)];
+  p->done_ = true;
+  poller_.remove(p->fd_);
+  ::close(p->fd_);
+  p->fd_ = -1;
+}
+
+void Acceptor::tick(Clock::time_point now) {
+  for (auto& p : pending_)
+    if (!p->done_ && now > p->deadline_) refuse(p.get(), CloseReason::timeout);
+}
+
+void Acceptor::reap() {
+  auto finished = std::stable_partition(pending_.begin(), pending_.end(), [](const auto& p) { return !p->done_; });
+  pending_.erase(finished, pending_.end());
+}
+
+}  // namespace lnetr::sock

@@ -1,0 +1,58 @@
+// The socklnd acceptor: listens on port 988 of every NI address, reads the
+// acceptor request and the HELLO of each incoming connection (never
+// blocking, with Linux's 5 s limit per step), refuses what Linux refuses
+// the way Linux does, and hands the rest to the Node that owns the peer.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lnd/socklnd/engine.hpp"
+
+namespace lnetr::sock {
+
+class Acceptor {
+ public:
+  // Called with every connection whose request and HELLO passed; the
+  // callee owns a.fd (the acceptor no longer polls it).
+  using Handoff = std::function<void(Accepted&&)>;
+
+  Acceptor(Options opts, std::vector<LocalNi> nis, std::uint64_t incarnation, Poller& poller, Handoff handoff);
+  ~Acceptor();
+  Acceptor(const Acceptor&) = delete;
+  Acceptor& operator=(const Acceptor&) = delete;
+
+  // Listen on every NI address (nothing with accept=none).  False with
+  // `err` naming the address if one cannot be bound.
+  bool listen(std::string& err);
+  // Drop connections that did not finish their handshake in time.
+  void tick(Clock::time_point now);
+  // Free what was closed since the last call.
+  void reap();
+
+  // Connections refused, by reason (the same table as Node's).
+  const std::array<std::uint64_t, kCloseReasonCount>& refused() const noexcept { return refused_; }
+  std::uint64_t handed_off() const noexcept { return handed_off_; }
+
+ private:
+  class Listener;
+  class Pending;
+  friend class Listener;
+  friend class Pending;
+
+  void refuse(Pending* p, CloseReason why);
+
+  Options opts_;
+  std::vector<LocalNi> nis_;
+  std::uint64_t incarnation_;
+  Poller& poller_;
+  Handoff handoff_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::vector<std::unique_ptr<Pending>> pending_;
+  std::array<std::uint64_t, kCloseReasonCount> refused_{};
+  std::uint64_t handed_off_ = 0;
+};
+
+}  // namespace lnetr::sock

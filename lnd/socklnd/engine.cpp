@@ -1,0 +1,905 @@
+#include "lnd/socklnd/engine.hpp"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "lnd/socklnd/socket.hpp"
+
+namespace lnetr::sock {
+
+// ---- names ------------------------------------------------------------------
+
+std::string_view name(CloseReason r) noexcept {
+  switch (r) {
+#define LNETR_X(n, text) \
+  case CloseReason::n:   \
+    return #n;
+    LNETR_SOCK_CLOSE_REASONS(LNETR_X)
+#undef LNETR_X
+  }
+  return "?";
+}
+
+std::string_view describe(CloseReason r) noexcept {
+  switch (r) {
+#define LNETR_X(n, text) \
+  case CloseReason::n:   \
+    return text;
+    LNETR_SOCK_CLOSE_REASONS(LNETR_X)
+#undef LNETR_X
+  }
+  return "?";
+}
+
+std::uint64_t new_incarnation() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// ---- TxQueue ----------------------------------------------------------------
+
+void TxQueue::push(Tx* t) noexcept {
+  t->next = nullptr;
+  if (tail) tail->next = t; else head = t;
+  tail = t;
+  ++count;
+  bytes += t->total();
+}
+
+void TxQueue::push_front(Tx* t) noexcept {
+  t->next = head;
+  head = t;
+  if (!tail) tail = t;
+  ++count;
+  bytes += t->total();
+}
+
+Tx* TxQueue::pop() noexcept {
+  Tx* t = head;
+  if (!t) return nullptr;
+  head = t->next;
+  if (!head) tail = nullptr;
+  t->next = nullptr;
+  --count;
+  bytes -= t->total();
+  return t;
+}
+
+// ---- connection and peer ------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t kStageSize = 8192;  // head staging: also soaks up small payloads
+constexpr std::size_t kHandshakeMax = kAcceptorV2Size + kHelloV4Size + 4 * kHelloMaxIps;
+constexpr std::size_t kMaxPendingAcks = 256;
+constexpr std::size_t kIovMax = 64;
+constexpr auto kKeepaliveRetry = std::chrono::seconds(10);
+
+std::size_t type_index(ConnType t) noexcept {
+  switch (t) {
+    case ConnType::control: return 1;
+    case ConnType::bulk_in: return 2;
+    case ConnType::bulk_out: return 3;
+    default: return 0;
+  }
+}
+
+bool sendable_type(std::int32_t t) noexcept {
+  return t == static_cast<std::int32_t>(ConnType::any) || t == static_cast<std::int32_t>(ConnType::control) ||
+         t == static_cast<std::int32_t>(ConnType::bulk_in) || t == static_cast<std::int32_t>(ConnType::bulk_out);
+}
+
+// Protocol version to offer a peer first: V4 carries large NIDs.
+std::uint32_t default_version(const Nid& peer) noexcept { return peer.is_nid4() ? 3 : 4; }
+
+}  // namespace
+
+class Conn final : public IoHandler {
+ public:
+  enum class State : std::uint8_t { connecting, hello_wait, established, closed };
+  enum class RxState : std::uint8_t { head, payload, deferred };
+
+  Conn(Node& node, int fd, bool active) : node_(node), fd_(fd), active_(active) {}
+  ~Conn() { if (fd_ >= 0) ::close(fd_); }
+
+  void on_io(std::uint32_t events) override;
+
+  Node& node_;
+  Peer* peer_ = nullptr;
+  int fd_;
+  bool active_;
+  State state_ = State::connecting;
+  ConnType type_ = ConnType::any;  // our end's type
+  std::uint32_t version_ = 3;
+  ByteOrder order_ = kNativeOrder;  // the peer's order for socklnd headers
+  const LocalNi* ni_ = nullptr;
+  sockaddr_in local_{};
+  sockaddr_in remote_{};
+  bool user_peer_ = false;  // unprivileged source port under accept=all
+
+  // Handshake bytes still to write (request + HELLO, or our HELLO reply).
+  std::array<std::uint8_t, kHandshakeMax> hs_out_{};
+  std::size_t hs_len_ = 0, hs_sent_ = 0;
+  std::uint32_t hs_version_ = 3;
+
+  // Receive.
+  std::array<std::uint8_t, kStageSize> stage_{};
+  std::size_t stage_off_ = 0, stage_len_ = 0;
+  RxState rx_state_ = RxState::head;
+  Rx rx_;
+  std::size_t rx_got_ = 0;
+  std::uint64_t pending_zc_ = 0;  // the message's ZC request, ACKed after its payload
+  Clock::time_point rx_deadline_{};
+
+  // Send.
+  TxQueue txq_;
+  // Control bytes (NOOPs: ZC-ACKs, keepalive) written between messages.
+  std::array<std::uint8_t, kMsgHeaderSize * 8> ctl_{};
+  std::size_t ctl_len_ = 0, ctl_sent_ = 0;
+  std::array<std::uint64_t, kMaxPendingAcks> acks_{};
+  std::size_t acks_head_ = 0, acks_count_ = 0;
+  bool keepalive_due_ = false;
+  bool writable_ = false;
+  Clock::time_point tx_deadline_{};
+
+  bool closed() const noexcept { return state_ == State::closed; }
+  std::size_t queued_bytes() const noexcept { return txq_.bytes + acks_count_ * kMsgHeaderSize; }
+
+  void start_established();
+  void close(CloseReason why, int err);
+  void do_read();
+  void do_write();
+  bool read_some(std::uint8_t* dst, std::size_t len, std::size_t& got);
+  bool handshake_read();
+  void finish_active_hello(const Hello& h);
+  void on_message_head(const MessageHead& head);
+  void payload_done();
+  void queue_zc_ack(std::uint64_t cookie);
+  void fill_ctl() noexcept;
+  void queue(Tx& t);
+  bool handshake_write();
+};
+
+class Peer {
+ public:
+  Peer(Node& node, const Nid& nid, const LocalNi& ni) : node_(node), nid_(nid), ni_(&ni) {}
+
+  Node& node_;
+  Nid nid_;
+  const LocalNi* ni_;
+  std::vector<Conn*> conns_;
+  TxQueue waiting_;  // no suitable connection yet
+  std::uint32_t version_ = 0;  // 0: to be (re)negotiated
+  std::uint64_t incarnation_ = 0;
+  Conn* connecting_ = nullptr;
+  bool connect_set_ = false;  // we connect to this peer: complete the typed set
+  std::uint32_t connect_version_ = 0;  // version to offer next (0: default)
+  Clock::time_point next_connect_{};
+  std::chrono::milliseconds retry_interval_{0};
+  int retries_ = 0;  // consecutive retry-type outcomes
+  Clock::time_point last_alive_{};
+  Clock::time_point keepalive_sent_{};
+
+  Conn* choose(const Tx& t) const noexcept;
+  void place(Tx& t);
+  void flush_waiting();
+  void want_connections(Clock::time_point now);
+  std::size_t count(ConnType t) const noexcept;
+  void connect(ConnType type, Clock::time_point now);
+  void connect_failed(int err, bool retry_soon);
+  void conn_gone(Conn* c, bool was_established);
+  void close_all(CloseReason why, int err, const Conn* except = nullptr);
+  void fail_waiting(int err);
+  void tick(Clock::time_point now);
+};
+
+// ---- Conn: I/O dispatch ---------------------------------------------------------
+
+void Conn::on_io(std::uint32_t events) {
+  if (closed()) return;
+  if (state_ == State::connecting) {
+    if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      Peer* p = peer_;
+      close(CloseReason::io_error, -err);
+      if (p) p->connect_failed(-err, false);
+      return;
+    }
+    local_address(fd_, local_);
+    state_ = State::hello_wait;
+    writable_ = true;
+    do_write();
+    if (!closed()) do_read();
+    return;
+  }
+  if (events & EPOLLOUT) writable_ = true;
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) do_read();
+  if (!closed() && writable_) do_write();
+}
+
+// Read up to `len` bytes; false when the connection was closed.
+bool Conn::read_some(std::uint8_t* dst, std::size_t len, std::size_t& got) {
+  got = 0;
+  const ssize_t n = ::recv(fd_, dst, len, 0);
+  if (n > 0) {
+    got = static_cast<std::size_t>(n);
+    rx_deadline_ = Clock::now() + node_.opts_.timeout;
+    if (peer_) peer_->last_alive_ = Clock::now();
+    return true;
+  }
+  if (n == 0) {
+    close(CloseReason::peer_closed, -ECONNRESET);
+    return false;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
+  close(CloseReason::io_error, -errno);
+  return false;
+}
+
+void Conn::do_read() {
+  for (;;) {
+    if (closed()) return;
+    if (state_ == State::hello_wait) {
+      if (!handshake_read()) return;
+      continue;
+    }
+    if (state_ != State::established || rx_state_ == RxState::deferred) return;
+
+    if (rx_state_ == RxState::payload) {
+      const std::size_t want = rx_.hdr.payload_length - rx_got_;
+      if (stage_len_ > 0) {  // payload bytes that arrived with the head
+        const std::size_t n = std::min(want, stage_len_);
+        if (!rx_.discard) std::memcpy(rx_.sink.data() + rx_got_, stage_.data() + stage_off_, n);
+        rx_got_ += n;
+        stage_off_ += n;
+        stage_len_ -= n;
+      } else {
+        std::size_t got = 0;
+        std::uint8_t* dst = rx_.discard ? stage_.data() : rx_.sink.data() + rx_got_;
+        if (!read_some(dst, rx_.discard ? std::min(want, stage_.size()) : want, got)) return;
+        if (got == 0) return;  // would block
+        rx_got_ += got;
+      }
+      if (rx_got_ == rx_.hdr.payload_length) payload_done();
+      continue;
+    }
+
+    // RxState::head: decode what is staged, else read more into the stage.
+    const ByteSpan staged(stage_.data() + stage_off_, stage_len_);
+    auto need = message_head_bytes_needed(staged, version_, order_);
+    if (!need) {
+      close(CloseReason::bad_message, -EPROTO);
+      return;
+    }
+    if (stage_len_ >= *need) {
+      auto head = decode_message_head(staged, version_, order_);
+      if (!head) {
+        close(CloseReason::bad_message, -EPROTO);
+        return;
+      }
+      stage_off_ += head->size;
+      stage_len_ -= head->size;
+      on_message_head(*head);
+      continue;
+    }
+    if (stage_off_ + stage_len_ == stage_.size() || (stage_len_ == 0 && stage_off_ != 0)) {
+      std::memmove(stage_.data(), stage_.data() + stage_off_, stage_len_);
+      stage_off_ = 0;
+    }
+    std::size_t got = 0;
+    if (!read_some(stage_.data() + stage_off_ + stage_len_, stage_.size() - stage_off_ - stage_len_, got)) return;
+    if (got == 0) return;
+    stage_len_ += got;
+  }
+}
+
+void Conn::on_message_head(const MessageHead& head) {
+  if (head.sock) {
+    const ZcAck ack = zc_ack_of(*head.sock, version_);
+    // lnetr never asks for zero-copy, so an ACK can only be a keepalive.
+    if (ack.kind != ZcAck::Kind::none && ack.kind != ZcAck::Kind::keepalive) {
+      close(CloseReason::bad_zc_ack, -EPROTO);
+      return;
+    }
+    if (!head.lnet) return;  // NOOP
+  }
+  if (check_header(*head.lnet)) {
+    close(CloseReason::bad_message, -EPROTO);
+    return;
+  }
+  rx_ = Rx{};
+  rx_.conn = this;
+  rx_.from = peer_->nid_;
+  rx_.ni = ni_->nid;
+  rx_.hdr = *head.lnet;
+  if (user_peer_) {  // Linux rewrites a user-space peer's identity
+    rx_.hdr.src_nid = peer_->nid_;
+    rx_.hdr.src_pid = static_cast<std::uint32_t>(addr_port(remote_)) | kPidUserFlag;
+  }
+  rx_got_ = 0;
+  pending_zc_ = head.sock ? head.sock->zc_req_cookie : 0;
+  ++node_.stats_.rx_msgs;
+  switch (node_.upper_.on_head(rx_)) {
+    case RxVerdict::reject:
+      close(CloseReason::upper_rejected, -EPROTO);
+      return;
+    case RxVerdict::defer:
+      rx_state_ = RxState::deferred;
+      return;
+    case RxVerdict::accept:
+      rx_state_ = RxState::payload;
+      if (rx_.hdr.payload_length == 0) payload_done();
+      return;
+  }
+}
+
+void Conn::payload_done() {
+  node_.stats_.rx_bytes += rx_.hdr.payload_length;
+  rx_state_ = RxState::head;
+  if (pending_zc_ != 0) {
+    queue_zc_ack(pending_zc_);
+    pending_zc_ = 0;
+  }
+  node_.upper_.on_received(rx_);
+}
+
+// ---- Conn: sending --------------------------------------------------------------
+
+void Conn::queue_zc_ack(std::uint64_t cookie) {
+  if (acks_count_ == acks_.size()) {
+    // More un-ACKed zero-copy requests than any peer's credits allow.
+    close(CloseReason::bad_message, -EPROTO);
+    return;
+  }
+  acks_[(acks_head_ + acks_count_) % acks_.size()] = cookie;
+  ++acks_count_;
+  if (writable_) do_write();
+}
+
+// Build NOOPs (ZC-ACKs first, then a due keepalive) into the control buffer;
+// only called between messages, when the buffer is empty.
+void Conn::fill_ctl() noexcept {
+  ctl_len_ = ctl_sent_ = 0;
+  while (acks_count_ > 0 && ctl_len_ + kMsgHeaderSize <= ctl_.size()) {
+    (void)encode_msg_header(make_zc_ack(acks_[acks_head_]), MutableByteSpan(ctl_).subspan(ctl_len_), kNativeOrder);
+    acks_head_ = (acks_head_ + 1) % acks_.size();
+    --acks_count_;
+    ctl_len_ += kMsgHeaderSize;
+    ++node_.stats_.zc_acks_sent;
+  }
+  if (keepalive_due_ && ctl_len_ + kMsgHeaderSize <= ctl_.size()) {
+    (void)encode_msg_header(make_keepalive(), MutableByteSpan(ctl_).subspan(ctl_len_), kNativeOrder);
+    ctl_len_ += kMsgHeaderSize;
+    keepalive_due_ = false;
+    ++node_.stats_.keepalives_sent;
+  }
+}
+
+// Encode `t` for this connection's version and queue it.
+void Conn::queue(Tx& t) {
+  std::size_t n = 0;
+  if (version_ != 1) {
+    (void)encode_msg_header(MsgHeader{}, MutableByteSpan(t.wire), kNativeOrder);
+    n = kMsgHeaderSize;
+  }
+  auto h = encode_header(t.hdr, MutableByteSpan(t.wire).subspan(n), header_form(version_));
+  t.wire_len = static_cast<std::uint32_t>(n + (h ? *h : 0));
+  t.sent = 0;
+  if (txq_.empty() && ctl_len_ == ctl_sent_) tx_deadline_ = Clock::now() + node_.opts_.timeout;
+  txq_.push(&t);
+  if (writable_) do_write();
+}
+
+bool Conn::handshake_write() {
+  while (hs_sent_ < hs_len_) {
+    const ssize_t n = ::send(fd_, hs_out_.data() + hs_sent_, hs_len_ - hs_sent_, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        writable_ = false;
+        return false;
+      }
+      close(CloseReason::io_error, -errno);
+      return false;
+    }
+    hs_sent_ += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+void Conn::do_write() {
+  if (closed() || !writable_) return;
+  if (!handshake_write() || state_ != State::established) return;
+  for (;;) {
+    if (ctl_sent_ == ctl_len_ && (txq_.empty() || txq_.head->sent == 0) && (acks_count_ > 0 || keepalive_due_))
+      fill_ctl();
+    iovec iov[kIovMax];
+    std::size_t niov = 0;
+    if (ctl_sent_ < ctl_len_) iov[niov++] = {ctl_.data() + ctl_sent_, ctl_len_ - ctl_sent_};
+    for (Tx* t = txq_.head; t && niov + 2 <= kIovMax; t = t->next) {
+      const std::size_t wire_left = t->sent < t->wire_len ? t->wire_len - t->sent : 0;
+      if (wire_left) iov[niov++] = {t->wire.data() + t->sent, wire_left};
+      const std::size_t pay_done = t->sent > t->wire_len ? t->sent - t->wire_len : 0;
+      if (t->payload.size() > pay_done)
+        iov[niov++] = {const_cast<std::uint8_t*>(t->payload.data()) + pay_done, t->payload.size() - pay_done};
+    }
+    if (niov == 0) return;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = niov;
+    const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        writable_ = false;
+        return;
+      }
+      close(CloseReason::io_error, -errno);
+      return;
+    }
+    tx_deadline_ = Clock::now() + node_.opts_.timeout;
+    auto left = static_cast<std::size_t>(n);
+    const std::size_t c = std::min(left, ctl_len_ - ctl_sent_);
+    ctl_sent_ += c;
+    left -= c;
+    while (left > 0 || (txq_.head && txq_.head->sent == txq_.head->total())) {
+      Tx* t = txq_.head;
+      const std::size_t take = std::min(left, t->total() - t->sent);
+      t->sent += static_cast<std::uint32_t>(take);
+      left -= take;
+      if (t->sent < t->total()) break;
+      txq_.pop();
+      ++node_.stats_.tx_msgs;
+      node_.stats_.tx_bytes += t->payload.size();
+      node_.upper_.on_sent(*t, 0);
+      if (closed()) return;
+    }
+  }
+}
+
+// ---- Conn: handshake ------------------------------------------------------------
+
+// Active side: read and check the peer's HELLO.  False: wait or closed.
+bool Conn::handshake_read() {
+  const ByteSpan staged(stage_.data() + stage_off_, stage_len_);
+  auto need = hello_bytes_needed(staged);
+  if (!need) {
+    Peer* p = peer_;
+    close(CloseReason::bad_hello, -EPROTO);
+    if (p) p->connect_failed(-EPROTO, false);
+    return false;
+  }
+  if (stage_len_ < *need) {
+    std::size_t got = 0;
+    if (!read_some(stage_.data() + stage_off_ + stage_len_, *need - stage_len_, got)) {
+      if (peer_) peer_->connect_failed(-ECONNRESET, false);
+      return false;
+    }
+    stage_len_ += got;
+    return got != 0;
+  }
+  auto hello = decode_hello(staged.first(*need));
+  stage_off_ += *need;
+  stage_len_ -= *need;
+  if (!hello) {
+    Peer* p = peer_;
+    close(CloseReason::bad_hello, -EPROTO);
+    if (p) p->connect_failed(-EPROTO, false);
+    return false;
+  }
+  finish_active_hello(*hello);
+  return !closed();
+}
+
+void Conn::finish_active_hello(const Hello& h) {
+  Peer& p = *peer_;
+  if (h.conn_type() == ConnType::none) {
+    // Same version: lost a race or a duplicate, retry later.  Another
+    // version: the peer tells us what it speaks, retry with it at once.
+    const bool renegotiate = h.version != hs_version_;
+    if (renegotiate) p.connect_version_ = h.version;
+    close(CloseReason::peer_refused, -EALREADY);
+    p.connect_failed(-EALREADY, true);
+    if (renegotiate) p.next_connect_ = Clock::now();
+    return;
+  }
+  if (h.src_nid != p.nid_ || h.src_pid != kPidLustre) {
+    close(CloseReason::wrong_identity, -EPROTO);
+    p.connect_failed(-EPROTO, false);
+    return;
+  }
+  if (invert(h.conn_type()) != type_) {
+    close(CloseReason::bad_conn_type, -EPROTO);
+    p.connect_failed(-EPROTO, false);
+    return;
+  }
+  if (p.version_ != 0 && (p.version_ != h.version || p.incarnation_ != h.src_incarnation)) {
+    // The peer restarted (or changed version): its old connections die.
+    p.close_all(CloseReason::refused_stale, -ESTALE, this);
+    p.version_ = 0;
+  }
+  if (p.version_ == 0) {
+    p.version_ = h.version;
+    p.incarnation_ = h.src_incarnation;
+  }
+  version_ = h.version;
+  order_ = h.order;
+  p.connecting_ = nullptr;
+  p.retries_ = 0;
+  p.retry_interval_ = std::chrono::milliseconds(0);
+  ++node_.stats_.conns_connected;
+  start_established();
+  p.conns_.push_back(this);
+  p.flush_waiting();
+  p.want_connections(Clock::now());
+}
+
+void Conn::start_established() {
+  state_ = State::established;
+  setup_conn_socket(fd_, node_.opts_);
+  rx_state_ = RxState::head;
+  rx_deadline_ = Clock::now() + node_.opts_.timeout;
+  if (peer_) peer_->last_alive_ = Clock::now();
+}
+
+void Conn::close(CloseReason why, int err) {
+  if (closed()) return;
+  const bool was_established = state_ == State::established;
+  state_ = State::closed;
+  node_.count_close(why);
+  node_.poller_.remove(fd_);
+  ::close(fd_);
+  fd_ = -1;
+  if (was_established && (rx_state_ == RxState::payload || rx_state_ == RxState::deferred))
+    node_.upper_.on_rx_aborted(rx_);
+  while (Tx* t = txq_.pop()) node_.upper_.on_sent(*t, err < 0 ? err : -EIO);
+  if (peer_) peer_->conn_gone(this, was_established);
+  node_.bury(this);
+}
+
+// ---- Peer ----------------------------------------------------------------------
+
+std::size_t Peer::count(ConnType t) const noexcept {
+  std::size_t n = 0;
+  for (const Conn* c : conns_) n += c->type_ == t;
+  return n;
+}
+
+// The connection for `t` as Linux's V3 placement does it: small messages on
+// CONTROL, bulk on BULK_OUT, each the other's fallback; never on BULK_IN
+// (the peer's ACK connection) or untyped connections.  Least queued first.
+Conn* Peer::choose(const Tx& t) const noexcept {
+  const std::size_t nob = kMsgHeaderSize + kLnetHeaderSize + t.payload.size();
+  const ConnType want = nob < node_.opts_.min_bulk ? ConnType::control : ConnType::bulk_out;
+  Conn* best = nullptr;
+  bool best_preferred = false;
+  for (Conn* c : conns_) {
+    if (c->closed() || (c->type_ != ConnType::control && c->type_ != ConnType::bulk_out)) continue;
+    const bool preferred = c->type_ == want;
+    if (!best || (preferred && !best_preferred) ||
+        (preferred == best_preferred && c->queued_bytes() < best->queued_bytes())) {
+      best = c;
+      best_preferred = preferred;
+    }
+  }
+  return best;
+}
+
+void Peer::place(Tx& t) {
+  if (Conn* c = choose(t)) {
+    c->queue(t);
+    return;
+  }
+  t.queued_at = Clock::now();
+  waiting_.push(&t);
+  want_connections(Clock::now());
+}
+
+void Peer::flush_waiting() {
+  TxQueue still;
+  while (Tx* t = waiting_.pop()) {
+    if (Conn* c = choose(*t)) c->queue(*t); else still.push(t);
+  }
+  waiting_ = still;
+}
+
+// Once a message has had to wait for a connection, open the whole typed
+// set: CONTROL, then BULK_IN and BULK_OUT (conns_per_peer of each), one at a
+// time, as Linux does on a peer's first send.
+void Peer::want_connections(Clock::time_point now) {
+  if (!waiting_.empty()) connect_set_ = true;
+  if (connecting_ || !connect_set_ || now < next_connect_) return;
+  const std::uint32_t n = std::max<std::uint32_t>(1, node_.opts_.conns_per_peer);
+  if (count(ConnType::control) == 0) return connect(ConnType::control, now);
+  if (count(ConnType::bulk_in) < n && count(ConnType::bulk_in) <= count(ConnType::bulk_out))
+    return connect(ConnType::bulk_in, now);
+  if (count(ConnType::bulk_out) < n) return connect(ConnType::bulk_out, now);
+  connect_set_ = false;  // complete
+}
+
+void Peer::connect(ConnType type, Clock::time_point now) {
+  std::string err;
+  const int fd = connect_privileged(ni_->nid.addr4(), nid_.addr4(), node_.opts_.port, err);
+  if (fd < 0) {
+    connect_failed(-EHOSTUNREACH, false);
+    return;
+  }
+  auto* c = new Conn(node_, fd, true);
+  c->peer_ = this;
+  c->ni_ = ni_;
+  c->type_ = type;
+  c->remote_ = make_addr(nid_.addr4(), node_.opts_.port);
+  c->hs_version_ = connect_version_ != 0 ? connect_version_ : default_version(nid_);
+  c->version_ = c->hs_version_;
+  c->rx_deadline_ = now + node_.opts_.timeout;
+  // The acceptor request and our HELLO go out together once connected.
+  AcceptorRequest req{nid_.is_nid4() ? 1u : 2u, nid_, kNativeOrder};
+  Hello h;
+  h.version = c->hs_version_;
+  h.order = kNativeOrder;
+  h.src_nid = ni_->nid;
+  h.dst_nid = nid_;
+  h.src_incarnation = node_.incarnation_;
+  h.ctype = static_cast<std::int32_t>(type);
+  auto n1 = encode_acceptor_request(req, MutableByteSpan(c->hs_out_));
+  auto n2 = encode_hello(h, MutableByteSpan(c->hs_out_).subspan(n1 ? *n1 : 0));
+  c->hs_len_ = (n1 ? *n1 : 0) + (n2 ? *n2 : 0);
+  connecting_ = c;
+  if (!node_.poller_.add(fd, c)) {
+    c->close(CloseReason::io_error, -EIO);
+    return;
+  }
+}
+
+// A connection attempt ended without a connection.  `retry_soon`: the peer
+// refused for a reason that a later attempt can overcome (race, duplicate,
+// version): keep the waiting messages.
+void Peer::connect_failed(int err, bool retry_soon) {
+  connecting_ = nullptr;
+  ++node_.stats_.connect_failures;
+  const auto min = node_.opts_.min_reconnect, max = node_.opts_.max_reconnect;
+  if (retry_soon && ++retries_ < 3) {
+    next_connect_ = Clock::now() + min;
+    return;
+  }
+  retries_ = 0;
+  retry_interval_ = retry_interval_.count() == 0 ? min : std::min(max, retry_interval_ * 2);
+  next_connect_ = Clock::now() + retry_interval_;
+  if (conns_.empty()) {
+    fail_waiting(err);
+    node_.upper_.on_peer_down(nid_);
+  }
+}
+
+// A connection closed.  When the last established one goes, the protocol
+// version is renegotiated by the next connection and, unless one is being
+// made, LNet is told the peer is down.
+void Peer::conn_gone(Conn* c, bool was_established) {
+  if (connecting_ == c) connecting_ = nullptr;
+  if (!was_established) return;
+  conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+  if (!conns_.empty()) return;
+  version_ = 0;
+  if (!connecting_) node_.upper_.on_peer_down(nid_);
+}
+
+void Peer::close_all(CloseReason why, int err, const Conn* except) {
+  for (Conn* c : std::vector<Conn*>(conns_))
+    if (c != except) c->close(why, err);
+}
+
+void Peer::fail_waiting(int err) {
+  while (Tx* t = waiting_.pop()) node_.upper_.on_sent(*t, err);
+}
+
+void Peer::tick(Clock::time_point now) {
+  const auto timeout = node_.opts_.timeout;
+  // Messages that waited a whole timeout for a connection fail.
+  while (waiting_.head && now - waiting_.head->queued_at >= timeout) {
+    Tx* t = waiting_.pop();
+    node_.upper_.on_sent(*t, -ETIMEDOUT);
+  }
+  if (connecting_ && now > connecting_->rx_deadline_) {
+    Conn* c = connecting_;
+    c->close(CloseReason::timeout, -ETIMEDOUT);
+    connect_failed(-ETIMEDOUT, false);
+  }
+  // A stalled receive or send closes every connection to the peer.
+  for (Conn* c : std::vector<Conn*>(conns_)) {
+    if (c->closed()) continue;
+    const bool rx_stalled = (c->rx_state_ != Conn::RxState::head || c->stage_len_ > 0) && now > c->rx_deadline_;
+    const bool tx_stalled = (!c->txq_.empty() || c->ctl_sent_ < c->ctl_len_) && now > c->tx_deadline_;
+    if (rx_stalled || tx_stalled) {
+      c->close(CloseReason::timeout, -ETIMEDOUT);
+      close_all(CloseReason::siblings_closed, -ETIMEDOUT);
+      return;
+    }
+  }
+  // Keepalive: nothing heard for `keepalive`, a NOOP (0, 1) on the ACK
+  // connection, at most every 10 s, unless that connection is busy.
+  if (version_ >= 3 && !conns_.empty() && node_.opts_.keepalive.count() > 0 &&
+      now - last_alive_ >= node_.opts_.keepalive && now - keepalive_sent_ >= kKeepaliveRetry) {
+    keepalive_sent_ = now;
+    Conn* best = nullptr;
+    for (Conn* c : conns_)
+      if (!best || type_index(c->type_) == type_index(ConnType::bulk_in)) best = c;
+    if (best && best->txq_.empty()) {
+      best->keepalive_due_ = true;
+      best->do_write();
+    }
+  }
+  want_connections(now);
+}
+
+// ---- Node ----------------------------------------------------------------------
+
+Node::Node(Options opts, std::vector<LocalNi> nis, std::uint64_t incarnation, Poller& poller, Upper& upper)
+    : opts_(opts), nis_(std::move(nis)), incarnation_(incarnation), poller_(poller), upper_(upper) {}
+
+Node::~Node() {
+  shutdown();
+  reap();
+}
+
+const LocalNi* Node::ni_for_net(Net net) const noexcept {
+  for (const LocalNi& n : nis_)
+    if (n.nid.net() == net) return &n;
+  return nullptr;
+}
+
+const LocalNi* Node::ni_by_nid(const Nid& nid) const noexcept {
+  for (const LocalNi& n : nis_)
+    if (n.nid == nid) return &n;
+  return nullptr;
+}
+
+Peer* Node::find_peer(const Nid& nid) noexcept {
+  auto it = peers_.find(nid);
+  return it == peers_.end() ? nullptr : it->second.get();
+}
+
+Peer& Node::peer(const Nid& nid, const LocalNi& ni) {
+  auto& slot = peers_[nid];
+  if (!slot) slot = std::make_unique<Peer>(*this, nid, ni);
+  return *slot;
+}
+
+int Node::send(const Nid& dest, Tx& tx) {
+  const LocalNi* ni = ni_for_net(dest.net());
+  if (!ni) return -EHOSTUNREACH;
+  Peer& p = peer(dest, *ni);
+  if (p.conns_.empty() && !p.connecting_ && Clock::now() < p.next_connect_ && p.retry_interval_.count() > 0)
+    return -EIO;  // backing off after failed connects, as Linux does
+  p.place(tx);
+  return 0;
+}
+
+void Node::resume(Rx& rx) {
+  Conn* c = rx.conn;
+  if (!c || c->closed() || c->rx_state_ != Conn::RxState::deferred) return;
+  c->rx_ = rx;
+  c->rx_state_ = Conn::RxState::payload;
+  if (c->rx_.hdr.payload_length == 0) c->payload_done();
+  c->do_read();
+}
+
+void Node::adopt(Accepted&& a) {
+  auto* c = new Conn(*this, a.fd, false);
+  a.fd = -1;
+  c->local_ = a.local;
+  c->remote_ = a.remote;
+  c->ni_ = ni_by_nid(a.request.nid);
+  if (!c->ni_) {  // the acceptor checks this; a Node serving other NIs refuses too
+    count_close(CloseReason::bad_acceptor);
+    delete c;
+    return;
+  }
+  const Hello& h = a.hello;
+  c->version_ = h.version;
+  c->order_ = h.order;
+  c->user_peer_ = addr_port(a.remote) > kPrivilegedPortMax;
+  const Nid peer_nid = c->user_peer_ ? Nid::make(c->ni_->nid.net(), addr_ip(a.remote)) : h.src_nid;
+
+  // Our reply: our HELLO with the inverted type, or type NONE to refuse.
+  Hello reply;
+  reply.version = h.version;
+  reply.order = kNativeOrder;
+  reply.src_nid = c->ni_->nid;
+  reply.dst_nid = h.src_nid;
+  reply.src_incarnation = incarnation_;
+  auto refuse = [&](CloseReason why) {
+    reply.ctype = static_cast<std::int32_t>(ConnType::none);
+    auto n = encode_hello(reply, MutableByteSpan(c->hs_out_));
+    if (n) (void)::send(c->fd_, c->hs_out_.data(), *n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    count_close(why);
+    delete c;
+  };
+
+  if (!sendable_type(h.ctype)) {  // NONE or unknown: close without a reply
+    count_close(CloseReason::bad_conn_type);
+    delete c;
+    return;
+  }
+  c->type_ = invert(h.conn_type());
+  Peer& p = peer(peer_nid, *c->ni_);
+  // Connection race: the higher NID's own connection wins.
+  if (peer_nid < c->ni_->nid && p.connecting_) return refuse(CloseReason::refused_race);
+  if (p.version_ != 0 && (p.version_ != h.version || p.incarnation_ != h.src_incarnation)) {
+    p.close_all(CloseReason::refused_stale, -ESTALE);
+    p.version_ = 0;
+    return refuse(CloseReason::refused_stale);
+  }
+  // Duplicates beyond conns_per_peer of a type (loopback exempt).
+  if (addr_ip(a.remote) != addr_ip(a.local)) {
+    std::size_t dup = 0;
+    for (const Conn* o : p.conns_)
+      dup += o->type_ == c->type_ && addr_ip(o->remote_) == addr_ip(a.remote) && addr_ip(o->local_) == addr_ip(a.local);
+    if (dup >= std::max<std::uint32_t>(1, opts_.conns_per_peer)) return refuse(CloseReason::refused_duplicate);
+  }
+  if (p.version_ == 0) {
+    p.version_ = h.version;
+    p.incarnation_ = h.src_incarnation;
+  }
+  reply.ctype = static_cast<std::int32_t>(c->type_);
+  auto n = encode_hello(reply, MutableByteSpan(c->hs_out_));
+  c->hs_len_ = n ? *n : 0;
+  c->peer_ = &p;
+  c->writable_ = true;
+  if (!poller_.add(c->fd_, c)) {
+    count_close(CloseReason::io_error);
+    delete c;
+    return;
+  }
+  ++stats_.conns_accepted;
+  c->start_established();
+  p.conns_.push_back(c);
+  c->do_write();
+  if (c->closed()) return;
+  p.flush_waiting();
+  c->do_read();
+}
+
+void Node::tick(Clock::time_point now) {
+  for (auto& [nid, p] : peers_) p->tick(now);
+}
+
+void Node::bury(Conn* c) { graveyard_.push_back(c); }
+
+void Node::reap() {
+  for (Conn* c : graveyard_) delete c;
+  graveyard_.clear();
+}
+
+void Node::shutdown() {
+  for (auto& [nid, p] : peers_) {
+    if (p->connecting_) p->connecting_->close(CloseReason::shutdown, -ESHUTDOWN);
+    p->close_all(CloseReason::shutdown, -ESHUTDOWN);
+    p->fail_waiting(-ESHUTDOWN);
+  }
+}
+
+
+std::vector<Node::PeerInfo> Node::peers() const {
+  std::vector<PeerInfo> out;
+  for (const auto& [nid, p] : peers_) {
+    PeerInfo i;
+    i.nid = nid;
+    i.version = p->version_;
+    i.incarnation = p->incarnation_;
+    for (const Conn* c : p->conns_) ++i.conns[type_index(c->type_)];
+    i.queued_tx = p->waiting_.count;
+    i.connecting = p->connecting_ != nullptr;
+    out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace lnetr::sock

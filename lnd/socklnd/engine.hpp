@@ -1,0 +1,261 @@
+// The socklnd protocol engine over kernel TCP sockets: connection handshakes
+// (both sides), typed connections per peer, message framing in both
+// directions, zero-copy ACKs, keepalive, timeouts, races and incarnations,
+// as Linux ksocklnd does them (spec: socklnd.md).
+//
+// One Node per thread owns its peers and their connections; nothing here is
+// shared between threads and nothing blocks.  The LNet layer above (the
+// router core, or lnetr-peer's endpoint) implements Upper: it decides where
+// each received payload goes and is told when a sent message is done.
+//
+// Ownership of a message in flight:
+//   receive  head decoded by the engine -> Upper::on_head() names the sink
+//            (a buffer the Upper owns), asks to discard, or defers (no
+//            buffer yet: the engine stops reading that socket, which is the
+//            back-pressure) -> payload read straight into the sink ->
+//            Upper::on_received() (or on_rx_aborted() if the connection dies).
+//   send     Upper fills a Tx it owns and calls Node::send(); the engine
+//            links it into a queue and writes header + payload from the
+//            Upper's memory -> Upper::on_sent(tx, status) hands it back.
+// Connections and peers are created at connect/accept time, never per
+// message; the per-message path allocates nothing.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "lnd/socklnd/poller.hpp"
+#include "lnd/socklnd/wire.hpp"
+#include "router/lnet_header.hpp"
+#include "router/nid.hpp"
+
+namespace lnetr::sock {
+
+using Clock = std::chrono::steady_clock;
+
+enum class AcceptMode : std::uint8_t { secure, all, none };
+
+// ksocklnd module parameters that matter here (spec socklnd.md §9-§10).
+struct Options {
+  std::uint16_t port = kAcceptPort;
+  AcceptMode accept = AcceptMode::secure;
+  int backlog = 127;
+  std::uint32_t conns_per_peer = 1;  // bulk connections of each direction
+  std::uint32_t min_bulk = 1024;
+  std::chrono::seconds timeout{50};
+  std::chrono::seconds keepalive{30};
+  std::chrono::seconds accept_timeout{5};
+  int keepalive_idle = 30;  // TCP keepalive
+  int keepalive_count = 5;
+  int keepalive_intvl = 5;
+  bool nagle = false;
+  int tx_buffer_size = 0;
+  int rx_buffer_size = 0;
+  std::chrono::milliseconds min_reconnect{1000};
+  std::chrono::milliseconds max_reconnect{60000};
+};
+
+// Why a connection was closed or refused: one table for the enum, the
+// counter name and the operator's text.
+#define LNETR_SOCK_CLOSE_REASONS(X)                                                      \
+  X(peer_closed, "the peer closed the connection")                                       \
+  X(io_error, "a socket error (reset, unreachable, ...)")                               \
+  X(bad_acceptor, "the acceptor request was malformed or named another node")          \
+  X(insecure_port, "connection from a port above 1023 refused (accept=secure)")         \
+  X(bad_hello, "the HELLO was malformed or of an unknown version")                      \
+  X(wrong_identity, "the peer's HELLO claimed another NID or PID than expected")        \
+  X(bad_conn_type, "the HELLO asked for a connection type that cannot be accepted")     \
+  X(refused_race, "refused: connection race, the higher NID's connection wins")         \
+  X(refused_duplicate, "refused: a connection of this type already exists")             \
+  X(refused_stale, "refused: the peer restarted or changed protocol version")          \
+  X(peer_refused, "the peer refused the connection (HELLO type NONE)")                  \
+  X(bad_message, "a malformed message: bad type, header or length")                     \
+  X(bad_zc_ack, "a zero-copy ACK for a cookie never requested")                         \
+  X(upper_rejected, "the LNet layer rejected the message as a protocol error")          \
+  X(timeout, "no progress for sock_timeout while receiving or sending")                \
+  X(siblings_closed, "closed together with a failed connection to the same peer")       \
+  X(shutdown, "the node is shutting down")
+
+enum class CloseReason : std::uint8_t {
+#define LNETR_X(n, text) n,
+  LNETR_SOCK_CLOSE_REASONS(LNETR_X)
+#undef LNETR_X
+};
+inline constexpr std::size_t kCloseReasonCount = 0
+#define LNETR_X(n, text) +1
+    LNETR_SOCK_CLOSE_REASONS(LNETR_X)
+#undef LNETR_X
+    ;
+std::string_view name(CloseReason r) noexcept;
+std::string_view describe(CloseReason r) noexcept;
+
+// Counters of one Node (single writer: the owning thread).
+struct Stats {
+  std::uint64_t conns_accepted = 0;
+  std::uint64_t conns_connected = 0;
+  std::uint64_t connect_failures = 0;
+  std::array<std::uint64_t, kCloseReasonCount> closed{};
+  std::uint64_t rx_msgs = 0;
+  std::uint64_t rx_bytes = 0;  // LNet payload bytes
+  std::uint64_t tx_msgs = 0;
+  std::uint64_t tx_bytes = 0;
+  std::uint64_t zc_acks_sent = 0;
+  std::uint64_t keepalives_sent = 0;
+};
+
+class Conn;
+class Peer;
+class Node;
+
+// A message to send: filled by the Upper, owned by it, lent to the engine
+// from Node::send() until Upper::on_sent().
+struct Tx {
+  LnetHeader hdr;
+  ByteSpan payload;  // hdr.payload_length bytes, in the Upper's memory
+  void* cookie = nullptr;
+
+  // Engine's part.
+  Tx* next = nullptr;
+  std::uint32_t wire_len = 0;  // socklnd + LNet header bytes in wire[]
+  std::uint32_t sent = 0;      // bytes of wire[] + payload written so far
+  std::array<std::uint8_t, kMsgHeaderSize + kLnetHeader16Size> wire{};
+  Clock::time_point queued_at{};
+
+  std::size_t total() const noexcept { return wire_len + payload.size(); }
+};
+
+// An intrusive FIFO of Tx.
+struct TxQueue {
+  Tx* head = nullptr;
+  Tx* tail = nullptr;
+  std::size_t count = 0;
+  std::size_t bytes = 0;
+  bool empty() const noexcept { return head == nullptr; }
+  void push(Tx* t) noexcept;
+  void push_front(Tx* t) noexcept;
+  Tx* pop() noexcept;
+};
+
+// One received message, from its head to the end of its payload.
+struct Rx {
+  Conn* conn = nullptr;
+  Nid from;  // the peer (previous hop)
+  Nid ni;    // the local NI it arrived on
+  LnetHeader hdr;
+  // Set by Upper::on_head(), or by Node::resume() after a deferral.
+  MutableByteSpan sink;  // hdr.payload_length bytes
+  bool discard = false;
+  void* cookie = nullptr;
+};
+
+enum class RxVerdict : std::uint8_t {
+  accept,  // rx.sink (or rx.discard) set: read the payload now
+  defer,   // no resources: stop reading this connection until resume()
+  reject,  // protocol error: close the connection
+};
+
+class Upper {
+ public:
+  virtual RxVerdict on_head(Rx& rx) = 0;
+  virtual void on_received(Rx& rx) = 0;
+  // The connection died after on_head() accepted or deferred `rx`.
+  virtual void on_rx_aborted(Rx& rx) = 0;
+  // status 0: every byte handed to the kernel; else -errno.
+  virtual void on_sent(Tx& tx, int status) = 0;
+  // A peer's last connection is gone and none is being made (Linux's
+  // "peer down" notification to LNet).
+  virtual void on_peer_down(const Nid& peer) = 0;
+
+ protected:
+  ~Upper() = default;
+};
+
+// A connection accepted and handshaken as far as the acceptor goes (request
+// and HELLO read), to be finished by the Node that owns the peer.
+struct Accepted {
+  int fd = -1;
+  sockaddr_in local{};
+  sockaddr_in remote{};
+  AcceptorRequest request;
+  Hello hello;
+};
+
+// What a local NI needs here: its NID (whose IPv4 address it listens on
+// and connects from).
+struct LocalNi {
+  Nid nid;
+};
+
+class Node {
+ public:
+  Node(Options opts, std::vector<LocalNi> nis, std::uint64_t incarnation, Poller& poller, Upper& upper);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Queue `tx` for `dest`, a peer on one of our nets, connecting if needed.
+  // Fails (returns -errno, tx not taken) only if no local NI is on dest's net.
+  int send(const Nid& dest, Tx& tx);
+
+  // Continue a deferred receive: set rx.sink / rx.discard / rx.cookie first.
+  void resume(Rx& rx);
+
+  // Finish the handshake of a connection the acceptor took in.
+  void adopt(Accepted&& a);
+
+  // Timers: keepalive, timeouts, reconnects.  Call at least once a second.
+  void tick(Clock::time_point now);
+  // Free connections closed since the last call (never while dispatching).
+  void reap();
+  // Close everything (tx fail with -ESHUTDOWN).
+  void shutdown();
+
+  const Stats& stats() const noexcept { return stats_; }
+  const Options& options() const noexcept { return opts_; }
+  std::uint64_t incarnation() const noexcept { return incarnation_; }
+  const LocalNi* ni_for_net(Net net) const noexcept;
+  const LocalNi* ni_by_nid(const Nid& nid) const noexcept;
+  // True if `nid` is one of ours.
+  bool is_local(const Nid& nid) const noexcept { return ni_by_nid(nid) != nullptr; }
+
+  // Introspection for display and tests.
+  struct PeerInfo {
+    Nid nid;
+    std::uint32_t version = 0;
+    std::uint64_t incarnation = 0;
+    std::size_t conns[4] = {};  // by our ConnType: any, control, bulk_in, bulk_out
+    std::size_t queued_tx = 0;
+    bool connecting = false;
+  };
+  std::vector<PeerInfo> peers() const;
+
+ private:
+  friend class Conn;
+  friend class Peer;
+  Peer& peer(const Nid& nid, const LocalNi& ni);
+  Peer* find_peer(const Nid& nid) noexcept;
+  void count_close(CloseReason r) noexcept { ++stats_.closed[static_cast<std::size_t>(r)]; }
+  void bury(Conn* c);  // closed: free at the next reap()
+
+  Options opts_;
+  std::vector<LocalNi> nis_;
+  std::uint64_t incarnation_;
+  Poller& poller_;
+  Upper& upper_;
+  Stats stats_;
+  std::unordered_map<Nid, std::unique_ptr<Peer>> peers_;
+  std::vector<Conn*> graveyard_;
+};
+
+// Monotonic wall-clock nanoseconds: the incarnation Linux uses for socklnd.
+std::uint64_t new_incarnation() noexcept;
+
+}  // namespace lnetr::sock

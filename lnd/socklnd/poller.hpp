@@ -1,0 +1,39 @@
+// Readiness polling for the kernel-socket transport: one epoll instance per
+// thread, each registered fd dispatching to its IoHandler.  Workers poll with
+// a zero timeout inside their loop (never blocking); lnetr-peer waits.
+#pragma once
+
+#include <cstdint>
+
+namespace lnetr::sock {
+
+class IoHandler {
+ public:
+  // `events` is an EPOLL* mask.
+  virtual void on_io(std::uint32_t events) = 0;
+
+ protected:
+  ~IoHandler() = default;
+};
+
+class Poller {
+ public:
+  Poller();
+  ~Poller();
+  Poller(const Poller&) = delete;
+  Poller& operator=(const Poller&) = delete;
+
+  // Edge-triggered registration for read and write readiness.
+  bool add(int fd, IoHandler* h) noexcept;
+  void remove(int fd) noexcept;
+  // Dispatch ready events; timeout_ms 0 polls, -1 waits.  Returns the
+  // number of events dispatched.
+  int poll(int timeout_ms) noexcept;
+
+  bool ok() const noexcept { return epfd_ >= 0; }
+
+ private:
+  int epfd_ = -1;
+};
+
+}  // namespace lnetr::sock

@@ -1,0 +1,117 @@
+#include "lnd/socklnd/socket.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lnd/socklnd/engine.hpp"
+
+namespace lnetr::sock {
+namespace {
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+template <class T>
+void setopt(int fd, int level, int name, T value) noexcept {
+  setsockopt(fd, level, name, &value, sizeof value);
+}
+
+}  // namespace
+
+sockaddr_in make_addr(std::uint32_t ip, std::uint16_t port) noexcept {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(ip);
+  a.sin_port = htons(port);
+  return a;
+}
+
+std::uint32_t addr_ip(const sockaddr_in& a) noexcept { return ntohl(a.sin_addr.s_addr); }
+std::uint16_t addr_port(const sockaddr_in& a) noexcept { return ntohs(a.sin_port); }
+
+std::string to_string(const sockaddr_in& a) {
+  char buf[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
+  return std::string(buf) + ":" + std::to_string(addr_port(a));
+}
+
+int listen_on(std::uint32_t ip, std::uint16_t port, int backlog, std::string& err) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    err = errno_text("socket");
+    return -1;
+  }
+  setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+  const sockaddr_in a = make_addr(ip, port);
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    err = errno_text(("bind " + to_string(a)).c_str());
+    close(fd);
+    return -1;
+  }
+  if (listen(fd, backlog) != 0) {
+    err = errno_text("listen");
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int connect_privileged(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port, std::string& err) {
+  const sockaddr_in remote = make_addr(remote_ip, port);
+  for (int p = kPrivilegedPortMax; p >= kPrivilegedPortMin; --p) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      err = errno_text("socket");
+      return -1;
+    }
+    // SO_REUSEADDR lets one privileged port serve connections to several
+    // peers; the 4-tuple still has to be unique.
+    setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+    const sockaddr_in local = make_addr(local_ip, static_cast<std::uint16_t>(p));
+    if (bind(fd, reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0) {
+      const int e = errno;
+      close(fd);
+      if (e == EADDRINUSE || e == EADDRNOTAVAIL) continue;
+      errno = e;
+      err = errno_text("bind");
+      return -1;
+    }
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&remote), sizeof remote) == 0 || errno == EINPROGRESS)
+      return fd;
+    const int e = errno;
+    close(fd);
+    if (e == EADDRINUSE || e == EADDRNOTAVAIL) continue;
+    errno = e;
+    err = errno_text(("connect " + to_string(remote)).c_str());
+    return -1;
+  }
+  err = "no free privileged port (1023..512)";
+  return -1;
+}
+
+int accept_one(int listen_fd, sockaddr_in& remote) noexcept {
+  socklen_t len = sizeof remote;
+  return accept4(listen_fd, reinterpret_cast<sockaddr*>(&remote), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+void setup_conn_socket(int fd, const Options& o) noexcept {
+  if (!o.nagle) setopt(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+  setopt(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
+  setopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, o.keepalive_idle);
+  setopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, o.keepalive_intvl);
+  setopt(fd, IPPROTO_TCP, TCP_KEEPCNT, o.keepalive_count);
+  if (o.tx_buffer_size > 0) setopt(fd, SOL_SOCKET, SO_SNDBUF, o.tx_buffer_size);
+  if (o.rx_buffer_size > 0) setopt(fd, SOL_SOCKET, SO_RCVBUF, o.rx_buffer_size);
+  setopt(fd, SOL_SOCKET, SO_LINGER, linger{1, 0});
+}
+
+bool local_address(int fd, sockaddr_in& a) noexcept {
+  socklen_t len = sizeof a;
+  return getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+}
+
+}  // namespace lnetr::sock

@@ -1,0 +1,516 @@
+// The socklnd engine over real kernel TCP sockets on loopback addresses:
+// two lnetr Nodes talking to each other, and hand-written "kernel peers"
+// (blocking sockets speaking the wire protocol byte by byte) that check the
+// engine's handshakes, refusals, ZC-ACKs, keepalives and timeouts as a Linux
+// node would see them.  Needs root (privileged source ports).
+#include "lnd/socklnd/engine.hpp"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "lnd/socklnd/acceptor.hpp"
+#include "lnd/socklnd/socket.hpp"
+
+namespace lnetr::sock {
+namespace {
+
+using namespace std::chrono_literals;
+using Bytes = std::vector<std::uint8_t>;
+
+Nid nid(std::string_view s) { return *parse_nid(s); }
+
+const Nid kA = nid("127.0.0.11@tcp");
+const Nid kB = nid("127.0.0.12@tcp");
+const Nid kKernel = nid("127.0.0.13@tcp");  // the hand-written peer
+const Nid kNowhere = nid("127.0.0.14@tcp"); // nobody listens there
+
+Bytes pattern(std::size_t n, std::uint8_t seed) {
+  Bytes b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(seed + i * 7);
+  return b;
+}
+
+// An Upper that keeps every payload it receives and every send status.
+class Recorder final : public Upper {
+ public:
+  struct Got {
+    Nid from;
+    LnetHeader hdr;
+    Bytes payload;
+  };
+  std::vector<Got> got;
+  std::map<const Tx*, int> sent;
+  std::vector<Nid> down;
+  std::size_t aborted = 0;
+  bool defer_all = false;
+  std::deque<Rx> deferred;
+  std::deque<Bytes> buffers;
+
+  RxVerdict on_head(Rx& rx) override {
+    if (defer_all) {
+      deferred.push_back(rx);
+      return RxVerdict::defer;
+    }
+    give_sink(rx);
+    return RxVerdict::accept;
+  }
+  void give_sink(Rx& rx) {
+    buffers.emplace_back(rx.hdr.payload_length);
+    rx.sink = buffers.back();
+    rx.cookie = &buffers.back();
+  }
+  void on_received(Rx& rx) override {
+    const auto* b = static_cast<Bytes*>(rx.cookie);
+    got.push_back({rx.from, rx.hdr, *b});
+  }
+  void on_rx_aborted(Rx&) override { ++aborted; }
+  void on_sent(Tx& tx, int status) override { sent[&tx] = status; }
+  void on_peer_down(const Nid& peer) override { down.push_back(peer); }
+};
+
+// A node with its acceptor on one poller, as lnetr-peer runs them.
+struct TestNode {
+  Recorder upper;
+  std::unique_ptr<Node> node;
+  std::unique_ptr<Acceptor> acceptor;
+
+  TestNode(Poller& poller, const Nid& self, Options opts = {}) {
+    node = std::make_unique<Node>(opts, std::vector<LocalNi>{{self}}, new_incarnation(), poller, upper);
+    acceptor = std::make_unique<Acceptor>(opts, std::vector<LocalNi>{{self}}, node->incarnation(), poller,
+                                          [this](Accepted&& a) { node->adopt(std::move(a)); });
+    std::string err;
+    EXPECT_TRUE(acceptor->listen(err)) << err;
+  }
+  void tick() {
+    node->tick(Clock::now());
+    acceptor->tick(Clock::now());
+    node->reap();
+    acceptor->reap();
+  }
+  std::uint64_t closed(CloseReason r) const { return node->stats().closed[static_cast<std::size_t>(r)]; }
+  std::uint64_t refused(CloseReason r) const { return acceptor->refused()[static_cast<std::size_t>(r)]; }
+};
+
+class Engine : public ::testing::Test {
+ protected:
+  Poller poller;
+  std::vector<TestNode*> nodes;
+
+  void spin() {
+    poller.poll(1);
+    for (TestNode* n : nodes) n->tick();
+  }
+  std::function<void()> spinner() {
+    return [this] { spin(); };
+  }
+  // Dispatch events until `done` or the time limit.
+  bool pump(const std::function<bool()>& done, std::chrono::milliseconds limit = 5000ms) {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      spin();
+      if (done()) return true;
+    }
+    return done();
+  }
+
+  Tx make_put(const Nid& from, const Nid& to, const Bytes& payload) {
+    Tx t;
+    t.hdr.dest_nid = to;
+    t.hdr.src_nid = from;
+    t.hdr.payload_length = static_cast<std::uint32_t>(payload.size());
+    t.hdr.set(PutFields{WireHandle::none(), 0x1234, 0, 4, 0});
+    t.payload = payload;
+    return t;
+  }
+};
+
+// A socket speaking socklnd by hand, as a kernel peer would.  Its reads
+// keep the engine's poller turning (`spin`) so that one thread runs both.
+class KernelPeer {
+ public:
+  KernelPeer(std::function<void()> spin, std::uint16_t src_port = 1000, const Nid& self = kKernel)
+      : spin_(std::move(spin)), self_(self) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    const sockaddr_in local = make_addr(self.addr4(), src_port);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<const sockaddr*>(&local), sizeof local), 0) << std::strerror(errno);
+  }
+  ~KernelPeer() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool connect_to(const Nid& target) {
+    const sockaddr_in a = make_addr(target.addr4(), kAcceptPort);
+    return ::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+  }
+  void write(const Bytes& b) {
+    ASSERT_EQ(::send(fd_, b.data(), b.size(), MSG_NOSIGNAL), static_cast<ssize_t>(b.size()));
+  }
+  // Read exactly n bytes; fewer if the connection ends or `limit` passes.
+  Bytes read(std::size_t n, std::chrono::milliseconds limit = 3000ms) {
+    Bytes b(n);
+    std::size_t got = 0;
+    const auto end = Clock::now() + limit;
+    while (got < n && Clock::now() < end) {
+      const ssize_t r = ::recv(fd_, b.data() + got, n - got, MSG_DONTWAIT);
+      if (r > 0) {
+        got += static_cast<std::size_t>(r);
+      } else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        break;
+      } else {
+        spin_();
+      }
+    }
+    b.resize(got);
+    return b;
+  }
+  // True once the other end has closed (EOF or reset) within `limit`,
+  // having sent nothing more.
+  bool closed_without_data(std::chrono::milliseconds limit = 3000ms) {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      std::uint8_t c;
+      const ssize_t r = ::recv(fd_, &c, 1, MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
+      if (r > 0) return false;
+      spin_();
+    }
+    return false;
+  }
+  static Bytes request(const Nid& target, std::uint32_t version = 1) {
+    Bytes b(kAcceptorV2Size);
+    store(b.data(), kAcceptorMagic, kNativeOrder);
+    store(b.data() + 4, version, kNativeOrder);
+    store(b.data() + 8, target.to_nid4(), kNativeOrder);
+    b.resize(16);
+    return b;
+  }
+  Hello hello(const Nid& target, ConnType type, std::uint64_t incarnation = 0x1122) const {
+    Hello h;
+    h.src_nid = self_;
+    h.dst_nid = target;
+    h.src_incarnation = incarnation;
+    h.ctype = static_cast<std::int32_t>(type);
+    return h;
+  }
+  static Bytes encode(const Hello& h) {
+    Bytes b(256);
+    auto n = encode_hello(h, b);
+    b.resize(n ? *n : 0);
+    return b;
+  }
+  void send_handshake(const Nid& target, const Hello& h) {
+    Bytes out = request(target);
+    const Bytes hb = encode(h);
+    out.insert(out.end(), hb.begin(), hb.end());
+    write(out);
+  }
+  // Connect and complete a V3 handshake; the engine's HELLO reply.
+  Result<Hello> handshake(const Nid& target, ConnType type, std::uint64_t incarnation = 0x1122) {
+    if (!connect_to(target)) return fail(WireError::truncated);
+    send_handshake(target, hello(target, type, incarnation));
+    return decode_hello(read(kHelloV2Size));
+  }
+  static Bytes lnet_msg(const Nid& from, const Nid& to, const Bytes& payload, std::uint64_t zc_cookie = 0) {
+    Bytes b(kMsgHeaderSize + kLnetHeaderSize);
+    (void)encode_msg_header({kMsgLnet, 0, zc_cookie, 0}, b, kNativeOrder);
+    LnetHeader h;
+    h.dest_nid = to;
+    h.src_nid = from;
+    h.payload_length = static_cast<std::uint32_t>(payload.size());
+    h.set(PutFields{WireHandle::none(), 7, 0, 4, 0});
+    (void)encode_header(h, MutableByteSpan(b).subspan(kMsgHeaderSize), HeaderForm::nid4);
+    b.insert(b.end(), payload.begin(), payload.end());
+    return b;
+  }
+
+ private:
+  std::function<void()> spin_;
+  Nid self_;
+  int fd_ = -1;
+};
+
+TEST_F(Engine, FirstSendOpensTypedConnectionsAndDelivers) {
+  TestNode a(poller, kA), b(poller, kB);
+  nodes = {&a, &b};
+  const Bytes small = pattern(100, 1), big = pattern(1 << 20, 2);
+  Tx t1 = make_put(kA, kB, small), t2 = make_put(kA, kB, big);
+  ASSERT_EQ(a.node->send(kB, t1), 0);
+  ASSERT_EQ(a.node->send(kB, t2), 0);
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 2 && a.upper.sent.size() == 2; }));
+  EXPECT_EQ(a.upper.sent[&t1], 0);
+  EXPECT_EQ(a.upper.sent[&t2], 0);
+  EXPECT_EQ(b.upper.got[0].from, kA);
+  // Both arrive intact; the small one may overtake the big one (they travel
+  // on different connections, as with Linux).
+  std::map<std::size_t, Bytes> by_size;
+  for (auto& g : b.upper.got) by_size[g.payload.size()] = g.payload;
+  EXPECT_EQ(by_size[small.size()], small);
+  EXPECT_EQ(by_size[big.size()], big);
+  // One CONTROL, one BULK_IN, one BULK_OUT, and the acceptor's inverse.
+  ASSERT_TRUE(pump([&] {
+    auto p = a.node->peers();
+    return p.size() == 1 && p[0].conns[1] == 1 && p[0].conns[2] == 1 && p[0].conns[3] == 1;
+  }));
+  auto pb = b.node->peers();
+  ASSERT_EQ(pb.size(), 1u);
+  EXPECT_EQ(pb[0].conns[1], 1u);
+  EXPECT_EQ(pb[0].conns[2], 1u);
+  EXPECT_EQ(pb[0].conns[3], 1u);
+  EXPECT_EQ(pb[0].version, 3u);
+  EXPECT_EQ(pb[0].incarnation, a.node->incarnation());
+}
+
+TEST_F(Engine, AcceptedHandshakeAnswersLikeLinux) {
+  TestNode b(poller, kB);
+  nodes = {&b};
+  KernelPeer k(spinner());
+  auto reply = k.handshake(kB, ConnType::bulk_in, 0x77);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->version, 3u);
+  EXPECT_EQ(reply->src_nid, kB);
+  EXPECT_EQ(reply->dst_nid, kKernel);
+  EXPECT_EQ(reply->src_pid, kPidLustre);
+  EXPECT_EQ(reply->dst_pid, 0u);
+  EXPECT_EQ(reply->src_incarnation, b.node->incarnation());
+  EXPECT_EQ(reply->dst_incarnation, 0u);
+  EXPECT_EQ(reply->conn_type(), ConnType::bulk_out);  // inverted
+  EXPECT_EQ(reply->nips, 0u);
+  EXPECT_EQ(b.node->stats().conns_accepted, 1u);
+}
+
+TEST_F(Engine, ZeroCopyRequestIsAckedOnceAfterThePayload) {
+  TestNode b(poller, kB);
+  nodes = {&b};
+  KernelPeer k(spinner());
+  ASSERT_TRUE(k.handshake(kB, ConnType::bulk_out));
+  const Bytes payload = pattern(65536, 3);
+  k.write(KernelPeer::lnet_msg(kKernel, kB, payload, 7));
+  const Bytes ack = k.read(kMsgHeaderSize);
+  ASSERT_EQ(ack.size(), kMsgHeaderSize);
+  auto h = decode_msg_header(ack, kNativeOrder);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(*h, make_zc_ack(7));
+  ASSERT_EQ(b.upper.got.size(), 1u);
+  EXPECT_EQ(b.upper.got[0].payload, payload);
+  // Exactly once: nothing else follows.
+  EXPECT_TRUE(k.read(1, 300ms).empty());
+  EXPECT_EQ(b.node->stats().zc_acks_sent, 1u);
+}
+
+TEST_F(Engine, RefusesWhatLinuxRefuses) {
+  TestNode b(poller, kB);
+  nodes = {&b};
+  {  // wrong acceptor magic: closed, nothing sent
+    KernelPeer k(spinner(), 1001);
+    ASSERT_TRUE(k.connect_to(kB));
+    k.write({0x78, 0x56, 0x34, 0x12, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+    EXPECT_TRUE(k.closed_without_data());
+  }
+  {  // a HELLO first: the acceptor-format answer {magic, 1, 0}
+    KernelPeer k(spinner(), 1002);
+    ASSERT_TRUE(k.connect_to(kB));
+    k.write(KernelPeer::encode(k.hello(kB, ConnType::control)));
+    const Bytes answer = k.read(kAcceptorV1Size);
+    auto r = decode_acceptor_request(answer);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->version, 1u);
+    EXPECT_EQ(r->nid.to_nid4(), 0u);
+    EXPECT_TRUE(k.closed_without_data());
+  }
+  {  // acceptor version 99: the same answer
+    KernelPeer k(spinner(), 1003);
+    ASSERT_TRUE(k.connect_to(kB));
+    k.write(KernelPeer::request(kB, 99));
+    EXPECT_EQ(k.read(kAcceptorV1Size).size(), kAcceptorV1Size);
+  }
+  {  // a NID that is not ours
+    KernelPeer k(spinner(), 1004);
+    ASSERT_TRUE(k.connect_to(kB));
+    k.write(KernelPeer::request(nid("127.0.0.99@tcp")));
+    EXPECT_TRUE(k.closed_without_data());
+  }
+  {  // HELLO version 99: our own V3 HELLO with type NONE
+    KernelPeer k(spinner(), 1005);
+    ASSERT_TRUE(k.connect_to(kB));
+    Bytes h = KernelPeer::encode(k.hello(kB, ConnType::control));
+    store_le<std::uint32_t>(&h[4], 99);
+    Bytes out = KernelPeer::request(kB);
+    out.insert(out.end(), h.begin(), h.end());
+    k.write(out);
+    auto reply = decode_hello(k.read(kHelloV2Size));
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->version, 3u);
+    EXPECT_EQ(reply->conn_type(), ConnType::none);
+    EXPECT_EQ(reply->src_nid, kB);
+  }
+  {  // type NONE from the connector: closed without a reply
+    KernelPeer k(spinner(), 1006);
+    ASSERT_TRUE(k.connect_to(kB));
+    k.send_handshake(kB, k.hello(kB, ConnType::none));
+    EXPECT_TRUE(k.closed_without_data());
+  }
+  {  // an unprivileged source port under accept=secure
+    KernelPeer k(spinner(), 40000);
+    ASSERT_TRUE(k.connect_to(kB));
+    EXPECT_TRUE(k.closed_without_data());
+  }
+  EXPECT_EQ(b.refused(CloseReason::bad_acceptor), 4u);
+  EXPECT_EQ(b.refused(CloseReason::bad_hello), 1u);
+  EXPECT_EQ(b.refused(CloseReason::insecure_port), 1u);
+  EXPECT_EQ(b.closed(CloseReason::bad_conn_type), 1u);
+  EXPECT_EQ(b.node->stats().conns_accepted, 0u);
+}
+
+TEST_F(Engine, UntypedConnectionIsAccepted) {
+  TestNode b(poller, kB);
+  nodes = {&b};
+  KernelPeer k(spinner());
+  auto reply = k.handshake(kB, ConnType::any);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->conn_type(), ConnType::any);
+}
+
+TEST_F(Engine, DuplicateAndStaleConnectionsAreRefusedWithNone) {
+  TestNode b(poller, kB);
+  nodes = {&b};
+  KernelPeer first(spinner(), 1001);
+  ASSERT_EQ(first.handshake(kB, ConnType::control, 0x10)->conn_type(), ConnType::control);
+  KernelPeer dup(spinner(), 1002);
+  EXPECT_EQ(dup.handshake(kB, ConnType::control, 0x10)->conn_type(), ConnType::none);
+  EXPECT_EQ(b.closed(CloseReason::refused_duplicate), 1u);
+  // The peer restarted: a new incarnation closes the old connections and
+  // is refused once; the next attempt is accepted.
+  KernelPeer rebooted(spinner(), 1003);
+  EXPECT_EQ(rebooted.handshake(kB, ConnType::bulk_in, 0x20)->conn_type(), ConnType::none);
+  EXPECT_TRUE(first.closed_without_data());
+  EXPECT_EQ(b.upper.down.size(), 1u);
+  KernelPeer again(spinner(), 1004);
+  EXPECT_EQ(again.handshake(kB, ConnType::bulk_in, 0x20)->conn_type(), ConnType::bulk_out);
+}
+
+TEST_F(Engine, MalformedMessageClosesOnlyItsConnection) {
+  TestNode b(poller, kB);
+  nodes = {&b};
+  KernelPeer good(spinner(), 1001), bad(spinner(), 1002);
+  ASSERT_TRUE(good.handshake(kB, ConnType::control));
+  ASSERT_TRUE(bad.handshake(kB, ConnType::bulk_out));
+  Bytes junk = KernelPeer::lnet_msg(kKernel, kB, {});
+  junk[0] = 0xc2;  // no such socklnd message type
+  bad.write(junk);
+  EXPECT_TRUE(bad.closed_without_data());
+  EXPECT_EQ(b.closed(CloseReason::bad_message), 1u);
+  good.write(KernelPeer::lnet_msg(kKernel, kB, pattern(10, 9)));
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 1; }));
+  EXPECT_EQ(b.upper.got[0].payload, pattern(10, 9));
+}
+
+TEST_F(Engine, OversizePayloadLengthIsAProtocolError) {
+  TestNode b(poller, kB);
+  nodes = {&b};
+  KernelPeer k(spinner());
+  ASSERT_TRUE(k.handshake(kB, ConnType::bulk_out));
+  Bytes m = KernelPeer::lnet_msg(kKernel, kB, {});
+  store_le<std::uint32_t>(&m[kMsgHeaderSize + 28], kLnetMtu + 1);
+  k.write(m);
+  EXPECT_TRUE(k.closed_without_data());
+  EXPECT_EQ(b.closed(CloseReason::bad_message), 1u);
+  EXPECT_TRUE(b.upper.got.empty());
+}
+
+TEST_F(Engine, DeferredReceiveAppliesBackPressureThenResumes) {
+  TestNode a(poller, kA), b(poller, kB);
+  nodes = {&a, &b};
+  b.upper.defer_all = true;
+  std::vector<Bytes> payloads;
+  std::deque<Tx> txs;
+  for (int i = 0; i < 5; ++i) payloads.push_back(pattern(3000, static_cast<std::uint8_t>(i)));
+  for (auto& p : payloads) {
+    txs.push_back(make_put(kA, kB, p));
+    ASSERT_EQ(a.node->send(kB, txs.back()), 0);
+  }
+  ASSERT_TRUE(pump([&] { return !b.upper.deferred.empty(); }));
+  pump([] { return false; }, 200ms);
+  // The first head is held; the connection is not read further.
+  EXPECT_EQ(b.upper.deferred.size(), 1u);
+  EXPECT_TRUE(b.upper.got.empty());
+  b.upper.defer_all = false;
+  Rx rx = b.upper.deferred.front();
+  b.upper.deferred.pop_front();
+  b.upper.give_sink(rx);
+  b.node->resume(rx);
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == payloads.size(); }));
+  for (std::size_t i = 0; i < payloads.size(); ++i) EXPECT_EQ(b.upper.got[i].payload, payloads[i]) << i;
+}
+
+TEST_F(Engine, SimultaneousConnectsResolveAndDeliverBothWays) {
+  TestNode a(poller, kA), b(poller, kB);
+  nodes = {&a, &b};
+  const Bytes pa = pattern(500, 1), pb = pattern(500, 2);
+  Tx ta = make_put(kA, kB, pa), tb = make_put(kB, kA, pb);
+  ASSERT_EQ(a.node->send(kB, ta), 0);
+  ASSERT_EQ(b.node->send(kA, tb), 0);
+  ASSERT_TRUE(pump([&] { return a.upper.got.size() == 1 && b.upper.got.size() == 1; }, 10000ms));
+  EXPECT_EQ(a.upper.got[0].payload, pb);
+  EXPECT_EQ(b.upper.got[0].payload, pa);
+  EXPECT_EQ(a.upper.sent[&ta], 0);
+  EXPECT_EQ(b.upper.sent[&tb], 0);
+}
+
+TEST_F(Engine, ConnectFailureFailsTheMessageAndReportsThePeerDown) {
+  TestNode a(poller, kA);
+  nodes = {&a};
+  Tx t = make_put(kA, kNowhere, pattern(10, 0));
+  ASSERT_EQ(a.node->send(kNowhere, t), 0);
+  ASSERT_TRUE(pump([&] { return a.upper.sent.count(&t) == 1; }));
+  EXPECT_LT(a.upper.sent[&t], 0);
+  ASSERT_EQ(a.upper.down.size(), 1u);
+  EXPECT_EQ(a.upper.down[0], kNowhere);
+  // While backing off, new messages fail at once instead of queueing.
+  Tx t2 = make_put(kA, kNowhere, pattern(10, 0));
+  EXPECT_EQ(a.node->send(kNowhere, t2), -EIO);
+  EXPECT_EQ(a.node->send(nid("10.0.0.1@tcp9"), t2), -EHOSTUNREACH);
+}
+
+TEST_F(Engine, KeepaliveAndStalledReceiveTimeout) {
+  Options o;
+  o.keepalive = 1s;
+  o.timeout = 2s;
+  TestNode b(poller, kB, o);
+  nodes = {&b};
+  KernelPeer k(spinner());
+  ASSERT_TRUE(k.handshake(kB, ConnType::bulk_out));
+  // Silence: a keepalive NOOP (0, 1) arrives.
+  auto ka = decode_msg_header(k.read(kMsgHeaderSize), kNativeOrder);
+  ASSERT_TRUE(ka);
+  EXPECT_EQ(zc_ack_of(*ka, 3).kind, ZcAck::Kind::keepalive);
+  // Half a header, then nothing: closed after the timeout.
+  Bytes m = KernelPeer::lnet_msg(kKernel, kB, pattern(100, 0));
+  m.resize(40);
+  k.write(m);
+  EXPECT_TRUE(pump([&] { return b.closed(CloseReason::timeout) == 1; }, 6000ms));
+}
+
+TEST_F(Engine, ShutdownFailsQueuedMessages) {
+  TestNode a(poller, kA);
+  nodes = {&a};
+  Tx t = make_put(kA, kB, pattern(10, 0));  // B is not listening: t waits for a connection
+  ASSERT_EQ(a.node->send(kB, t), 0);
+  a.node->shutdown();
+  ASSERT_EQ(a.upper.sent.count(&t), 1u);
+  EXPECT_LT(a.upper.sent[&t], 0);
+}
+
+}  // namespace
+}  // namespace lnetr::sock
