@@ -1,0 +1,57 @@
+#include "router/forward.hpp"
+
+#include <algorithm>
+
+namespace lnetr {
+
+std::string_view name(DropReason r) noexcept {
+  switch (r) {
+#define LNETR_X(n, text) \
+  case DropReason::n:    \
+    return #n;
+    LNETR_DROP_REASONS(LNETR_X)
+#undef LNETR_X
+  }
+  return "?";
+}
+
+std::string_view describe(DropReason r) noexcept {
+  switch (r) {
+#define LNETR_X(n, text) \
+  case DropReason::n:    \
+    return text;
+    LNETR_DROP_REASONS(LNETR_X)
+#undef LNETR_X
+  }
+  return "?";
+}
+
+std::uint32_t cpt_of(const Nid& nid, std::uint32_t ncpts) noexcept {
+  if (ncpts <= 1) return 0;
+  std::uint64_t sum = 0;
+  if (nid.is_nid4()) {
+    const std::uint64_t v = nid.to_nid4();
+    for (int i = 0; i < 8; ++i) sum += (v >> (8 * i)) & 0xff;
+  } else {
+    sum = nid.size + nid.type + (nid.number >> 8) + (nid.number & 0xff);
+    for (std::uint8_t b : nid.addr) sum += b;
+  }
+  return static_cast<std::uint32_t>(sum % ncpts);
+}
+
+bool LocalNis::is_local(const Nid& n) const noexcept {
+  return std::find(nids.begin(), nids.end(), n) != nids.end();
+}
+
+bool LocalNis::on_local_net(Net net) const noexcept {
+  return std::any_of(nids.begin(), nids.end(), [net](const Nid& n) { return n.net() == net; });
+}
+
+Verdict classify(const LnetHeader& h, const Nid& arrival, const LocalNis& locals, bool routing_enabled) noexcept {
+  if (h.dest_nid == arrival) return {Disposition::for_us, DropReason::not_for_us};
+  if (h.dest_nid.net() == arrival.net() || locals.is_local(h.dest_nid)) return {Disposition::reject, DropReason::protocol};
+  if (!routing_enabled) return {Disposition::drop, DropReason::routing_disabled};
+  return {Disposition::forward, DropReason::no_route};
+}
+
+}  // namespace lnetr

@@ -1,0 +1,115 @@
+// The router's LNet layer, no I/O: what to do with a received message, LNet's
+// credit counters, the router buffer pools' size classes, the CPT of a NID,
+// and the named reasons a message is dropped (spec: routing-credits.md,
+// lnet-header.md §4).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "router/lnet_header.hpp"
+#include "router/nid.hpp"
+
+namespace lnetr {
+
+// ---- drop reasons ------------------------------------------------------------
+
+// Every message the router does not deliver, by reason: the enum, the
+// counter name and what an operator should make of a non-zero count.
+#define LNETR_DROP_REASONS(X)                                                                        \
+  X(routing_disabled, "routed messages arrived while routing is disabled (peers still use this "   \
+                      "router: check their routes and our ping's RTE_DISABLED bit)")               \
+  X(no_route, "no route to the destination net (route table may be misconfigured)")               \
+  X(route_down, "every route to the destination net is down (gateways dead or unusable)")         \
+  X(peer_down, "the next hop was down (its connections failed) and peer_timeout is set")          \
+  X(send_failed, "the next hop's connection failed before the message was sent")                  \
+  X(not_for_us, "a message addressed to this router that it has no use for (not a ping or push)") \
+  X(protocol, "a message breaking LNet's rules (wrong net, another local NID, bad lengths)")       \
+  X(shutdown, "dropped while the router was stopping")
+
+enum class DropReason : std::uint8_t {
+#define LNETR_X(n, text) n,
+  LNETR_DROP_REASONS(LNETR_X)
+#undef LNETR_X
+};
+inline constexpr std::size_t kDropReasonCount = 0
+#define LNETR_X(n, text) +1
+    LNETR_DROP_REASONS(LNETR_X)
+#undef LNETR_X
+    ;
+std::string_view name(DropReason r) noexcept;
+std::string_view describe(DropReason r) noexcept;
+
+// ---- credits -----------------------------------------------------------------
+
+// An LNet credit counter: starts at `max`, goes negative while messages
+// wait for it (-n = n waiting), and remembers its lowest value (lnetctl's
+// "min" columns).
+struct Credits {
+  std::int32_t max = 0;
+  std::int32_t cur = 0;
+  std::int32_t min = 0;
+
+  static constexpr Credits of(std::int32_t n) noexcept { return {n, n, n}; }
+  // Take one; false if none was free (the caller queues the message).
+  bool take() noexcept {
+    --cur;
+    if (cur < min) min = cur;
+    return cur >= 0;
+  }
+  // Give one back; true if a waiter is owed it (the caller wakes the first).
+  bool give() noexcept { return ++cur <= 0; }
+};
+
+// ---- router buffer pools -------------------------------------------------------
+
+enum class PoolClass : std::uint8_t { tiny = 0, small = 1, large = 2 };
+inline constexpr std::size_t kPoolClasses = 3;
+inline constexpr std::uint32_t kPageSize = 4096;
+inline constexpr std::array<std::uint32_t, kPoolClasses> kPoolPages = {0, 1, kLnetMtu / kPageSize};
+inline constexpr std::array<std::uint32_t, kPoolClasses> kDefaultPoolBuffers = {2048, 16384, 1024};
+inline constexpr std::array<std::string_view, kPoolClasses> kPoolNames = {"tiny", "small", "large"};
+
+// The first pool whose buffers hold `payload` bytes (payload <= kLnetMtu).
+constexpr PoolClass pool_for(std::uint32_t payload) noexcept {
+  return payload == 0 ? PoolClass::tiny : payload <= kPageSize ? PoolClass::small : PoolClass::large;
+}
+constexpr std::uint32_t pool_capacity(PoolClass c) noexcept {
+  return kPoolPages[static_cast<std::size_t>(c)] * kPageSize;
+}
+
+// ---- CPTs --------------------------------------------------------------------
+
+// Linux's CPT of a nid4 NID: the sum of its 8 bytes modulo the number of
+// CPTs; large NIDs hash all their bytes the same way.
+std::uint32_t cpt_of(const Nid& nid, std::uint32_t ncpts) noexcept;
+
+// ---- what to do with a received message ---------------------------------------------
+
+struct LocalNis {
+  std::span<const Nid> nids;
+  bool is_local(const Nid& n) const noexcept;
+  bool on_local_net(Net net) const noexcept;
+};
+
+enum class Disposition : std::uint8_t {
+  for_us,   // addressed to the NI it arrived on
+  forward,  // someone else's: route it
+  drop,     // discard its payload, count `reason`
+  reject,   // a protocol error: the LND closes the connection
+};
+
+struct Verdict {
+  Disposition what = Disposition::drop;
+  DropReason reason = DropReason::protocol;
+};
+
+// LNet's checks of lnet_parse() for a header that arrived on local NI
+// `arrival`, in Linux's order: for us; else on the arrival net (the sender
+// should have sent it directly) or for another local NI: reject; else drop
+// if routing is disabled; else forward.
+Verdict classify(const LnetHeader& h, const Nid& arrival, const LocalNis& locals, bool routing_enabled) noexcept;
+
+}  // namespace lnetr

@@ -1,0 +1,91 @@
+#include "router/forward.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+namespace lnetr {
+namespace {
+
+Nid nid(std::string_view s) { return *parse_nid(s); }
+
+const Nid kTcp = nid("10.201.1.3@tcp");
+const Nid kTcp1 = nid("10.201.2.3@tcp1");
+const std::vector<Nid> kRouterNis = {kTcp, kTcp1};
+
+LnetHeader to(const Nid& dest) {
+  LnetHeader h;
+  h.dest_nid = dest;
+  h.src_nid = nid("10.201.1.2@tcp");
+  h.set(GetFields{});
+  return h;
+}
+
+TEST(Forward, ClassifiesLikeLnetParse) {
+  const LocalNis locals{kRouterNis};
+  EXPECT_EQ(classify(to(kTcp), kTcp, locals, true).what, Disposition::for_us);
+  // Routed across: from tcp to a node on tcp1 (local) or tcp7 (remote).
+  EXPECT_EQ(classify(to(nid("10.201.2.2@tcp1")), kTcp, locals, true).what, Disposition::forward);
+  EXPECT_EQ(classify(to(nid("10.9.9.9@tcp7")), kTcp, locals, true).what, Disposition::forward);
+  // The sender should have delivered it directly: same net as the arrival NI.
+  EXPECT_EQ(classify(to(nid("10.201.1.9@tcp")), kTcp, locals, true).what, Disposition::reject);
+  // Addressed to our other NI: the sender should have used our NID on its net.
+  EXPECT_EQ(classify(to(kTcp1), kTcp, locals, true).what, Disposition::reject);
+  // Routing disabled: dropped, not rejected; messages for us still arrive.
+  const Verdict v = classify(to(nid("10.201.2.2@tcp1")), kTcp, locals, false);
+  EXPECT_EQ(v.what, Disposition::drop);
+  EXPECT_EQ(v.reason, DropReason::routing_disabled);
+  EXPECT_EQ(classify(to(kTcp), kTcp, locals, false).what, Disposition::for_us);
+}
+
+TEST(Forward, CreditsGoNegativeAndRememberTheirMinimum) {
+  Credits c = Credits::of(2);
+  EXPECT_TRUE(c.take());
+  EXPECT_TRUE(c.take());
+  EXPECT_FALSE(c.take());  // the third waits
+  EXPECT_EQ(c.cur, -1);
+  EXPECT_EQ(c.min, -1);
+  EXPECT_TRUE(c.give());   // a waiter is owed the credit
+  EXPECT_FALSE(c.give());
+  EXPECT_FALSE(c.give());
+  EXPECT_EQ(c.cur, 2);
+  EXPECT_EQ(c.min, -1);
+  EXPECT_EQ(c.max, 2);
+}
+
+TEST(Forward, PoolClassBoundaries) {
+  EXPECT_EQ(pool_for(0), PoolClass::tiny);
+  EXPECT_EQ(pool_for(1), PoolClass::small);
+  EXPECT_EQ(pool_for(4096), PoolClass::small);
+  EXPECT_EQ(pool_for(4097), PoolClass::large);
+  EXPECT_EQ(pool_for(kLnetMtu), PoolClass::large);
+  EXPECT_EQ(pool_capacity(PoolClass::tiny), 0u);
+  EXPECT_EQ(pool_capacity(PoolClass::small), 4096u);
+  EXPECT_EQ(pool_capacity(PoolClass::large), kLnetMtu);
+}
+
+TEST(Forward, CptOfNidIsTheByteSumAsLinux) {
+  // 10.201.1.2@tcp = 0x000200000ac90102: 2 + 1 + 0xc9 + 0x0a + 2 = 216.
+  const Nid n = nid("10.201.1.2@tcp");
+  EXPECT_EQ(cpt_of(n, 1), 0u);
+  EXPECT_EQ(cpt_of(n, 2), 216u % 2);
+  EXPECT_EQ(cpt_of(n, 5), 216u % 5);
+  EXPECT_EQ(cpt_of(n, 7), 216u % 7);
+  // Spread: consecutive addresses land on every CPT.
+  std::set<std::uint32_t> seen;
+  for (std::uint32_t a = 1; a <= 8; ++a) seen.insert(cpt_of(Nid::make(Net{2, 0}, 0x0ac90100 + a), 4));
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_LT(cpt_of(nid("2001:db8::1@tcp"), 3), 3u);
+}
+
+TEST(Forward, DropReasonsHaveNamesAndText) {
+  EXPECT_EQ(name(DropReason::no_route), "no_route");
+  for (std::size_t i = 0; i < kDropReasonCount; ++i) {
+    EXPECT_FALSE(name(static_cast<DropReason>(i)).empty());
+    EXPECT_GT(describe(static_cast<DropReason>(i)).size(), 20u);
+  }
+}
+
+}  // namespace
+}  // namespace lnetr
