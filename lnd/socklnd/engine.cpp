@@ -147,6 +147,7 @@ class Conn final : public IoHandler {
   std::size_t acks_head_ = 0, acks_count_ = 0;
   bool keepalive_due_ = false;
   bool writable_ = false;
+  bool in_write_ = false;
   Clock::time_point tx_deadline_{};
 
   bool closed() const noexcept { return state_ == State::closed; }
@@ -417,8 +418,15 @@ bool Conn::handshake_write() {
 }
 
 void Conn::do_write() {
-  if (closed() || !writable_) return;
+  // Upper::on_sent() may queue more on this connection: those sends only
+  // queue (the loop below writes them) instead of writing from stale offsets.
+  if (closed() || !writable_ || in_write_) return;
   if (!handshake_write() || state_ != State::established) return;
+  in_write_ = true;
+  struct Clear {
+    bool& flag;
+    ~Clear() { flag = false; }
+  } clear{in_write_};
   for (;;) {
     if (ctl_sent_ == ctl_len_ && (txq_.empty() || txq_.head->sent == 0) && (acks_count_ > 0 || keepalive_due_))
       fill_ctl();
@@ -450,18 +458,22 @@ void Conn::do_write() {
     const std::size_t c = std::min(left, ctl_len_ - ctl_sent_);
     ctl_sent_ += c;
     left -= c;
-    while (left > 0 || (txq_.head && txq_.head->sent == txq_.head->total())) {
+    // Credit every byte written first, then hand the finished messages back.
+    TxQueue done;
+    while (txq_.head && (left > 0 || txq_.head->sent == txq_.head->total())) {
       Tx* t = txq_.head;
       const std::size_t take = std::min(left, t->total() - t->sent);
       t->sent += static_cast<std::uint32_t>(take);
       left -= take;
       if (t->sent < t->total()) break;
-      txq_.pop();
+      done.push(txq_.pop());
+    }
+    while (Tx* t = done.pop()) {
       ++node_.stats_.tx_msgs;
       node_.stats_.tx_bytes += t->payload.size();
       node_.upper_.on_sent(*t, 0);
-      if (closed()) return;
     }
+    if (closed()) return;
   }
 }
 
@@ -626,10 +638,10 @@ void Peer::want_connections(Clock::time_point now) {
 }
 
 void Peer::connect(ConnType type, Clock::time_point now) {
-  std::string err;
-  const int fd = connect_privileged(ni_->nid.addr4(), nid_.addr4(), node_.opts_.port, err);
+  int error = 0;
+  const int fd = connect_privileged(ni_->nid.addr4(), nid_.addr4(), node_.opts_.port, error);
   if (fd < 0) {
-    connect_failed(-EHOSTUNREACH, false);
+    connect_failed(-error, false);
     return;
   }
   auto* c = new Conn(node_, fd, true);
@@ -692,8 +704,12 @@ void Peer::conn_gone(Conn* c, bool was_established) {
 }
 
 void Peer::close_all(CloseReason why, int err, const Conn* except) {
-  for (Conn* c : std::vector<Conn*>(conns_))
-    if (c != except) c->close(why, err);
+  // Each close() takes its connection out of conns_.
+  for (;;) {
+    auto it = std::find_if(conns_.begin(), conns_.end(), [except](const Conn* c) { return c != except; });
+    if (it == conns_.end()) return;
+    (*it)->close(why, err);
+  }
 }
 
 void Peer::fail_waiting(int err) {
@@ -713,8 +729,7 @@ void Peer::tick(Clock::time_point now) {
     connect_failed(-ETIMEDOUT, false);
   }
   // A stalled receive or send closes every connection to the peer.
-  for (Conn* c : std::vector<Conn*>(conns_)) {
-    if (c->closed()) continue;
+  for (Conn* c : conns_) {
     const bool rx_stalled = (c->rx_state_ != Conn::RxState::head || c->stage_len_ > 0) && now > c->rx_deadline_;
     const bool tx_stalled = (!c->txq_.empty() || c->ctl_sent_ < c->ctl_len_) && now > c->tx_deadline_;
     if (rx_stalled || tx_stalled) {

@@ -202,7 +202,11 @@ class Node {
   Node& operator=(const Node&) = delete;
 
   // Queue `tx` for `dest`, a peer on one of our nets, connecting if needed.
-  // Fails (returns -errno, tx not taken) only if no local NI is on dest's net.
+  // Returns -errno with tx not taken if no local NI is on dest's net
+  // (-EHOSTUNREACH) or the peer is unreachable and backing off after failed
+  // connects (-EIO, as Linux fails such sends).  Otherwise returns 0, and
+  // Upper::on_sent(tx) follows — possibly before send() returns, if the
+  // connect fails at once.  Upper::on_sent may itself call send().
   int send(const Nid& dest, Tx& tx);
 
   // Continue a deferred receive: set rx.sink / rx.discard / rx.cookie first.

@@ -60,12 +60,12 @@ int listen_on(std::uint32_t ip, std::uint16_t port, int backlog, std::string& er
   return fd;
 }
 
-int connect_privileged(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port, std::string& err) {
+int connect_privileged(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port, int& error) {
   const sockaddr_in remote = make_addr(remote_ip, port);
   for (int p = kPrivilegedPortMax; p >= kPrivilegedPortMin; --p) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-      err = errno_text("socket");
+      error = errno;
       return -1;
     }
     // SO_REUSEADDR lets one privileged port serve connections to several
@@ -73,23 +73,19 @@ int connect_privileged(std::uint32_t local_ip, std::uint32_t remote_ip, std::uin
     setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
     const sockaddr_in local = make_addr(local_ip, static_cast<std::uint16_t>(p));
     if (bind(fd, reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0) {
-      const int e = errno;
+      error = errno;
       close(fd);
-      if (e == EADDRINUSE || e == EADDRNOTAVAIL) continue;
-      errno = e;
-      err = errno_text("bind");
-      return -1;
+      if (error == EADDRINUSE) continue;  // that port is taken: try the next one down
+      return -1;                          // EACCES (not root), EADDRNOTAVAIL (not our address), ...
     }
     if (connect(fd, reinterpret_cast<const sockaddr*>(&remote), sizeof remote) == 0 || errno == EINPROGRESS)
       return fd;
-    const int e = errno;
+    error = errno;
     close(fd);
-    if (e == EADDRINUSE || e == EADDRNOTAVAIL) continue;
-    errno = e;
-    err = errno_text(("connect " + to_string(remote)).c_str());
+    if (error == EADDRINUSE || error == EADDRNOTAVAIL) continue;  // the 4-tuple exists already
     return -1;
   }
-  err = "no free privileged port (1023..512)";
+  error = EADDRINUSE;
   return -1;
 }
 

@@ -22,8 +22,10 @@ int listen_on(std::uint32_t ip, std::uint16_t port, int backlog, std::string& er
 
 // Start a non-blocking connect from local_ip and the highest free
 // privileged port (1023 down to 512, as Linux does) to remote:port.
-// Returns the fd (connection in progress) or -1 with `err` set.
-int connect_privileged(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port, std::string& err);
+// Returns the fd (connection in progress) or -1 with `error` the errno of
+// the failure (EADDRINUSE: every privileged port taken; EACCES: not allowed
+// to bind one).
+int connect_privileged(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port, int& error);
 
 // Accept one pending connection, non-blocking; -1 when none (or error).
 int accept_one(int listen_fd, sockaddr_in& remote) noexcept;

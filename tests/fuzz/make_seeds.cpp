@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -126,6 +127,12 @@ int main(int argc, char** argv) {
     for (const Pdu& p : pdus) seed_from(p, seeds);
     auto again = PcapFile::open(entry.path(), err);
     if (again && *link == LinkType::ethernet) seed_capture(*again, seeds);
+  }
+  // lnetctl's YAML (exports, imports) seeds the configuration loader.
+  for (const auto& entry : fs::recursive_directory_iterator(argv[1], ec)) {
+    if (entry.path().extension() != ".yaml") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    seeds.add("config", std::string(std::istreambuf_iterator<char>(in), {}));
   }
   if (ec || seeds.total() == 0) {
     std::fprintf(stderr, "lnetr-fuzz-seeds: no captures in %s\n", argv[1]);

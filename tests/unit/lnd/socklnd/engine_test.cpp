@@ -75,7 +75,11 @@ class Recorder final : public Upper {
     got.push_back({rx.from, rx.hdr, *b});
   }
   void on_rx_aborted(Rx&) override { ++aborted; }
-  void on_sent(Tx& tx, int status) override { sent[&tx] = status; }
+  std::function<void(Tx&)> on_sent_hook;
+  void on_sent(Tx& tx, int status) override {
+    sent[&tx] = status;
+    if (on_sent_hook) on_sent_hook(tx);
+  }
   void on_peer_down(const Nid& peer) override { down.push_back(peer); }
 };
 
@@ -500,6 +504,62 @@ TEST_F(Engine, KeepaliveAndStalledReceiveTimeout) {
   m.resize(40);
   k.write(m);
   EXPECT_TRUE(pump([&] { return b.closed(CloseReason::timeout) == 1; }, 6000ms));
+}
+
+TEST_F(Engine, SendingFromOnSentKeepsTheStreamIntact) {
+  // The Upper sends again from inside on_sent() while the engine is still
+  // accounting a sendmsg() that completed several messages (the router does
+  // this when a returned credit wakes a queued message).
+  TestNode a(poller, kA), b(poller, kB);
+  nodes = {&a, &b};
+  const Bytes warmup = pattern(10, 0);
+  Tx w = make_put(kA, kB, warmup);
+  ASSERT_EQ(a.node->send(kB, w), 0);
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 1; }));
+  ASSERT_TRUE(pump([&] {
+    auto p = a.node->peers();
+    return p.size() == 1 && p[0].conns[3] == 1;
+  }));
+  b.upper.defer_all = true;  // let A's socket buffers fill up
+  const Bytes big = pattern(1 << 20, 5), small = pattern(2048, 6), extra = pattern(2048, 7);
+  std::deque<Tx> txs;
+  for (int i = 0; i < 12; ++i) txs.push_back(make_put(kA, kB, big));
+  txs.push_back(make_put(kA, kB, small));
+  txs.push_back(make_put(kA, kB, small));
+  txs[12].hdr.set(PutFields{WireHandle::none(), 200, 0, 4, 0});
+  txs[13].hdr.set(PutFields{WireHandle::none(), 201, 0, 4, 0});
+  Tx more = make_put(kA, kB, extra);
+  more.hdr.set(PutFields{WireHandle::none(), 999, 0, 4, 0});
+  bool sent_more = false;
+  a.upper.on_sent_hook = [&](Tx& t) {
+    if (&t == &txs[12] && !sent_more) {
+      sent_more = true;
+      EXPECT_EQ(a.node->send(kB, more), 0);
+    }
+  };
+  for (Tx& t : txs) ASSERT_EQ(a.node->send(kB, t), 0);
+  pump([&] { return !b.upper.deferred.empty(); });
+  pump([] { return false; }, 200ms);
+  b.upper.defer_all = false;
+  while (!b.upper.deferred.empty()) {
+    Rx rx = b.upper.deferred.front();
+    b.upper.deferred.pop_front();
+    b.upper.give_sink(rx);
+    b.node->resume(rx);
+  }
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 1 + txs.size() + 1; }, 10000ms));
+  std::map<std::uint64_t, int> seen;
+  for (std::size_t i = 1; i < b.upper.got.size(); ++i) {
+    const auto& g = b.upper.got[i];
+    ++seen[g.hdr.put().match_bits];
+    const Bytes& expect = g.hdr.put().match_bits == 999 ? extra : g.payload.size() == big.size() ? big : small;
+    EXPECT_EQ(g.payload, expect);
+  }
+  EXPECT_EQ(seen[200], 1);
+  EXPECT_EQ(seen[201], 1);
+  EXPECT_EQ(seen[999], 1);
+  pump([] { return false; }, 100ms);
+  EXPECT_EQ(b.closed(CloseReason::bad_message), 0u);
 }
 
 TEST_F(Engine, ShutdownFailsQueuedMessages) {

@@ -1,0 +1,399 @@
+#include "dataplane/control.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "dataplane/log.hpp"
+
+namespace lnetr::dp {
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* routing_name(RoutingState s) {
+  switch (s) {
+    case RoutingState::disabled: return "disabled";
+    case RoutingState::starting: return "starting";
+    case RoutingState::enabled: return "enabled";
+    case RoutingState::stopping: return "stopping";
+  }
+  return "?";
+}
+
+// lnetctl's `enable:` value for the state.
+int routing_enable_value(RoutingState s) {
+  switch (s) {
+    case RoutingState::disabled: return 0;
+    case RoutingState::enabled: return 1;
+    case RoutingState::stopping: return 2;
+    case RoutingState::starting: return 3;
+  }
+  return 0;
+}
+
+bool link_is_up(const std::string& interface) {
+  if (interface.empty()) return true;
+  std::ifstream f("/sys/class/net/" + interface + "/operstate");
+  std::string state;
+  if (!(f >> state)) return false;
+  return state == "up" || state == "unknown";  // veth/lo report "unknown" when usable
+}
+
+// A minimal JSON writer: the control socket answers JSON, which is also
+// YAML, so both lnetr-control and a human can read it.
+class Json {
+ public:
+  Json& key(const std::string& k) {
+    sep();
+    quote(k);
+    out_ << ':';
+    pending_value_ = true;
+    return *this;
+  }
+  Json& value(const std::string& v) { sep(); quote(v); return *this; }
+  Json& value(const char* v) { return value(std::string(v)); }
+  Json& value(std::uint64_t v) { sep(); out_ << v; return *this; }
+  Json& value(std::int64_t v) { sep(); out_ << v; return *this; }
+  Json& value(int v) { return value(static_cast<std::int64_t>(v)); }
+  Json& value(bool v) { sep(); out_ << (v ? "true" : "false"); return *this; }
+  Json& begin_object() { sep(); out_ << '{'; first_ = true; return *this; }
+  Json& end_object() { out_ << '}'; first_ = false; return *this; }
+  Json& begin_array() { sep(); out_ << '['; first_ = true; return *this; }
+  Json& end_array() { out_ << ']'; first_ = false; return *this; }
+  std::string str() const { return out_.str() + "\n"; }
+
+ private:
+  void sep() {
+    if (pending_value_) {
+      pending_value_ = false;
+      return;
+    }
+    if (!first_) out_ << ',';
+    first_ = false;
+  }
+  void quote(const std::string& s) {
+    out_ << '"';
+    for (char c : s) {
+      if (c == '"' || c == '\\') out_ << '\\';
+      out_ << c;
+    }
+    out_ << '"';
+  }
+  std::ostringstream out_;
+  bool first_ = true;
+  bool pending_value_ = false;
+};
+
+void credits(Json& j, const char* prefix, const Credits& c) {
+  j.key(std::string("available_") + prefix + "_credits").value(static_cast<std::int64_t>(c.cur));
+  j.key(std::string("min_") + prefix + "_credits").value(static_cast<std::int64_t>(c.min));
+}
+
+}  // namespace
+
+Control::Control(const Setup& setup, SharedState& shared, Fabric& fabric)
+    : setup_(setup), shared_(shared), fabric_(fabric) {}
+
+Control::~Control() {
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    ::unlink(setup_.control_socket.c_str());
+  }
+}
+
+bool Control::open(std::string& err) {
+  const std::string& path = setup_.control_socket;
+  if (path.empty()) return true;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) {
+    err = "control socket path too long: " + path;
+    return false;
+  }
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  ::unlink(path.c_str());
+  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listen_fd_, 16) != 0) {
+    err = "control socket " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  chmod(path.c_str(), 0660);
+  return true;
+}
+
+void Control::run() {
+  while (!shared_.stop.load(std::memory_order_relaxed)) {
+    tick();
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (listen_fd_ < 0 || ::poll(&p, 1, 100) <= 0) {
+      if (listen_fd_ < 0) std::this_thread::sleep_for(100ms);
+      continue;
+    }
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    // One short request line; a client that does not send it in time loses.
+    timeval tv{2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string line;
+    char c;
+    while (line.size() < 256 && ::recv(fd, &c, 1, 0) == 1 && c != '\n') line += c;
+    const std::string reply = handle(line);
+    std::size_t off = 0;
+    while (off < reply.size()) {
+      const ssize_t n = ::send(fd, reply.data() + off, reply.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      off += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+  }
+}
+
+void Control::tick() {
+  for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
+    const bool up = link_is_up(setup_.nis[i].interface);
+    if (shared_.ni[i].link_up.exchange(up, std::memory_order_relaxed) != up)
+      log_info("NI %s: link %s", to_string(setup_.nis[i].nid).c_str(), up ? "up" : "down");
+  }
+  const auto now = std::chrono::steady_clock::now();
+  const auto settle = setup_.alive_router_check_interval + setup_.router_ping_timeout;
+  const RoutingState s = shared_.routing.load(std::memory_order_relaxed);
+  if (s == RoutingState::starting && now - routing_since_ >= settle) {
+    // Peers were given time to notice us; now advertise routing.
+    shared_.routing.store(RoutingState::enabled, std::memory_order_relaxed);
+    log_info("routing enabled");
+  } else if (s == RoutingState::stopping && now - routing_since_ >= settle) {
+    // Forwarding stops once the buffers drain, or after three times the
+    // settling time whatever happens (Linux: 110 s .. 330 s).
+    bool idle = true;
+    on_workers([&idle](Worker& w) {
+      for (const auto& p : w.forwarder().pools())
+        if (p.credits.cur != static_cast<std::int32_t>(p.nbuffers)) idle = false;
+    });
+    if (idle || now - routing_since_ >= 3 * settle) {
+      shared_.routing.store(RoutingState::disabled, std::memory_order_relaxed);
+      log_info("routing disabled");
+    }
+  }
+}
+
+std::string Control::handle(const std::string& request) {
+  if (request == "status") return status();
+  if (request == "routing 1") return set_routing(true);
+  if (request == "routing 0") return set_routing(false);
+  Json j;
+  j.begin_object().key("errno").value(-EINVAL).key("descr").value("unknown request '" + request +
+                                                                   "': expected 'status' or 'routing 0|1'");
+  j.end_object();
+  return j.str();
+}
+
+std::string Control::set_routing(bool on) {
+  const RoutingState s = shared_.routing.load(std::memory_order_relaxed);
+  Json j;
+  j.begin_object();
+  if (on && s == RoutingState::stopping) {
+    // As Linux: enabling while stopping is refused (EBUSY).
+    j.key("errno").value(-EBUSY).key("descr").value("routing is stopping; enable it again once it has stopped");
+  } else {
+    RoutingState next = s;
+    if (on && s == RoutingState::disabled) next = RoutingState::starting;
+    if (!on && (s == RoutingState::enabled || s == RoutingState::starting)) next = RoutingState::stopping;
+    if (next != s) {
+      routing_since_ = std::chrono::steady_clock::now();
+      shared_.routing.store(next, std::memory_order_relaxed);
+      log_info("routing %s", routing_name(next));
+    }
+    j.key("routing").value(routing_name(next)).key("enable").value(routing_enable_value(next));
+  }
+  j.end_object();
+  return j.str();
+}
+
+bool Control::on_workers(const std::function<void(Worker&)>& fn) {
+  std::vector<std::unique_ptr<Command>> cmds;
+  for (std::uint32_t i = 0; i < fabric_.n; ++i) {
+    auto c = std::make_unique<Command>();
+    c->fn = fn;
+    if (rte_ring_enqueue(fabric_.commands[i], c.get()) != 0) return false;
+    fabric_.workers[i]->kick();
+    cmds.push_back(std::move(c));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  for (auto& c : cmds) {
+    // Acquire: pairs with the worker's release store of `done`, so that
+    // what fn wrote is visible here.
+    while (!c->done.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        // The command still references `fn`'s captures: never free it.
+        (void)c.release();
+        return false;
+      }
+      std::this_thread::sleep_for(200us);
+    }
+  }
+  return true;
+}
+
+std::string Control::status() {
+  Json j;
+  j.begin_object();
+  const RoutingState rs = shared_.routing.load(std::memory_order_relaxed);
+  j.key("routing").begin_object().key("state").value(routing_name(rs)).key("enable").value(routing_enable_value(rs));
+  j.end_object();
+
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  const std::int64_t timeout =
+      std::chrono::nanoseconds(setup_.alive_router_check_interval + setup_.router_ping_timeout).count();
+  j.key("nis").begin_array();
+  for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
+    const NiSetup& ni = setup_.nis[i];
+    j.begin_object().key("nid").value(to_string(ni.nid)).key("interface").value(ni.interface);
+    j.key("status").value(shared_.ni[i].up(now, timeout) ? "up" : "down");
+    j.key("link").value(shared_.ni[i].link_up.load(std::memory_order_relaxed) ? "up" : "down");
+    j.key("credits").value(static_cast<std::uint64_t>(ni.credits));
+    j.key("peer_credits").value(static_cast<std::uint64_t>(ni.peer_credits));
+    j.end_object();
+  }
+  j.end_array();
+
+  // Per-worker state, gathered on the workers themselves.
+  struct WorkerView {
+    std::array<Forwarder::PoolState, kPoolClasses> pools;
+    std::vector<Credits> ni_tx;
+    std::vector<PeerNi> peers;
+    sock::Stats sock;
+    std::array<std::uint64_t, sock::kCloseReasonCount> refused{};
+  };
+  std::vector<WorkerView> views(fabric_.n);
+  const bool answered = on_workers([&views](Worker& w) {
+    WorkerView& v = views[w.index()];
+    v.pools = w.forwarder().pools();
+    v.ni_tx = w.forwarder().ni_credits();
+    for (const auto& [nid, p] : w.forwarder().peers()) {
+      PeerNi copy;
+      copy.nid = p->nid;
+      copy.ni = p->ni;
+      copy.tx = p->tx;
+      copy.rtr = p->rtr;
+      copy.alive = p->alive;
+      copy.send_count = p->send_count;
+      copy.recv_count = p->recv_count;
+      copy.drop_count = p->drop_count;
+      v.peers.push_back(copy);
+    }
+    v.sock = w.node().stats();
+    if (w.acceptor()) v.refused = w.acceptor()->refused();
+  });
+  if (!answered) {
+    Json e;
+    e.begin_object().key("errno").value(-ETIMEDOUT).key("descr").value("a worker did not answer").end_object();
+    return e.str();
+  }
+
+  j.key("buffers").begin_array();
+  for (std::uint32_t w = 0; w < fabric_.n; ++w) {
+    j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w));
+    for (std::size_t c = 0; c < kPoolClasses; ++c) {
+      const auto& p = views[w].pools[c];
+      j.key(std::string(kPoolNames[c])).begin_object();
+      j.key("npages").value(static_cast<std::uint64_t>(kPoolPages[c]));
+      j.key("nbuffers").value(static_cast<std::uint64_t>(p.nbuffers));
+      j.key("credits").value(static_cast<std::int64_t>(p.credits.cur));
+      j.key("mincredits").value(static_cast<std::int64_t>(p.credits.min));
+      j.end_object();
+    }
+    j.key("ni_tx").begin_array();
+    for (std::size_t i = 0; i < views[w].ni_tx.size(); ++i) {
+      j.begin_object().key("nid").value(to_string(setup_.nis[i].nid));
+      j.key("max_tx_credits").value(static_cast<std::int64_t>(views[w].ni_tx[i].max));
+      credits(j, "tx", views[w].ni_tx[i]);
+      j.end_object();
+    }
+    j.end_array().end_object();
+  }
+  j.end_array();
+
+  j.key("peers").begin_array();
+  for (std::uint32_t w = 0; w < fabric_.n; ++w) {
+    for (const PeerNi& p : views[w].peers) {
+      j.begin_object().key("nid").value(to_string(p.nid)).key("cpt").value(static_cast<std::uint64_t>(w));
+      j.key("state").value(p.alive ? "up" : "down");
+      j.key("max_ni_tx_credits").value(static_cast<std::int64_t>(p.tx.max));
+      credits(j, "tx", p.tx);
+      j.key("max_rtr_credits").value(static_cast<std::int64_t>(p.rtr.max));
+      credits(j, "rtr", p.rtr);
+      j.key("send_count").value(p.send_count).key("recv_count").value(p.recv_count);
+      j.key("drop_count").value(p.drop_count);
+      j.end_object();
+    }
+  }
+  j.end_array();
+
+  std::uint64_t route_count = 0, route_length = 0, drop_count = 0, drop_length = 0, recv = 0, send = 0;
+  std::array<std::uint64_t, kDropReasonCount> drops{};
+  for (std::uint32_t w = 0; w < fabric_.n; ++w) {
+    const WorkerCounters& c = shared_.counters[w];
+    route_count += c.route_count.get();
+    route_length += c.route_length.get();
+    drop_count += c.drop_count.get();
+    drop_length += c.drop_length.get();
+    recv += c.recv_count.get();
+    send += c.send_count.get();
+    for (std::size_t r = 0; r < kDropReasonCount; ++r) drops[r] += c.drops[r].get();
+  }
+  j.key("statistics").begin_object();
+  j.key("route_count").value(route_count).key("route_length").value(route_length);
+  j.key("drop_count").value(drop_count).key("drop_length").value(drop_length);
+  j.key("recv_count").value(recv).key("send_count").value(send);
+  j.end_object();
+  j.key("drops").begin_object();
+  for (std::size_t r = 0; r < kDropReasonCount; ++r) j.key(std::string(name(static_cast<DropReason>(r)))).value(drops[r]);
+  j.end_object();
+
+  j.key("socklnd").begin_object();
+  std::uint64_t accepted = 0, connected = 0, failures = 0;
+  std::array<std::uint64_t, sock::kCloseReasonCount> closed{}, refused{};
+  for (const WorkerView& v : views) {
+    accepted += v.sock.conns_accepted;
+    connected += v.sock.conns_connected;
+    failures += v.sock.connect_failures;
+    for (std::size_t r = 0; r < closed.size(); ++r) {
+      closed[r] += v.sock.closed[r];
+      refused[r] += v.refused[r];
+    }
+  }
+  j.key("conns_accepted").value(accepted).key("conns_connected").value(connected);
+  j.key("connect_failures").value(failures);
+  j.key("closed").begin_object();
+  for (std::size_t r = 0; r < closed.size(); ++r) j.key(std::string(sock::name(static_cast<sock::CloseReason>(r)))).value(closed[r]);
+  j.end_object();
+  j.key("refused").begin_object();
+  for (std::size_t r = 0; r < refused.size(); ++r) j.key(std::string(sock::name(static_cast<sock::CloseReason>(r)))).value(refused[r]);
+  j.end_object();
+  j.end_object();
+
+  j.key("workers").begin_array();
+  for (std::uint32_t w = 0; w < fabric_.n; ++w) {
+    const WorkerCounters& c = shared_.counters[w];
+    j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w)).key("core").value(static_cast<std::uint64_t>(setup_.cores[w]));
+    j.key("loops").value(c.loops.get()).key("busy_loops").value(c.busy_loops.get());
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+  return j.str();
+}
+
+}  // namespace lnetr::dp

@@ -1,0 +1,385 @@
+#include "dataplane/forwarder.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "router/local_msgs.hpp"
+#include "router/ping_info.hpp"
+
+namespace lnetr::dp {
+namespace {
+
+// Linux's share of an NI's transmit credits per CPT.
+std::int32_t ni_credits_per_cpt(const NiSetup& ni, std::uint32_t ncpts) noexcept {
+  if (ncpts <= 1) return static_cast<std::int32_t>(ni.credits);
+  const std::uint32_t share = std::max(ni.credits / ncpts, 8 * ni.peer_credits);
+  return static_cast<std::int32_t>(std::min(share, ni.credits));
+}
+
+}  // namespace
+
+Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& shared, const RouteTable& routes,
+                     ForwarderPorts& ports)
+    : index_(index), ncpts_(setup.ncpts()), setup_(setup), shared_(shared), routes_(routes), ports_(ports) {
+  for (const NiSetup& ni : setup.nis) {
+    ni_nids_.push_back(ni.nid);
+    ni_tx_.push_back(Credits::of(ni_credits_per_cpt(ni, ncpts_)));
+    ni_wait_.emplace_back();
+  }
+  locals_ = LocalNis{ni_nids_};
+  nets_up_ = LocalNetMask::all();
+  cursor_.attach(routes_.view());
+  for (std::size_t c = 0; c < kPoolClasses; ++c) {
+    const std::uint32_t n = std::max<std::uint32_t>(setup.buffers[c] / ncpts_, 1);
+    pool_state_[c].nbuffers = n;
+    pool_state_[c].credits = Credits::of(static_cast<std::int32_t>(n));
+  }
+}
+
+void Forwarder::tick() {
+  // Gateways are reached through NIs whose link is up.
+  for (std::size_t i = 0; i < ni_nids_.size(); ++i)
+    if (auto slot = routes_.view().local_slot(ni_nids_[i].net()))
+      nets_up_.set(*slot, shared_.ni[i].link_up.load(std::memory_order_relaxed));
+}
+
+void Forwarder::on_ring(const RingItem& item) {
+  auto* m = static_cast<RouterMsg*>(item.ptr);
+  if (item.kind == RingItem::Kind::send) send_out(m); else release(m);
+}
+
+// ---- descriptors -------------------------------------------------------------------
+
+RouterMsg* Forwarder::alloc_msg() {
+  if (!free_msgs_) {
+    // Grows in chunks up to the number of messages ever in flight at once
+    // (bounded by credits and connections); never freed until exit.
+    constexpr std::size_t kMsgChunk = 256;
+    auto chunk = std::make_unique<RouterMsg[]>(kMsgChunk);
+    msgs_allocated_ += kMsgChunk;
+    for (std::size_t i = 0; i < kMsgChunk; ++i) free_msg(&chunk[i]);
+    msg_chunks_.push_back(std::move(chunk));
+  }
+  RouterMsg* m = free_msgs_;
+  free_msgs_ = m->next;
+  --msgs_free_;
+  *m = RouterMsg{};
+  m->home = index_;
+  return m;
+}
+
+void Forwarder::free_msg(RouterMsg* m) {
+  m->next = free_msgs_;
+  free_msgs_ = m;
+  ++msgs_free_;
+}
+
+// ---- receive side (home) ------------------------------------------------------------
+
+PeerNi& Forwarder::peer_ni(const Nid& nid) {
+  auto& slot = peers_[nid];
+  if (!slot) {
+    slot = std::make_unique<PeerNi>();
+    slot->nid = nid;
+    slot->ni = ni_index(nid);
+    const NiSetup& ni = setup_.nis[slot->ni];
+    slot->tx = Credits::of(static_cast<std::int32_t>(ni.peer_credits));
+    const std::uint32_t rtr = ni.peer_buffer_credits ? ni.peer_buffer_credits : ni.peer_credits;
+    slot->rtr = Credits::of(static_cast<std::int32_t>(rtr));
+  }
+  return *slot;
+}
+
+std::uint32_t Forwarder::ni_index(const Nid& nid) const noexcept {
+  for (std::uint32_t i = 0; i < ni_nids_.size(); ++i)
+    if (ni_nids_[i].net() == nid.net()) return i;
+  return 0;
+}
+
+void Forwarder::note_ping(const sock::Rx& rx) {
+  if (!is_ping(rx.hdr) || locals_.is_local(rx.hdr.src_nid)) return;
+  const std::int64_t now = sock::Clock::now().time_since_epoch().count();
+  for (std::size_t i = 0; i < ni_nids_.size(); ++i)
+    if (ni_nids_[i].net() == rx.ni.net()) shared_.ni[i].last_ping_ns.store(now, std::memory_order_relaxed);
+}
+
+void Forwarder::count_drop(DropReason why, std::uint32_t bytes) {
+  counters().drops[static_cast<std::size_t>(why)].add();
+  counters().drop_count.add();
+  counters().drop_length.add(bytes);
+}
+
+// Read the payload and throw it away (a drop, or a push to be ACKed).
+sock::RxVerdict Forwarder::discard(sock::Rx& rx, bool ack_push) {
+  if (ack_push) {
+    RouterMsg* m = alloc_msg();
+    m->kind = RouterMsg::Kind::discard;
+    m->is_push = true;
+    rx.cookie = m;
+  }
+  rx.discard = true;
+  return sock::RxVerdict::accept;
+}
+
+sock::RxVerdict Forwarder::on_head(sock::Rx& rx) {
+  PeerNi& src = peer_ni(rx.from);
+  src.alive = true;
+  ++src.recv_count;
+  note_ping(rx);
+  const Verdict v = classify(rx.hdr, rx.ni, locals_, forwards(shared_.routing.load(std::memory_order_relaxed)));
+  switch (v.what) {
+    case Disposition::reject:
+      ++src.drop_count;
+      count_drop(DropReason::protocol, rx.hdr.payload_length);
+      return sock::RxVerdict::reject;
+    case Disposition::drop:
+      ++src.drop_count;
+      count_drop(v.reason, rx.hdr.payload_length);
+      return discard(rx, false);
+    case Disposition::for_us:
+      counters().recv_count.add();
+      if (is_ping(rx.hdr)) {
+        answer_ping(rx);
+        return discard(rx, false);
+      }
+      if (is_push(rx.hdr)) return discard(rx, !rx.hdr.put().ack_wmd.is_none());
+      count_drop(DropReason::not_for_us, rx.hdr.payload_length);
+      return discard(rx, false);
+    case Disposition::forward:
+      break;
+  }
+  // A net neither local nor routed: dropped now, without taking a buffer.
+  const Net dest = rx.hdr.dest_nid.net();
+  if (!locals_.on_local_net(dest) && !routes_.view().reachable(dest)) {
+    ++src.drop_count;
+    count_drop(DropReason::no_route, rx.hdr.payload_length);
+    return discard(rx, false);
+  }
+
+  RouterMsg* m = alloc_msg();
+  m->kind = RouterMsg::Kind::forward;
+  m->src = &src;
+  m->pool = pool_for(rx.hdr.payload_length);
+  rx.cookie = m;
+  m->rx = rx;
+  // The previous hop's router credit, then a buffer of the right pool.
+  if (!src.rtr.take()) {
+    m->stage = RouterMsg::Stage::wait_rtr;
+    src.rtr_wait.push(m);
+    return sock::RxVerdict::defer;
+  }
+  if (!grant_buffer(m)) return sock::RxVerdict::defer;
+  rx.sink = m->rx.sink;
+  return sock::RxVerdict::accept;
+}
+
+// `m` holds its router credit: take a pool credit and a buffer, or queue.
+bool Forwarder::grant_buffer(RouterMsg* m) {
+  const auto c = static_cast<std::size_t>(m->pool);
+  if (!pool_state_[c].credits.take()) {
+    m->stage = RouterMsg::Stage::wait_buffer;
+    pool_wait_[c].push(m);
+    return false;
+  }
+  take_buffer(m);
+  return true;
+}
+
+void Forwarder::take_buffer(RouterMsg* m) {
+  // Credits never exceed the pool's buffers: the port cannot run dry.
+  if (pool_capacity(m->pool) != 0) m->buf = ports_.get_buffer(m->pool);
+  m->stage = RouterMsg::Stage::receiving;
+  m->rx.sink = MutableByteSpan(m->buf, m->rx.hdr.payload_length);
+}
+
+// A message that waited now has what it needs: read its payload.
+void Forwarder::resume(RouterMsg* m) { ports_.resume(m->rx); }
+
+// Give back the previous hop's router credit: the next waiter that is still
+// alive gets it (an aborted waiter passes it straight on).
+void Forwarder::give_rtr(PeerNi& p) {
+  while (p.rtr.give()) {
+    RouterMsg* w = p.rtr_wait.pop();
+    if (!w->aborted) {
+      if (grant_buffer(w)) resume(w);
+      return;
+    }
+    free_msg(w);
+  }
+}
+
+void Forwarder::give_pool(std::size_t c) {
+  while (pool_state_[c].credits.give()) {
+    RouterMsg* w = pool_wait_[c].pop();
+    if (!w->aborted) {
+      take_buffer(w);
+      resume(w);
+      return;
+    }
+    PeerNi* src = w->src;  // aborted: it held a router credit too
+    free_msg(w);
+    give_rtr(*src);
+  }
+}
+
+// Home: the message is done (sent, failed or dropped) — free its buffer and
+// give both credits to the next waiters.
+void Forwarder::release(RouterMsg* m) {
+  const auto c = static_cast<std::size_t>(m->pool);
+  if (m->buf) ports_.put_buffer(m->pool, m->buf);
+  PeerNi* src = m->src;
+  free_msg(m);
+  give_pool(c);
+  give_rtr(*src);
+}
+
+void Forwarder::on_received(sock::Rx& rx) {
+  auto* m = static_cast<RouterMsg*>(rx.cookie);
+  if (!m) return;  // dropped or a ping (already answered)
+  if (m->kind == RouterMsg::Kind::discard) {
+    // A discovery push: LNet owes an ACK for it (ping-discovery-health §3).
+    m->kind = RouterMsg::Kind::local;
+    m->tx.hdr = make_ack(rx.hdr, rx.ni, rx.hdr.payload_length);
+    m->tx.payload = {};
+    m->next_hop = rx.from;
+    local_out_.push_back(m);
+    return;
+  }
+  route(m);
+}
+
+void Forwarder::on_rx_aborted(sock::Rx& rx) {
+  auto* m = static_cast<RouterMsg*>(rx.cookie);
+  if (!m) return;
+  if (m->kind != RouterMsg::Kind::forward) return free_msg(m);
+  ++m->src->drop_count;
+  count_drop(DropReason::send_failed, m->rx.hdr.payload_length);
+  if (m->stage == RouterMsg::Stage::receiving) return release(m);
+  m->aborted = true;  // still queued: its credit passes on when its turn comes
+}
+
+void Forwarder::on_peer_down(const Nid& nid) {
+  auto it = peers_.find(nid);
+  if (it != peers_.end()) it->second->alive = false;
+}
+
+void Forwarder::answer_ping(const sock::Rx& rx) {
+  const std::int64_t now = sock::Clock::now().time_since_epoch().count();
+  const std::int64_t timeout = std::chrono::nanoseconds(setup_.alive_router_check_interval + setup_.router_ping_timeout).count();
+  PingNi nis[32];
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < ni_nids_.size() && n < std::size(nis); ++i)
+    nis[n++] = {ni_nids_[i], shared_.ni[i].up(now, timeout) ? kNiStatusUp : kNiStatusDown};
+  std::uint32_t features = ping_feature::ni_status | ping_feature::multi_rail | ping_feature::discovery;
+  if (advertises_disabled(shared_.routing.load(std::memory_order_relaxed))) features |= ping_feature::rte_disabled;
+
+  RouterMsg* m = alloc_msg();
+  m->kind = RouterMsg::Kind::local;
+  auto size = encode_ping_info({features, kPidLustre, 1, std::span(nis, n)}, m->inline_);
+  const ByteSpan info(m->inline_.data(), size ? *size : 0);
+  const ByteSpan payload = ping_reply_payload(rx.hdr, info);
+  m->tx.hdr = make_reply(rx.hdr, rx.ni, static_cast<std::uint32_t>(payload.size()));
+  m->tx.payload = payload;
+  m->next_hop = rx.from;
+  local_out_.push_back(m);
+}
+
+// REPLYs and ACKs the router owes go out after the event that caused them
+// has been handled (never from inside the engine's callbacks).
+unsigned Forwarder::flush_local() {
+  unsigned n = 0;
+  for (RouterMsg* m : local_out_) {
+    m->tx.cookie = m;
+    if (ports_.send(m->next_hop, m->tx) < 0) free_msg(m);
+    ++n;
+  }
+  local_out_.clear();
+  return n;
+}
+
+// ---- choosing the next hop (home) and sending (sender) ---------------------------
+
+void Forwarder::route(RouterMsg* m) {
+  m->stage = RouterMsg::Stage::routed;
+  const Nid& dest = m->rx.hdr.dest_nid;
+  if (locals_.on_local_net(dest.net())) {
+    m->next_hop = dest;
+  } else {
+    auto r = routes_.view().select(dest.net(), cursor_, nets_up_, [this](const Route& route) {
+      // Gateways this worker owns show their credits; others count as equal.
+      auto it = peers_.find(route.gateway);
+      return it == peers_.end() ? 0 : it->second->tx.cur;
+    });
+    if (!r) {
+      ++m->src->drop_count;
+      count_drop(r.error() == NoRoute::no_route ? DropReason::no_route : DropReason::route_down,
+                 m->rx.hdr.payload_length);
+      return release(m);
+    }
+    m->next_hop = (*r)->gateway;
+  }
+  m->ni = ni_index(m->next_hop);
+  m->tx.hdr = m->rx.hdr;  // forwarded unchanged, byte for byte
+  m->tx.payload = ByteSpan(m->buf, m->rx.hdr.payload_length);
+  m->tx.cookie = m;
+  const std::uint32_t owner = cpt_of(m->next_hop, ncpts_);
+  if (owner == index_) return send_out(m);
+  // Rings hold every message a worker can have in flight: never full.
+  ports_.post(owner, {RingItem::Kind::send, m});
+}
+
+void Forwarder::send_out(RouterMsg* m) {
+  PeerNi& p = peer_ni(m->next_hop);
+  if (!p.alive && setup_.nis[p.ni].peer_timeout > 0) {
+    ++p.drop_count;
+    count_drop(DropReason::peer_down, m->rx.hdr.payload_length);
+    return give_back(m);
+  }
+  if (!p.tx.take()) {
+    p.tx_wait.push(m);
+    return;
+  }
+  start_send(m, p);
+}
+
+// `m` holds its peer transmit credit: take the NI's, or queue.
+void Forwarder::start_send(RouterMsg* m, PeerNi& p) {
+  if (!ni_tx_[p.ni].take()) {
+    ni_wait_[p.ni].push(m);
+    return;
+  }
+  transmit(m);
+}
+
+void Forwarder::transmit(RouterMsg* m) {
+  const int rc = ports_.send(m->next_hop, m->tx);
+  if (rc < 0) on_sent(m->tx, rc);
+}
+
+void Forwarder::on_sent(sock::Tx& tx, int status) {
+  auto* m = static_cast<RouterMsg*>(tx.cookie);
+  if (m->kind == RouterMsg::Kind::local) {
+    if (status == 0) counters().send_count.add();
+    return free_msg(m);
+  }
+  PeerNi& p = peer_ni(m->next_hop);
+  if (ni_tx_[m->ni].give()) transmit(ni_wait_[m->ni].pop());
+  if (p.tx.give()) start_send(p.tx_wait.pop(), p);
+  if (status == 0) {
+    ++p.send_count;
+    counters().route_count.add();
+    counters().route_length.add(m->rx.hdr.payload_length);
+  } else {
+    ++p.drop_count;
+    count_drop(DropReason::send_failed, m->rx.hdr.payload_length);
+  }
+  give_back(m);
+}
+
+// Sender: hand the message back to its home worker.
+void Forwarder::give_back(RouterMsg* m) {
+  if (m->home == index_) return release(m);
+  ports_.post(m->home, {RingItem::Kind::returned, m});
+}
+
+}  // namespace lnetr::dp

@@ -1,0 +1,128 @@
+// The router's LNet layer on one worker: what to do with each received
+// message (forward, answer, drop), LNet's credits and router buffer pools,
+// route selection, and the ownership hand-offs of dataplane/message.hpp.
+//
+// It does no I/O and knows neither DPDK nor sockets: the worker plugs in
+// its mempools, its socklnd Node and its rings through ForwarderPorts, and
+// the unit tests plug in plain memory, so the accounting is tested alone.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "dataplane/message.hpp"
+#include "dataplane/setup.hpp"
+#include "dataplane/shared.hpp"
+#include "lnd/socklnd/engine.hpp"
+#include "router/route_table.hpp"
+
+namespace lnetr::dp {
+
+// What travels on a ring between workers.
+struct RingItem {
+  enum class Kind : std::uint64_t { send, returned, accepted };
+  Kind kind;
+  void* ptr;
+};
+static_assert(sizeof(RingItem) == 16);
+
+// The forwarder's view of the rest of its worker.
+class ForwarderPorts {
+ public:
+  // A router buffer of pool `c` (small or large).  Never empty: a buffer is
+  // only asked for once a pool credit is held.
+  virtual std::uint8_t* get_buffer(PoolClass c) = 0;
+  virtual void put_buffer(PoolClass c, std::uint8_t* buf) = 0;
+  // socklnd: send to the next hop; resume a deferred receive.
+  virtual int send(const Nid& next_hop, sock::Tx& tx) = 0;
+  virtual void resume(sock::Rx& rx) = 0;
+  // The ring to another worker (never full: sized for every message a
+  // worker can have in flight).
+  virtual void post(std::uint32_t worker, const RingItem& item) = 0;
+
+ protected:
+  ~ForwarderPorts() = default;
+};
+
+class Forwarder final : public sock::Upper {
+ public:
+  Forwarder(std::uint16_t index, const Setup& setup, SharedState& shared, const RouteTable& routes,
+            ForwarderPorts& ports);
+
+  // A message another worker sent us (to transmit, or back home).
+  void on_ring(const RingItem& item);
+  // Send the REPLYs and ACKs owed since the last call; the number sent.
+  unsigned flush_local();
+  // Refresh what changes slowly (which local nets have an NI up).
+  void tick();
+
+  // sock::Upper
+  sock::RxVerdict on_head(sock::Rx& rx) override;
+  void on_received(sock::Rx& rx) override;
+  void on_rx_aborted(sock::Rx& rx) override;
+  void on_sent(sock::Tx& tx, int status) override;
+  void on_peer_down(const Nid& peer) override;
+
+  // State, for introspection and tests.
+  struct PoolState {
+    std::uint32_t nbuffers = 0;
+    Credits credits;
+  };
+  std::uint16_t index() const noexcept { return index_; }
+  const std::unordered_map<Nid, std::unique_ptr<PeerNi>>& peers() const noexcept { return peers_; }
+  const std::array<PoolState, kPoolClasses>& pools() const noexcept { return pool_state_; }
+  const std::vector<Credits>& ni_credits() const noexcept { return ni_tx_; }
+  // Descriptors not on the free list (in flight, waiting or owed a reply).
+  std::size_t msgs_in_use() const noexcept { return msgs_allocated_ - msgs_free_; }
+
+ private:
+  // Receive side (home).
+  PeerNi& peer_ni(const Nid& nid);
+  sock::RxVerdict discard(sock::Rx& rx, bool ack_push);
+  bool grant_buffer(RouterMsg* m);
+  void take_buffer(RouterMsg* m);
+  void resume(RouterMsg* m);
+  void give_rtr(PeerNi& p);
+  void give_pool(std::size_t pool);
+  void release(RouterMsg* m);
+  void count_drop(DropReason why, std::uint32_t bytes);
+  void route(RouterMsg* m);
+  void answer_ping(const sock::Rx& rx);
+  // Send side.
+  void send_out(RouterMsg* m);
+  void start_send(RouterMsg* m, PeerNi& p);
+  void transmit(RouterMsg* m);
+  void give_back(RouterMsg* m);
+  // Descriptors.
+  RouterMsg* alloc_msg();
+  void free_msg(RouterMsg* m);
+  void note_ping(const sock::Rx& rx);
+  std::uint32_t ni_index(const Nid& nid) const noexcept;
+  WorkerCounters& counters() noexcept { return shared_.counters[index_]; }
+
+  std::uint16_t index_;
+  std::uint32_t ncpts_;
+  const Setup& setup_;
+  SharedState& shared_;
+  const RouteTable& routes_;
+  ForwarderPorts& ports_;
+  RouteCursor cursor_;
+  std::vector<Nid> ni_nids_;
+  LocalNis locals_;
+  LocalNetMask nets_up_;
+
+  std::unordered_map<Nid, std::unique_ptr<PeerNi>> peers_;
+  std::vector<Credits> ni_tx_;  // per NI, this CPT's share
+  std::vector<MsgQueue> ni_wait_;
+  std::array<PoolState, kPoolClasses> pool_state_{};
+  std::array<MsgQueue, kPoolClasses> pool_wait_{};
+
+  std::vector<std::unique_ptr<RouterMsg[]>> msg_chunks_;
+  RouterMsg* free_msgs_ = nullptr;
+  std::size_t msgs_allocated_ = 0, msgs_free_ = 0;
+  std::vector<RouterMsg*> local_out_;  // REPLYs/ACKs to send after the current event
+};
+
+}  // namespace lnetr::dp

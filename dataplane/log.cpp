@@ -1,0 +1,18 @@
+#include "dataplane/log.hpp"
+
+#include <ctime>
+
+namespace lnetr::dp {
+
+void log_line(const char* level, const char* fmt, std::va_list ap) noexcept {
+  char msg[512];
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  tm t{};
+  gmtime_r(&ts.tv_sec, &t);
+  std::fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ lnetr-dataplane %s: %s\n", t.tm_year + 1900,
+               t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000, level, msg);
+}
+
+}  // namespace lnetr::dp

@@ -1,0 +1,212 @@
+// lnetr-dataplane: loads the configuration, brings up DPDK's EAL with one
+// worker lcore per CPT, builds the per-CPT pools and the rings between
+// workers, launches the workers and runs the control thread on the main
+// lcore until SIGINT/SIGTERM.
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_ring.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/control.hpp"
+#include "dataplane/log.hpp"
+#include "dataplane/setup.hpp"
+#include "dataplane/shared.hpp"
+#include "dataplane/worker.hpp"
+
+namespace lnetr::dp {
+namespace {
+
+SharedState* g_shared = nullptr;
+
+void on_signal(int) {
+  if (g_shared) g_shared->stop.store(true, std::memory_order_relaxed);
+}
+
+bool hugepages_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  long value = 0;
+  bool free_pages = false;
+  while (meminfo >> key >> value) {
+    if (key == "HugePages_Free:") free_pages = value > 0;
+    meminfo.ignore(256, '\n');
+  }
+  std::ifstream mounts("/proc/mounts");
+  std::string dev, dir, type;
+  bool mounted = false;
+  while (mounts >> dev >> dir >> type) {
+    if (type == "hugetlbfs") mounted = true;
+    mounts.ignore(1024, '\n');
+  }
+  return free_pages && mounted;
+}
+
+// Memory the router buffer pools need, in MB, plus room for DPDK itself.
+unsigned pool_memory_mb(const Setup& s) {
+  std::uint64_t bytes = 0;
+  for (std::size_t c = 0; c < kPoolClasses; ++c) {
+    const std::uint64_t per_cpt = std::max<std::uint32_t>(s.buffers[c] / s.ncpts(), 1);
+    bytes += per_cpt * s.ncpts() * (pool_capacity(static_cast<PoolClass>(c)) + 256);
+  }
+  return static_cast<unsigned>(bytes >> 20) + 128;
+}
+
+std::vector<std::string> eal_args(const Setup& s) {
+  std::vector<std::string> a = {"lnetr-dataplane"};
+  // lcore 0 is the control thread on the main core; lcore i+1 is CPT i's
+  // worker, pinned to its configured core.
+  std::string lcores = "0@" + std::to_string(s.main_core);
+  for (std::size_t i = 0; i < s.cores.size(); ++i)
+    lcores += "," + std::to_string(i + 1) + "@" + std::to_string(s.cores[i]);
+  a.push_back("--lcores=" + lcores);
+  a.push_back("--main-lcore=0");
+  a.push_back("--no-pci");
+  a.push_back("--file-prefix=lnetr" + std::to_string(getpid()));
+  a.push_back("--log-level=lib.eal:warning");
+  const bool huge = s.hugepages == Hugepages::yes || (s.hugepages == Hugepages::automatic && hugepages_available());
+  if (huge) {
+    a.push_back("--in-memory");
+  } else {
+    a.push_back("--no-huge");
+    a.push_back("--no-shconf");
+  }
+  a.push_back("-m");
+  a.push_back(std::to_string(s.memory_mb ? s.memory_mb : pool_memory_mb(s)));
+  for (const std::string& x : s.eal_args) a.push_back(x);
+  return a;
+}
+
+int worker_main(void* arg) { return static_cast<Worker*>(arg)->run(); }
+
+int run(const Setup& setup) {
+  const std::vector<std::string> args = eal_args(setup);
+  std::vector<char*> argv;
+  std::string line;
+  for (const std::string& x : args) {
+    argv.push_back(const_cast<char*>(x.c_str()));
+    line += " " + x;
+  }
+  log_info("EAL:%s", line.c_str());
+  if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+    log_error("EAL initialisation failed: %s", rte_strerror(rte_errno));
+    return 1;
+  }
+  const std::uint32_t n = setup.ncpts();
+  if (rte_lcore_count() != n + 1) {
+    log_error("EAL gave %u lcores, %u needed", rte_lcore_count(), n + 1);
+    return 1;
+  }
+
+  SharedState shared(setup.nis.size(), n);
+  g_shared = &shared;
+  const std::int64_t start = std::chrono::steady_clock::now().time_since_epoch().count();
+  for (std::size_t i = 0; i < setup.nis.size(); ++i) shared.ni[i].last_ping_ns.store(start);
+  shared.routing.store(setup.routing ? RoutingState::enabled : RoutingState::disabled);
+
+  // The static route table of this issue (lnetr-control will publish it).
+  std::vector<Net> local_nets;
+  for (const NiSetup& ni : setup.nis) local_nets.push_back(ni.nid.net());
+  auto builder = RouteTableBuilder::create(local_nets, static_cast<std::uint64_t>(start));
+  if (!builder) {
+    log_error("route table: %s", std::string(describe(builder.error())).c_str());
+    return 1;
+  }
+  for (const RouteSetup& r : setup.routes) {
+    auto added = builder->add({r.net, r.gateway, r.hops, r.priority});
+    if (!added)
+      log_warn("route to %s via %s ignored: %s", to_string(r.net).c_str(), to_string(r.gateway).c_str(),
+               std::string(describe(added.error())).c_str());
+  }
+  const RouteTable routes = builder->build();
+
+  // Rings: every worker can have all its buffers' messages in flight to one
+  // other worker, plus accepted connections; round up to a power of two.
+  std::uint32_t per_cpt = 0;
+  for (std::uint32_t b : setup.buffers) per_cpt += std::max<std::uint32_t>(b / n, 1);
+  const std::uint32_t ring_size = rte_align32pow2(per_cpt + 1024);
+  Fabric fabric;
+  fabric.n = n;
+  fabric.rings.assign(std::size_t{n} * n, nullptr);
+  for (std::uint32_t from = 0; from < n; ++from) {
+    for (std::uint32_t to = 0; to < n; ++to) {
+      if (from == to) continue;
+      const std::string name = "lnetr_ring_" + std::to_string(from) + "_" + std::to_string(to);
+      rte_ring* r = rte_ring_create_elem(name.c_str(), sizeof(RingItem), ring_size, SOCKET_ID_ANY,
+                                         RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (!r) {
+        log_error("cannot create ring %s: %s", name.c_str(), rte_strerror(rte_errno));
+        return 1;
+      }
+      fabric.rings[from * n + to] = r;
+    }
+    const std::string cname = "lnetr_cmd_" + std::to_string(from);
+    fabric.commands.push_back(rte_ring_create(cname.c_str(), 64, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ));
+  }
+
+  const std::uint64_t incarnation = sock::new_incarnation();
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    workers.push_back(std::make_unique<Worker>(static_cast<std::uint16_t>(i), setup, shared, fabric, routes, incarnation));
+    fabric.workers.push_back(workers.back().get());
+  }
+  for (auto& w : workers) {
+    std::string err;
+    if (!w->init(err)) {
+      log_error("%s", err.c_str());
+      return 1;
+    }
+  }
+  Control control(setup, shared, fabric);
+  std::string err;
+  if (!control.open(err)) {
+    log_error("%s", err.c_str());
+    return 1;
+  }
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  unsigned lcore = 0, i = 0;
+  RTE_LCORE_FOREACH_WORKER(lcore) rte_eal_remote_launch(worker_main, workers[i++].get(), lcore);
+  for (const NiSetup& ni : setup.nis)
+    log_info("NI %s%s%s", to_string(ni.nid).c_str(), ni.interface.empty() ? "" : " on ", ni.interface.c_str());
+  log_info("forwarding with %u worker(s); routing %s; control socket %s", n, setup.routing ? "enabled" : "disabled",
+           setup.control_socket.c_str());
+  control.run();
+  rte_eal_mp_wait_lcore();
+  log_info("stopped");
+  workers.clear();
+  rte_eal_cleanup();
+  return 0;
+}
+
+}  // namespace
+}  // namespace lnetr::dp
+
+int main(int argc, char** argv) {
+  CLI::App app{"lnetr-dataplane: the LNet router's forwarding process"};
+  std::string config;
+  bool check = false;
+  app.add_option("-c,--config", config, "configuration file (YAML)")->required();
+  app.add_flag("--check", check, "validate the configuration and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  auto setup = lnetr::dp::load_setup(config);
+  if (!setup) {
+    for (const std::string& e : setup.error()) std::fprintf(stderr, "%s\n", e.c_str());
+    return 2;
+  }
+  if (check) {
+    std::printf("%s: OK\n", config.c_str());
+    return 0;
+  }
+  return lnetr::dp::run(*setup);
+}

@@ -1,0 +1,122 @@
+#include "dataplane/setup.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "dataplane/log.hpp"
+
+namespace lnetr::dp {
+namespace {
+
+// The first IPv4 address of `interface`, host order.
+std::optional<std::uint32_t> interface_ipv4(const std::string& interface) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return std::nullopt;
+  std::optional<std::uint32_t> ip;
+  for (ifaddrs* i = list; i && !ip; i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && interface == i->ifa_name)
+      ip = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+  freeifaddrs(list);
+  return ip;
+}
+
+std::string where(const config::Source& s, const std::string& message) {
+  return config::ConfigError{s, message}.to_string();
+}
+
+std::uint32_t u32(std::int32_t v) { return v < 0 ? 0 : static_cast<std::uint32_t>(v); }
+
+}  // namespace
+
+SetupResult make_setup(const config::Config& cfg) {
+  Setup s;
+  std::vector<std::string> errors;
+  const auto& dp = cfg.dataplane;
+
+  for (const config::NetConfig& net : cfg.nets) {
+    for (const config::NiConfig& ni : net.nis) {
+      NiSetup n;
+      if (ni.interface) n.interface = ni.interface->value;
+      if (ni.nid) {
+        n.nid = ni.nid->value;
+      } else {
+        const auto ip = interface_ipv4(n.interface);
+        if (!ip) {
+          errors.push_back(where(ni.interface->source, "interface " + n.interface + " does not exist or has no IPv4 address"));
+          continue;
+        }
+        n.nid = Nid::make(net.net.value, *ip);
+      }
+      if (n.nid.lnd() != LndType::sock) {
+        errors.push_back(where(ni.source, "only tcp nets are served by this dataplane, not " + to_string(n.nid.net())));
+        continue;
+      }
+      n.peer_credits = u32(ni.tunables.peer_credits.value);
+      n.peer_buffer_credits = u32(ni.tunables.peer_buffer_credits.value);
+      if (n.peer_buffer_credits == 0) n.peer_buffer_credits = dp.peer_buffer_credits.value;
+      n.credits = u32(ni.tunables.credits.value);
+      n.peer_timeout = u32(ni.tunables.peer_timeout.value);
+      s.nis.push_back(n);
+    }
+  }
+  for (const config::RouteConfig& r : cfg.routes) {
+    RouteSetup rs;
+    rs.net = r.net.value;
+    rs.gateway = r.gateway.value;
+    rs.hops = r.hop.value == config::kHopUndefined ? 0xffffffff : static_cast<std::uint32_t>(r.hop.value);
+    rs.priority = r.priority.value;
+    s.routes.push_back(rs);
+  }
+  s.routing = cfg.routing.enable.value;
+  s.buffers = {cfg.buffers.tiny.value, cfg.buffers.small.value, cfg.buffers.large.value};
+
+  s.cores.assign(dp.cores.value.begin(), dp.cores.value.end());
+  s.main_core = dp.effective_main_core(static_cast<std::uint32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  s.busy_poll = dp.poll.value == config::PollMode::busy;
+  s.hugepages = dp.hugepages.value == config::HugePages::yes  ? Hugepages::yes
+                : dp.hugepages.value == config::HugePages::no ? Hugepages::no
+                                                              : Hugepages::automatic;
+  s.memory_mb = dp.memory_mb.given() ? dp.memory_mb.value : 0;
+  s.eal_args = dp.eal_args.value;
+  s.control_socket = dp.control_socket.value;
+  s.alive_router_check_interval = std::chrono::seconds(dp.alive_router_check_interval.value);
+  s.router_ping_timeout = std::chrono::seconds(dp.router_ping_timeout.value);
+
+  sock::Options& o = s.sock;
+  const auto& sp = dp.socklnd;
+  o.port = dp.accept_port.value;
+  o.accept = dp.accept.value == config::AcceptMode::secure ? sock::AcceptMode::secure
+             : dp.accept.value == config::AcceptMode::all  ? sock::AcceptMode::all
+                                                           : sock::AcceptMode::none;
+  o.backlog = static_cast<int>(dp.accept_backlog.value);
+  o.conns_per_peer = static_cast<std::uint32_t>(sp.effective_conns_per_peer());
+  o.min_bulk = u32(sp.min_bulk.value);
+  o.timeout = std::chrono::seconds(sp.sock_timeout.value);
+  o.keepalive = std::chrono::seconds(sp.keepalive.value);
+  o.keepalive_idle = sp.keepalive_idle.value;
+  o.keepalive_count = sp.keepalive_count.value;
+  o.keepalive_intvl = sp.keepalive_intvl.value;
+  o.nagle = sp.nagle.value;
+  o.tx_buffer_size = sp.tx_buffer_size.value;
+  o.rx_buffer_size = sp.rx_buffer_size.value;
+  o.min_reconnect = std::chrono::milliseconds(sp.min_reconnectms.value);
+  o.max_reconnect = std::chrono::milliseconds(sp.max_reconnectms.value);
+
+  if (!errors.empty()) return errors;
+  return s;
+}
+
+SetupResult load_setup(const std::string& path) {
+  auto loaded = config::load_config_file(path);
+  if (!loaded) {
+    std::vector<std::string> errors;
+    for (const auto& e : loaded.error()) errors.push_back(e.to_string());
+    return errors;
+  }
+  for (const auto& w : loaded->warnings) log_warn("%s", w.to_string().c_str());
+  return make_setup(loaded->config);
+}
+
+}  // namespace lnetr::dp

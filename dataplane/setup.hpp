@@ -1,0 +1,82 @@
+// What lnetr-dataplane runs with, resolved from the configuration file:
+// NIDs of the local NIs (interfaces turned into addresses), routes, pools,
+// cores and the socklnd tunables.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lnd/socklnd/engine.hpp"
+#include "router/config.hpp"
+#include "router/forward.hpp"
+#include "router/nid.hpp"
+
+namespace lnetr::dp {
+
+struct NiSetup {
+  Nid nid;
+  std::string interface;  // empty if the NI was given by NID only
+  std::uint32_t peer_credits = 8;
+  std::uint32_t peer_buffer_credits = 0;  // 0: peer_credits
+  std::uint32_t credits = 256;            // NI transmit credits
+  std::uint32_t peer_timeout = 180;       // s; > 0 enables the peer-down fail-fast
+};
+
+struct RouteSetup {
+  Net net;
+  Nid gateway;
+  std::uint32_t hops = 0xffffffff;  // undefined
+  std::uint32_t priority = 0;
+};
+
+enum class Hugepages : std::uint8_t { automatic, yes, no };
+
+struct Setup {
+  std::vector<NiSetup> nis;
+  std::vector<RouteSetup> routes;
+  bool routing = true;
+  std::array<std::uint32_t, kPoolClasses> buffers = kDefaultPoolBuffers;  // totals over CPTs
+
+  std::vector<unsigned> cores{0};  // core of CPT i's worker
+  unsigned main_core = 0;
+  bool busy_poll = true;
+  Hugepages hugepages = Hugepages::automatic;
+  unsigned memory_mb = 0;  // 0: what the pools need
+  std::vector<std::string> eal_args;
+  std::string control_socket = "/run/lnetr/dataplane.sock";
+
+  sock::Options sock;
+  std::chrono::seconds alive_router_check_interval{60};
+  std::chrono::seconds router_ping_timeout{50};
+
+  std::uint32_t ncpts() const noexcept { return static_cast<std::uint32_t>(cores.size()); }
+};
+
+// Everything that went wrong turning a configuration into a Setup, one
+// line each ("file:line:column: field: message").
+class [[nodiscard]] SetupResult {
+ public:
+  SetupResult(Setup s) : ok_(true), setup_(std::move(s)) {}                 // NOLINT
+  SetupResult(std::vector<std::string> e) : ok_(false), errors_(std::move(e)) {}  // NOLINT
+  explicit operator bool() const noexcept { return ok_; }
+  const Setup& operator*() const { return setup_; }
+  const Setup* operator->() const { return &setup_; }
+  const std::vector<std::string>& error() const { return errors_; }
+
+ private:
+  bool ok_;
+  Setup setup_;
+  std::vector<std::string> errors_;
+};
+
+// The Setup of a loaded configuration: interfaces resolved to their IPv4
+// addresses (an interface that does not exist or has none is an error
+// naming where it was configured).
+SetupResult make_setup(const config::Config& cfg);
+// Load `path` (warnings go to the log) and make its Setup.
+SetupResult load_setup(const std::string& path);
+
+}  // namespace lnetr::dp

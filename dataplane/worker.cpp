@@ -1,0 +1,213 @@
+#include "dataplane/worker.hpp"
+
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "dataplane/log.hpp"
+#include "router/local_msgs.hpp"
+#include "router/ping_info.hpp"
+
+namespace lnetr::dp {
+namespace {
+
+constexpr unsigned kBurst = 32;
+constexpr unsigned kIdleLoopsBeforeSleep = 256;
+constexpr int kSleepMs = 100;
+constexpr auto kTickPeriod = std::chrono::milliseconds(100);
+constexpr std::size_t kMsgChunk = 256;
+
+}  // namespace
+
+Worker::Worker(std::uint16_t index, const Setup& setup, SharedState& shared, Fabric& fabric,
+               const RouteTable& routes, std::uint64_t incarnation)
+    : index_(index), setup_(setup), shared_(shared), fabric_(fabric), incarnation_(incarnation),
+      forwarder_(index, setup, shared, routes, *this) {}
+
+// The worker's wake-up eventfd as an epoll handler: reading it is all.
+class Worker::WakeHandler final : public sock::IoHandler {
+ public:
+  explicit WakeHandler(int fd) : fd_(fd) {}
+  void on_io(std::uint32_t) override {
+    std::uint64_t v;
+    while (::read(fd_, &v, sizeof v) > 0) {
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+Worker::~Worker() {
+  node_.reset();
+  acceptor_.reset();
+  for (rte_mempool* p : pool_)
+    if (p) rte_mempool_free(p);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+bool Worker::init(std::string& err) {
+  std::vector<sock::LocalNi> nis;
+  for (const NiSetup& n : setup_.nis) nis.push_back({n.nid});
+  node_ = std::make_unique<sock::Node>(setup_.sock, nis, incarnation_, poller_, forwarder_);
+
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  wake_ = std::make_unique<WakeHandler>(wake_fd_);
+  poller_.add(wake_fd_, wake_.get());
+
+  for (std::size_t c = 0; c < kPoolClasses; ++c) {
+    const std::uint32_t n = forwarder_.pools()[c].nbuffers;
+    const std::uint32_t size = pool_capacity(static_cast<PoolClass>(c));
+    if (size == 0) continue;  // tiny messages carry no payload: credits only
+    const std::string name = "lnetr_" + std::string(kPoolNames[c]) + "_" + std::to_string(index_);
+    pool_[c] = rte_mempool_create(name.c_str(), n, size, 0, 0, nullptr, nullptr, nullptr, nullptr,
+                                  static_cast<int>(rte_socket_id()), RTE_MEMPOOL_F_SP_PUT | RTE_MEMPOOL_F_SC_GET);
+    if (!pool_[c]) {
+      err = "cannot create the " + std::string(kPoolNames[c]) + " router buffer pool of CPT " +
+            std::to_string(index_) + " (" + std::to_string(n) + " x " + std::to_string(size) +
+            " bytes): " + rte_strerror(rte_errno);
+      return false;
+    }
+  }
+
+  if (index_ == 0) {
+    acceptor_ = std::make_unique<sock::Acceptor>(
+        setup_.sock, nis, incarnation_, poller_, [this](sock::Accepted&& a) {
+          const std::uint32_t owner = cpt_of(a.hello.src_nid, fabric_.n);
+          if (owner == index_) return node_->adopt(std::move(a));
+          auto* moved = new sock::Accepted(std::move(a));
+          if (!push(owner, {RingItem::Kind::accepted, moved})) {
+            ::close(moved->fd);
+            delete moved;
+          }
+        });
+    if (!acceptor_->listen(err)) return false;
+  }
+  return true;
+}
+
+// ---- the loop ---------------------------------------------------------------------
+
+int Worker::run() {
+  log_info("worker %u running on lcore %u (CPT %u)", index_, rte_lcore_id(), index_);
+  while (!shared_.stop.load(std::memory_order_relaxed)) {
+    unsigned work = static_cast<unsigned>(poller_.poll(0));
+    work += drain_rings();
+    work += forwarder_.flush_local();
+    work += run_commands();
+    node_->reap();
+    if (acceptor_) acceptor_->reap();
+    if (sock::Clock::now() >= next_tick_) tick();
+    WorkerCounters& c = shared_.counters[index_];
+    c.loops.add();
+    if (work) c.busy_loops.add();
+    sleep_if_idle(work);
+  }
+  node_->shutdown();
+  node_->reap();
+  return 0;
+}
+
+void Worker::tick() {
+  const auto now = sock::Clock::now();
+  next_tick_ = now + kTickPeriod;
+  node_->tick(now);
+  if (acceptor_) acceptor_->tick(now);
+  forwarder_.tick();
+}
+
+// Adaptive polling: after a run of empty iterations, wait in epoll (with the
+// eventfd producers write when they see us sleeping).  Busy mode never sleeps.
+bool Worker::sleep_if_idle(unsigned work) {
+  if (work) {
+    idle_ = 0;
+    return false;
+  }
+  if (setup_.busy_poll || ++idle_ < kIdleLoopsBeforeSleep) return false;
+  // Publish "sleeping" before re-checking the rings; pairs with the
+  // producer's enqueue-then-load in kick() (both seq_cst), so that one of the
+  // two sees the other.
+  sleeping_.store(true, std::memory_order_seq_cst);
+  bool pending = false;
+  for (std::uint32_t from = 0; from < fabric_.n && !pending; ++from)
+    if (from != index_ && rte_ring_count(fabric_.ring(from, index_)) > 0) pending = true;
+  if (!pending && rte_ring_count(fabric_.commands[index_]) == 0) poller_.poll(kSleepMs);
+  sleeping_.store(false, std::memory_order_relaxed);
+  idle_ = 0;
+  return true;
+}
+
+void Worker::kick() noexcept {
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    const std::uint64_t one = 1;
+    (void)::write(wake_fd_, &one, sizeof one);
+  }
+}
+
+bool Worker::push(std::uint32_t to, RingItem item) {
+  if (rte_ring_enqueue_elem(fabric_.ring(index_, to), &item, sizeof item) != 0) return false;
+  fabric_.workers[to]->kick();
+  return true;
+}
+
+// ---- ForwarderPorts ------------------------------------------------------------
+
+std::uint8_t* Worker::get_buffer(PoolClass c) {
+  void* buf = nullptr;
+  if (rte_mempool_get(pool_[static_cast<std::size_t>(c)], &buf) != 0) std::abort();  // credits guarantee one
+  return static_cast<std::uint8_t*>(buf);
+}
+
+void Worker::put_buffer(PoolClass c, std::uint8_t* buf) { rte_mempool_put(pool_[static_cast<std::size_t>(c)], buf); }
+
+int Worker::send(const Nid& next_hop, sock::Tx& tx) { return node_->send(next_hop, tx); }
+
+void Worker::resume(sock::Rx& rx) { node_->resume(rx); }
+
+void Worker::post(std::uint32_t worker, const RingItem& item) {
+  // Rings hold every message a worker can have in flight: never full.
+  if (!push(worker, item)) std::abort();
+}
+
+unsigned Worker::drain_rings() {
+  unsigned n = 0;
+  for (std::uint32_t from = 0; from < fabric_.n; ++from) {
+    if (from == index_) continue;
+    RingItem items[kBurst];
+    const unsigned got = rte_ring_dequeue_burst_elem(fabric_.ring(from, index_), items, sizeof(RingItem), kBurst, nullptr);
+    for (unsigned i = 0; i < got; ++i) {
+      if (items[i].kind == RingItem::Kind::accepted) {
+        auto* a = static_cast<sock::Accepted*>(items[i].ptr);
+        node_->adopt(std::move(*a));
+        delete a;
+      } else {
+        forwarder_.on_ring(items[i]);
+      }
+    }
+    n += got;
+  }
+  return n;
+}
+
+unsigned Worker::run_commands() {
+  void* p = nullptr;
+  unsigned n = 0;
+  while (rte_ring_dequeue(fabric_.commands[index_], &p) == 0) {
+    auto* c = static_cast<Command*>(p);
+    c->fn(*this);
+    // Release: the command's results are visible to the control thread
+    // once it sees done (its acquire load).
+    c->done.store(true, std::memory_order_release);
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace lnetr::dp

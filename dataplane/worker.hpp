@@ -1,0 +1,99 @@
+// One dataplane worker: a poll-mode thread pinned to the core of its CPT.
+// Everything it touches on the forwarding path is in this struct or owned by
+// it: its sockets (epoll), its socklnd Node (the peers of its CPT), its
+// router buffer pools, its peer and NI credit state, its route cursor and its
+// inbound rings.  Other workers reach it only through the SPSC rings.
+#pragma once
+
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "dataplane/forwarder.hpp"
+#include "dataplane/message.hpp"
+#include "dataplane/setup.hpp"
+#include "dataplane/shared.hpp"
+#include "lnd/socklnd/acceptor.hpp"
+#include "lnd/socklnd/engine.hpp"
+#include "router/route_table.hpp"
+
+namespace lnetr::dp {
+
+class Worker;
+
+// Work the control thread asks of a worker (introspection, reconfiguration):
+// run on the worker's thread between two loop iterations.
+struct Command {
+  std::function<void(Worker&)> fn;
+  std::atomic<bool> done{false};
+};
+
+// The rings and wake-up state joining all workers.
+struct Fabric {
+  std::uint32_t n = 0;
+  std::vector<rte_ring*> rings;      // rings[from * n + to], SPSC
+  std::vector<rte_ring*> commands;   // control -> worker i
+  std::vector<Worker*> workers;
+  rte_ring* ring(std::uint32_t from, std::uint32_t to) const noexcept { return rings[from * n + to]; }
+};
+
+class Worker final : public ForwarderPorts {
+ public:
+  Worker(std::uint16_t index, const Setup& setup, SharedState& shared, Fabric& fabric,
+         const RouteTable& routes, std::uint64_t incarnation);
+  ~Worker();
+
+  // Create the pools (on the EAL thread) and, for worker 0, the acceptor.
+  bool init(std::string& err);
+  // The poll loop; returns when SharedState::stop is set.
+  int run();
+  // Wake the worker if it sleeps (adaptive polling); any thread.
+  void kick() noexcept;
+
+  // For commands (run on this worker's thread).
+  std::uint16_t index() const noexcept { return index_; }
+  const sock::Node& node() const noexcept { return *node_; }
+  const Forwarder& forwarder() const noexcept { return forwarder_; }
+  const sock::Acceptor* acceptor() const noexcept { return acceptor_.get(); }
+
+  // ForwarderPorts
+  std::uint8_t* get_buffer(PoolClass c) override;
+  void put_buffer(PoolClass c, std::uint8_t* buf) override;
+  int send(const Nid& next_hop, sock::Tx& tx) override;
+  void resume(sock::Rx& rx) override;
+  void post(std::uint32_t worker, const RingItem& item) override;
+
+ private:
+  bool push(std::uint32_t to, RingItem item);
+  unsigned drain_rings();
+  unsigned run_commands();
+  void tick();
+  bool sleep_if_idle(unsigned work);
+
+  std::uint16_t index_;
+  const Setup& setup_;
+  SharedState& shared_;
+  Fabric& fabric_;
+  std::uint64_t incarnation_;
+  Forwarder forwarder_;
+
+  sock::Poller poller_;
+  std::unique_ptr<sock::Node> node_;
+  std::unique_ptr<sock::Acceptor> acceptor_;
+  std::array<rte_mempool*, kPoolClasses> pool_{};
+
+  class WakeHandler;
+  std::unique_ptr<WakeHandler> wake_;
+  int wake_fd_ = -1;
+  std::atomic<bool> sleeping_{false};
+  unsigned idle_ = 0;
+  sock::Clock::time_point next_tick_{};
+};
+
+}  // namespace lnetr::dp

@@ -1,0 +1,418 @@
+// The forwarder's LNet accounting without sockets or DPDK: router credits,
+// buffer pools, peer and NI transmit credits, queueing and waking, drops,
+// cross-CPT hand-off, and the answers it owes (ping REPLY, push ACK).  The
+// ports below are plain memory standing in for mempools, socklnd and rings.
+#include "dataplane/forwarder.hpp"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "router/local_msgs.hpp"
+#include "router/ping_info.hpp"
+
+namespace lnetr::dp {
+namespace {
+
+Nid nid(std::string_view s) { return *parse_nid(s); }
+
+const Nid kNiA = nid("10.1.0.1@tcp");   // the router on tcp
+const Nid kNiB = nid("10.2.0.1@tcp1");  // the router on tcp1
+const Nid kA = nid("10.1.0.2@tcp");     // a client on tcp
+const Nid kA2 = nid("10.1.0.3@tcp");
+const Nid kB = nid("10.2.0.2@tcp1");    // a server on tcp1
+const Nid kGw1 = nid("10.2.0.9@tcp1");  // gateways to tcp7
+const Nid kGw2 = nid("10.2.0.10@tcp1");
+
+// Ports over plain memory; sends are held until the test completes them.
+class FakePorts final : public ForwarderPorts {
+ public:
+  struct Sent {
+    Nid to;
+    sock::Tx* tx;
+  };
+  std::map<PoolClass, int> buffers_out;
+  std::vector<Sent> sent;
+  std::vector<sock::Rx> resumed;
+  std::deque<std::pair<std::uint32_t, RingItem>> posted;
+  std::vector<std::unique_ptr<std::uint8_t[]>> memory;
+
+  std::uint8_t* get_buffer(PoolClass c) override {
+    ++buffers_out[c];
+    memory.push_back(std::make_unique<std::uint8_t[]>(pool_capacity(c)));
+    return memory.back().get();
+  }
+  void put_buffer(PoolClass c, std::uint8_t*) override { --buffers_out[c]; }
+  int send(const Nid& to, sock::Tx& tx) override {
+    sent.push_back({to, &tx});
+    return 0;
+  }
+  void resume(sock::Rx& rx) override { resumed.push_back(rx); }
+  void post(std::uint32_t worker, const RingItem& item) override { posted.emplace_back(worker, item); }
+};
+
+Setup make_setup(std::uint32_t ncpts = 1) {
+  Setup s;
+  NiSetup a, b;
+  a.nid = kNiA;
+  b.nid = kNiB;
+  a.peer_credits = b.peer_credits = 2;
+  a.peer_buffer_credits = b.peer_buffer_credits = 2;
+  a.credits = b.credits = 4;
+  s.nis = {a, b};
+  s.buffers = {8 * ncpts, 4 * ncpts, 2 * ncpts};
+  s.cores.assign(ncpts, 0);
+  return s;
+}
+
+RouteTable make_routes(const Setup& s, std::vector<RouteSpec> specs = {}) {
+  std::vector<Net> nets;
+  for (const auto& ni : s.nis) nets.push_back(ni.nid.net());
+  auto b = RouteTableBuilder::create(nets, 1);
+  for (const auto& r : specs) EXPECT_TRUE(b->add(r));
+  return b->build();
+}
+
+struct Rig {
+  Setup setup;
+  SharedState shared;
+  RouteTable routes;
+  FakePorts ports;
+  std::unique_ptr<Forwarder> fwd;
+  std::deque<sock::Rx> rxs;  // stable addresses, as a connection's rx_
+
+  explicit Rig(Setup s, std::vector<RouteSpec> specs = {})
+      : setup(std::move(s)), shared(setup.nis.size(), setup.ncpts()), routes(make_routes(setup, specs)) {
+    fwd = std::make_unique<Forwarder>(0, setup, shared, routes, ports);
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    for (std::size_t i = 0; i < setup.nis.size(); ++i) shared.ni[i].last_ping_ns = now;
+  }
+
+  // A message from `from` (arriving on `ni`) for `dest`.
+  sock::Rx& head(const Nid& from, const Nid& ni, const Nid& dest, std::uint32_t len,
+                 MsgType type = MsgType::put) {
+    rxs.emplace_back();
+    sock::Rx& rx = rxs.back();
+    rx.from = from;
+    rx.ni = ni;
+    rx.hdr.src_nid = from;
+    rx.hdr.dest_nid = dest;
+    rx.hdr.payload_length = len;
+    if (type == MsgType::put) rx.hdr.set(PutFields{WireHandle::none(), 5, 0, 42, 0});
+    else rx.hdr.set(GetFields{{1, 2}, 5, 42, 0, 64});
+    rx.hdr.payload_length = len;
+    return rx;
+  }
+  std::uint64_t drops(DropReason r) const { return shared.counters[0].drops[static_cast<std::size_t>(r)].get(); }
+  const Forwarder::PoolState& pool(PoolClass c) const { return fwd->pools()[static_cast<std::size_t>(c)]; }
+  const PeerNi& peer(const Nid& n) const { return *fwd->peers().at(n); }
+  // Complete the oldest outstanding send.
+  void complete(int status = 0) {
+    ASSERT_FALSE(ports.sent.empty());
+    sock::Tx* tx = ports.sent.front().tx;
+    ports.sent.erase(ports.sent.begin());
+    fwd->on_sent(*tx, status);
+  }
+  // Everything back where it started: credits at max, no buffer out.
+  void expect_idle() const {
+    for (const auto& p : fwd->pools()) EXPECT_EQ(p.credits.cur, static_cast<std::int32_t>(p.nbuffers));
+    for (const auto& [n, p] : fwd->peers()) {
+      EXPECT_EQ(p->tx.cur, p->tx.max) << to_string(n);
+      EXPECT_EQ(p->rtr.cur, p->rtr.max) << to_string(n);
+    }
+    for (const auto& c : fwd->ni_credits()) EXPECT_EQ(c.cur, c.max);
+    for (const auto& [c, n] : ports.buffers_out) EXPECT_EQ(n, 0) << kPoolNames[static_cast<std::size_t>(c)];
+    EXPECT_EQ(fwd->msgs_in_use(), 0u);
+  }
+};
+
+TEST(Forwarder, ForwardsToALocalNetAndGivesEverythingBack) {
+  Rig r(make_setup());
+  sock::Rx& rx = r.head(kA, kNiA, kB, 5000);
+  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+  ASSERT_EQ(rx.sink.size(), 5000u);
+  EXPECT_EQ(r.ports.buffers_out[PoolClass::large], 1);
+  EXPECT_EQ(r.pool(PoolClass::large).credits.cur, 1);
+  EXPECT_EQ(r.peer(kA).rtr.cur, 1);
+  r.fwd->on_received(rx);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  EXPECT_EQ(r.ports.sent[0].to, kB);
+  // Forwarded unchanged: the header is the received one, the payload the buffer.
+  EXPECT_EQ(r.ports.sent[0].tx->hdr, rx.hdr);
+  EXPECT_EQ(r.ports.sent[0].tx->payload.data(), rx.sink.data());
+  EXPECT_EQ(r.peer(kB).tx.cur, 1);
+  EXPECT_EQ(r.fwd->ni_credits()[1].cur, 3);
+  r.complete();
+  EXPECT_EQ(r.shared.counters[0].route_count.get(), 1u);
+  EXPECT_EQ(r.shared.counters[0].route_length.get(), 5000u);
+  r.expect_idle();
+}
+
+TEST(Forwarder, PoolClassFollowsThePayload) {
+  dp::Setup s = make_setup();
+  s.nis[0].peer_buffer_credits = 8;
+  Rig r(s);
+  for (std::uint32_t len : {0u, 1u, 4096u, 4097u}) {
+    sock::Rx& rx = r.head(kA, kNiA, kB, len);
+    ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+    r.fwd->on_received(rx);
+  }
+  EXPECT_EQ(r.pool(PoolClass::tiny).credits.cur, 7);
+  EXPECT_EQ(r.pool(PoolClass::small).credits.cur, 2);
+  EXPECT_EQ(r.pool(PoolClass::large).credits.cur, 1);
+  EXPECT_EQ(r.ports.buffers_out[PoolClass::tiny], 0);  // tiny messages carry no buffer
+  while (!r.ports.sent.empty()) r.complete();
+  r.expect_idle();
+}
+
+TEST(Forwarder, RouterCreditsQueuePerPeerAndWakeInOrder) {
+  Rig r(make_setup());  // peer_buffer_credits 2
+  sock::Rx& m1 = r.head(kA, kNiA, kB, 100);
+  sock::Rx& m2 = r.head(kA, kNiA, kB, 100);
+  sock::Rx& m3 = r.head(kA, kNiA, kB, 100);
+  EXPECT_EQ(r.fwd->on_head(m1), sock::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(m2), sock::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(m3), sock::RxVerdict::defer);  // back-pressure on A's connection
+  EXPECT_EQ(r.peer(kA).rtr.cur, -1);
+  EXPECT_EQ(r.peer(kA).rtr.min, -1);
+  // Another peer is not held up by A's shortage.
+  sock::Rx& other = r.head(kA2, kNiA, kB, 100);
+  EXPECT_EQ(r.fwd->on_head(other), sock::RxVerdict::accept);
+  r.fwd->on_received(m1);
+  r.complete();  // m1 sent: its router credit goes to m3
+  ASSERT_EQ(r.ports.resumed.size(), 1u);
+  EXPECT_EQ(r.ports.resumed[0].cookie, m3.cookie);
+  EXPECT_EQ(r.ports.resumed[0].sink.size(), 100u);
+  r.fwd->on_received(m2);
+  r.fwd->on_received(other);
+  r.fwd->on_received(r.ports.resumed[0]);
+  while (!r.ports.sent.empty()) r.complete();
+  EXPECT_EQ(r.peer(kA).rtr.min, -1);  // the watermark stays
+  r.expect_idle();
+}
+
+TEST(Forwarder, BufferPoolShortageQueuesAcrossPeers) {
+  dp::Setup s = make_setup();
+  s.nis[0].peer_buffer_credits = 8;
+  Rig r(s);  // 2 large buffers
+  std::vector<sock::Rx*> rx;
+  for (int i = 0; i < 3; ++i) rx.push_back(&r.head(i % 2 ? kA2 : kA, kNiA, kB, 65536));
+  EXPECT_EQ(r.fwd->on_head(*rx[0]), sock::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(*rx[1]), sock::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(*rx[2]), sock::RxVerdict::defer);
+  EXPECT_EQ(r.pool(PoolClass::large).credits.cur, -1);
+  EXPECT_EQ(r.ports.buffers_out[PoolClass::large], 2);
+  r.fwd->on_received(*rx[0]);
+  r.complete();
+  ASSERT_EQ(r.ports.resumed.size(), 1u);  // the freed buffer went to the waiter
+  EXPECT_EQ(r.ports.buffers_out[PoolClass::large], 2);
+  r.fwd->on_received(*rx[1]);
+  r.fwd->on_received(r.ports.resumed[0]);
+  while (!r.ports.sent.empty()) r.complete();
+  EXPECT_EQ(r.pool(PoolClass::large).credits.min, -1);
+  r.expect_idle();
+}
+
+TEST(Forwarder, PeerAndNiTransmitCreditsQueue) {
+  dp::Setup s = make_setup();
+  s.nis[0].peer_buffer_credits = 8;
+  s.nis[1].credits = 3;  // NI credits below 2 peers x 2 peer credits
+  s.buffers = {8, 8, 2};
+  Rig r(s);
+  const Nid b2 = nid("10.2.0.3@tcp1");
+  std::vector<sock::Rx*> rx;
+  for (int i = 0; i < 5; ++i) {
+    rx.push_back(&r.head(kA, kNiA, i < 3 ? kB : b2, 10));
+    ASSERT_EQ(r.fwd->on_head(*rx.back()), sock::RxVerdict::accept);
+    r.fwd->on_received(*rx.back());
+  }
+  // B takes 2 (peer credits), its third waits for a peer credit; b2's first
+  // takes the last NI credit, its second waits for the NI.
+  EXPECT_EQ(r.ports.sent.size(), 3u);
+  EXPECT_EQ(r.peer(kB).tx.cur, -1);
+  EXPECT_EQ(r.fwd->ni_credits()[1].cur, -1);
+  while (!r.ports.sent.empty()) r.complete();
+  EXPECT_EQ(r.shared.counters[0].route_count.get(), 5u);
+  EXPECT_EQ(r.peer(kB).tx.min, -1);
+  r.expect_idle();
+}
+
+TEST(Forwarder, AbortedWaitersPassTheirCreditsOn) {
+  Rig r(make_setup());
+  sock::Rx& m1 = r.head(kA, kNiA, kB, 100);
+  sock::Rx& m2 = r.head(kA, kNiA, kB, 100);
+  sock::Rx& m3 = r.head(kA, kNiA, kB, 100);
+  sock::Rx& m4 = r.head(kA, kNiA, kB, 100);
+  EXPECT_EQ(r.fwd->on_head(m1), sock::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(m2), sock::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(m3), sock::RxVerdict::defer);
+  EXPECT_EQ(r.fwd->on_head(m4), sock::RxVerdict::defer);
+  r.fwd->on_rx_aborted(m3);  // its connection died while it waited
+  r.fwd->on_rx_aborted(m2);  // and one that was being received
+  EXPECT_EQ(r.drops(DropReason::send_failed), 2u);
+  // m2's credit skipped over the aborted m3 to m4.
+  ASSERT_EQ(r.ports.resumed.size(), 1u);
+  EXPECT_EQ(r.ports.resumed[0].cookie, m4.cookie);
+  r.fwd->on_received(m1);
+  r.fwd->on_received(r.ports.resumed[0]);
+  while (!r.ports.sent.empty()) r.complete();
+  r.expect_idle();
+}
+
+TEST(Forwarder, FailedSendIsDroppedAndCreditsReturn) {
+  Rig r(make_setup());
+  sock::Rx& rx = r.head(kA, kNiA, kB, 100);
+  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+  r.fwd->on_received(rx);
+  r.complete(-ECONNRESET);
+  EXPECT_EQ(r.drops(DropReason::send_failed), 1u);
+  EXPECT_EQ(r.shared.counters[0].route_count.get(), 0u);
+  EXPECT_EQ(r.peer(kB).drop_count, 1u);
+  r.expect_idle();
+}
+
+TEST(Forwarder, DropsAndRejectsFollowLnetParse) {
+  Rig r(make_setup());
+  // No route to tcp9: dropped on arrival, without a buffer.
+  sock::Rx& noroute = r.head(kA, kNiA, nid("10.9.0.1@tcp9"), 3000);
+  EXPECT_EQ(r.fwd->on_head(noroute), sock::RxVerdict::accept);
+  EXPECT_TRUE(noroute.discard);
+  EXPECT_EQ(r.drops(DropReason::no_route), 1u);
+  // Addressed to a node on the arrival net: a protocol error.
+  sock::Rx& samenet = r.head(kA, kNiA, kA2, 0);
+  EXPECT_EQ(r.fwd->on_head(samenet), sock::RxVerdict::reject);
+  EXPECT_EQ(r.drops(DropReason::protocol), 1u);
+  // Routing disabled: dropped, counted.
+  r.shared.routing = RoutingState::disabled;
+  sock::Rx& disabled = r.head(kA, kNiA, kB, 10);
+  EXPECT_EQ(r.fwd->on_head(disabled), sock::RxVerdict::accept);
+  EXPECT_TRUE(disabled.discard);
+  EXPECT_EQ(r.drops(DropReason::routing_disabled), 1u);
+  EXPECT_EQ(r.shared.counters[0].drop_length.get(), 3010u);
+  // Stopping still forwards (to drain).
+  r.shared.routing = RoutingState::stopping;
+  sock::Rx& draining = r.head(kA, kNiA, kB, 10);
+  EXPECT_EQ(r.fwd->on_head(draining), sock::RxVerdict::accept);
+  EXPECT_FALSE(draining.discard);
+  r.fwd->on_received(draining);
+  r.complete();
+  r.expect_idle();
+}
+
+TEST(Forwarder, GatewayRoutesAndDeadPeers) {
+  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 1}, {Net{2, 7}, kGw2, 1, 0}});
+  sock::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+  r.fwd->on_received(rx);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  EXPECT_EQ(r.ports.sent[0].to, kGw2);  // priority 0 beats 1
+  EXPECT_EQ(r.ports.sent[0].tx->hdr.dest_nid, nid("10.7.0.5@tcp7"));  // not the next hop
+  r.complete();
+  // A next hop reported down (peer_timeout > 0): fail fast.
+  r.fwd->on_peer_down(kGw2);
+  sock::Rx& again = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  ASSERT_EQ(r.fwd->on_head(again), sock::RxVerdict::accept);
+  r.fwd->on_received(again);
+  EXPECT_TRUE(r.ports.sent.empty());
+  EXPECT_EQ(r.drops(DropReason::peer_down), 1u);
+  r.expect_idle();
+}
+
+TEST(Forwarder, CrossCptMessagesGoHomeToBeFreed) {
+  dp::Setup s = make_setup(2);
+  SharedState shared(s.nis.size(), 2);
+  RouteTable routes = make_routes(s);
+  FakePorts p0, p1;
+  Forwarder f0(0, s, shared, routes, p0), f1(1, s, shared, routes, p1);
+  // Pick a sender on CPT 0 and a destination on CPT 1.
+  Nid src = kA, dst = kB;
+  for (std::uint32_t a = 2; cpt_of(src, 2) != 0; ++a) src = Nid::make(kA.net(), 0x0a010000 + a);
+  for (std::uint32_t a = 2; cpt_of(dst, 2) != 1; ++a) dst = Nid::make(kB.net(), 0x0a020000 + a);
+  sock::Rx rx;
+  rx.from = src;
+  rx.ni = kNiA;
+  rx.hdr.src_nid = src;
+  rx.hdr.dest_nid = dst;
+  rx.hdr.set(PutFields{});
+  rx.hdr.payload_length = 64;
+  ASSERT_EQ(f0.on_head(rx), sock::RxVerdict::accept);
+  f0.on_received(rx);
+  ASSERT_EQ(p0.posted.size(), 1u);  // to worker 1's ring
+  EXPECT_EQ(p0.posted[0].first, 1u);
+  f1.on_ring(p0.posted[0].second);
+  ASSERT_EQ(p1.sent.size(), 1u);
+  f1.on_sent(*p1.sent[0].tx, 0);
+  ASSERT_EQ(p1.posted.size(), 1u);  // back home
+  EXPECT_EQ(p1.posted[0].first, 0u);
+  EXPECT_EQ(p0.buffers_out[PoolClass::small], 1);  // still held until home frees it
+  f0.on_ring(p1.posted[0].second);
+  EXPECT_EQ(p0.buffers_out[PoolClass::small], 0);
+  EXPECT_EQ(f0.msgs_in_use(), 0u);
+  EXPECT_EQ(shared.counters[1].route_count.get(), 1u);  // counted by the sender
+}
+
+TEST(Forwarder, AnswersPingsWithItsNisAndRoutingState) {
+  Rig r(make_setup());
+  sock::Rx& ping = r.head(kA, kNiA, kNiA, 0, MsgType::get);
+  ping.hdr = make_get({kPidLustre, kA}, {kPidLustre, kNiA}, kLnetReservedPortal, kPingMatchBits, {7, 8},
+                      kPingSinkLnetctl);
+  EXPECT_EQ(r.fwd->on_head(ping), sock::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->flush_local(), 1u);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  const sock::Tx& reply = *r.ports.sent[0].tx;
+  EXPECT_EQ(r.ports.sent[0].to, kA);
+  EXPECT_EQ(reply.hdr.type, MsgType::reply);
+  EXPECT_EQ(reply.hdr.src_nid, kNiA);
+  EXPECT_EQ(reply.hdr.reply().dst_wmd, (WireHandle{7, 8}));
+  auto info = decode_ping_info(reply.payload);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->features, 0x1au);  // NI_STATUS | MULTI_RAIL | DISCOVERY, as a kernel router
+  std::vector<PingNi> nis(info->begin(), info->end());
+  ASSERT_EQ(nis.size(), 2u);
+  EXPECT_EQ(nis[0], (PingNi{kNiA, kNiStatusUp}));
+  EXPECT_EQ(nis[1], (PingNi{kNiB, kNiStatusUp}));
+  r.complete();
+  // Nothing heard on tcp1 for the NI-status timeout: tcp1 goes DOWN; and
+  // while routing is disabled the RTE_DISABLED bit is set.
+  r.shared.ni[1].last_ping_ns = 0;
+  r.shared.routing = RoutingState::disabled;
+  sock::Rx& ping2 = r.head(kA, kNiA, kNiA, 0, MsgType::get);
+  ping2.hdr = ping.hdr;
+  r.fwd->on_head(ping2);
+  r.fwd->flush_local();
+  auto info2 = decode_ping_info(r.ports.sent[0].tx->payload);
+  ASSERT_TRUE(info2);
+  EXPECT_EQ(info2->features, 0x1eu);
+  EXPECT_EQ((std::vector<PingNi>(info2->begin(), info2->end())[1]), (PingNi{kNiB, kNiStatusDown}));
+  r.complete();
+  r.expect_idle();
+}
+
+TEST(Forwarder, AcksPushesAfterTheirPayload) {
+  Rig r(make_setup());
+  sock::Rx& push = r.head(kA, kNiA, kNiA, 48);
+  push.hdr = make_put({kPidLustre, kA}, {kPidLustre, kNiA}, kLnetReservedPortal, kPingMatchBits, {3, 4}, 0, 48);
+  EXPECT_EQ(r.fwd->on_head(push), sock::RxVerdict::accept);
+  EXPECT_TRUE(push.discard);
+  EXPECT_EQ(r.fwd->flush_local(), 0u);  // nothing before the payload is in
+  r.fwd->on_received(push);
+  EXPECT_EQ(r.fwd->flush_local(), 1u);
+  const sock::Tx& ack = *r.ports.sent[0].tx;
+  EXPECT_EQ(ack.hdr.type, MsgType::ack);
+  EXPECT_EQ(ack.hdr.ack().dst_wmd, (WireHandle{3, 4}));
+  EXPECT_EQ(ack.hdr.ack().mlength, 48u);
+  EXPECT_EQ(ack.hdr.ack().match_bits, kPingMatchBits);
+  r.complete();
+  // Anything else for the router itself is dropped.
+  sock::Rx& other = r.head(kA, kNiA, kNiA, 10);
+  EXPECT_EQ(r.fwd->on_head(other), sock::RxVerdict::accept);
+  EXPECT_TRUE(other.discard);
+  EXPECT_EQ(r.drops(DropReason::not_for_us), 1u);
+  r.expect_idle();
+}
+
+}  // namespace
+}  // namespace lnetr::dp

@@ -1,0 +1,837 @@
+#include "router/config.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace lnetr::config {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const char* vectors_dir() {
+  const char* d = std::getenv("LNETR_VECTORS");
+  return d ? d : LNETR_SOURCE_DIR "/../shared/vectors";
+}
+
+std::string vector_path(const std::string& rel) { return std::string(vectors_dir()) + "/" + rel; }
+
+std::string join_errors(const std::vector<ConfigError>& errs) {
+  std::string out;
+  for (const auto& e : errs) out += "\n  " + e.to_string();
+  return out;
+}
+
+std::vector<std::string> strings(const std::vector<ConfigError>& errs) {
+  std::vector<std::string> out;
+  for (const auto& e : errs) out.push_back(e.to_string());
+  return out;
+}
+
+LoadedConfig load_ok(std::string_view text, LoadOptions opt = {}) {
+  auto r = load_config(text, "lnetr.yaml", opt);
+  EXPECT_TRUE(r) << "errors:" << (r ? "" : join_errors(r.error()));
+  return r ? std::move(r).value() : LoadedConfig{};
+}
+
+std::vector<std::string> load_errors(std::string_view text, LoadOptions opt = {}) {
+  auto r = load_config(text, "lnetr.yaml", opt);
+  EXPECT_FALSE(r) << "loaded without errors";
+  return r ? std::vector<std::string>{} : strings(r.error());
+}
+
+LoadedConfig file_ok(const std::string& path, LoadOptions opt = {}) {
+  auto r = load_config_file(path, opt);
+  EXPECT_TRUE(r) << path << ":" << (r ? "" : join_errors(r.error()));
+  return r ? std::move(r).value() : LoadedConfig{};
+}
+
+Nid nid(std::string_view s) { return *parse_nid(s); }
+Net net(std::string_view s) { return *parse_net(s); }
+
+// A valid document with one tcp net, for tests that add one section.
+constexpr std::string_view kOneNet =
+    "net:\n"
+    "    - net type: tcp\n"
+    "      local NI(s):\n"
+    "        - interfaces:\n"
+    "              0: eth0\n";
+
+// ---- every vector file loads ---------------------------------------------
+
+std::vector<std::string> all_vector_yaml() {
+  std::vector<std::string> out;
+  for (const char* dir : {"v4-lnetctl", "v4-lnetctl-import"}) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(vector_path(dir), ec))
+      if (e.path().extension() == ".yaml") out.push_back(std::string(dir) + "/" + e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(ConfigVectors, EveryLnetctlYamlLoadsAsImportInput) {
+  const auto files = all_vector_yaml();
+  ASSERT_GE(files.size(), 20u) << "vectors not found under " << vectors_dir();
+  for (const auto& f : files) {
+    SCOPED_TRACE(f);
+    file_ok(vector_path(f), LoadOptions{.fragment = true});
+  }
+}
+
+TEST(ConfigVectors, ExportsLoadAsWholeConfigurations) {
+  for (const char* f : {"v4-lnetctl/router-run-R-export.yaml", "v4-lnetctl/router-run-R-export-backup.yaml",
+                        "v4-lnetctl/router-run-A-export.yaml", "v4-lnetctl-import/Q-after-export.yaml",
+                        "v4-lnetctl-import/Q-after-export-backup.yaml", "v4-lnetctl-import/Q-before-export.yaml",
+                        "v4-lnetctl-import/P-bufonly-export-backup.yaml",
+                        "v4-lnetctl-import/lnetctl-import-handwritten.yaml"}) {
+    SCOPED_TRACE(f);
+    file_ok(vector_path(f));
+  }
+}
+
+TEST(ConfigVectors, RouterExport) {
+  const auto c = file_ok(vector_path("v4-lnetctl/router-run-R-export.yaml")).config;
+  ASSERT_EQ(c.nets.size(), 2u);  // lo skipped
+  EXPECT_EQ(c.nets[0].net.value, net("tcp"));
+  EXPECT_EQ(c.nets[1].net.value, net("tcp1"));
+  ASSERT_EQ(c.nets[0].nis.size(), 1u);
+  const NiConfig& ni = c.nets[0].nis[0];
+  ASSERT_TRUE(ni.nid && ni.interface);
+  EXPECT_EQ(ni.nid->value, nid("10.201.1.3@tcp"));
+  EXPECT_EQ(ni.interface->value, "eth0");
+  EXPECT_EQ(ni.tunables.peer_timeout.value, 180);
+  EXPECT_EQ(ni.tunables.peer_credits.value, 8);
+  EXPECT_EQ(ni.tunables.peer_buffer_credits.value, 0);
+  EXPECT_EQ(ni.tunables.credits.value, 256);
+  EXPECT_EQ(ni.lnd_tunables.conns_per_peer.value, 1);
+  EXPECT_EQ(ni.lnd_tunables.timeout.value, 50);
+  EXPECT_EQ(ni.lnd_tunables.tos.value, -1);
+  EXPECT_THAT(ni.cpts.value, ElementsAre(0u));
+  EXPECT_EQ(c.nets[1].nis[0].nid->value, nid("10.201.2.3@tcp1"));
+  EXPECT_EQ(c.nets[1].nis[0].interface->value, "eth1");
+
+  EXPECT_TRUE(c.routes.empty());
+  EXPECT_TRUE(c.routing.enable.value);  // the `- enable: 1` item of the show form
+  EXPECT_TRUE(c.routing.enable.given());
+  EXPECT_EQ(c.routing.enable.source.field, "routing[1].enable");
+  EXPECT_EQ(c.buffers.tiny.value, 512u);
+  EXPECT_EQ(c.buffers.small.value, 1024u);
+  EXPECT_EQ(c.buffers.large.value, 128u);
+
+  ASSERT_EQ(c.peers.size(), 2u);
+  EXPECT_EQ(c.peers[0].primary_nid.value, nid("10.201.1.2@tcp"));
+  EXPECT_TRUE(c.peers[0].multi_rail.value);
+  ASSERT_EQ(c.peers[0].peer_nis.size(), 1u);
+  EXPECT_EQ(c.peers[0].peer_nis[0].value, nid("10.201.1.2@tcp"));
+  EXPECT_EQ(c.peers[1].primary_nid.value, nid("10.201.2.2@tcp1"));
+
+  const auto& g = c.global;
+  EXPECT_EQ(g.numa_range.value, 0u);
+  EXPECT_EQ(g.max_interfaces.value, 4096u);
+  EXPECT_TRUE(g.discovery.value);
+  EXPECT_FALSE(g.drop_asym_route.value);
+  EXPECT_EQ(g.retry_count.value, 2u);
+  EXPECT_EQ(g.transaction_timeout.value, 150u);
+  EXPECT_EQ(g.health_sensitivity.value, 100u);
+  EXPECT_EQ(g.recovery_interval.value, 1u);
+  EXPECT_EQ(g.router_sensitivity.value, 100u);
+  EXPECT_EQ(g.lnd_timeout.value, 49u);
+  EXPECT_EQ(g.response_tracking.value, 3u);
+  EXPECT_EQ(g.recovery_limit.value, 0u);
+  EXPECT_EQ(g.max_recovery_ping_interval.value, 900u);
+  EXPECT_TRUE(g.max_recovery_ping_interval.given());
+}
+
+TEST(ConfigVectors, RouterExportBackup) {
+  const auto c = file_ok(vector_path("v4-lnetctl/router-run-R-export-backup.yaml")).config;
+  ASSERT_EQ(c.nets.size(), 2u);
+  const NiConfig& ni = c.nets[1].nis[0];
+  EXPECT_FALSE(ni.nid);
+  EXPECT_EQ(ni.interface->value, "eth1");
+  EXPECT_EQ(ni.interface->source.field, "net[1].local NI(s)[0].interfaces.0");
+  EXPECT_EQ(ni.lnd_tunables.conns_per_peer.value, 1);
+  EXPECT_EQ(ni.lnd_tunables.timeout.value, 50);  // not written by --backup: from socklnd's sock_timeout
+  EXPECT_FALSE(ni.lnd_tunables.timeout.given());
+  EXPECT_TRUE(c.routing.enable.value);
+  EXPECT_EQ(c.routing.enable.source.field, "routing.enable");
+  EXPECT_EQ(c.buffers.large.value, 128u);
+  EXPECT_EQ(c.peers.size(), 2u);
+}
+
+TEST(ConfigVectors, ClientExportWithRoute) {
+  const auto loaded = file_ok(vector_path("v4-lnetctl/router-run-A-export.yaml"));
+  const auto& c = loaded.config;
+  ASSERT_EQ(c.nets.size(), 1u);
+  ASSERT_EQ(c.routes.size(), 1u);
+  EXPECT_EQ(c.routes[0].net.value, net("tcp1"));
+  EXPECT_EQ(c.routes[0].gateway.value, nid("10.201.1.3@tcp"));
+  EXPECT_EQ(c.routes[0].hop.value, kHopUndefined);
+  EXPECT_TRUE(c.routes[0].hop.given());
+  EXPECT_EQ(c.routes[0].priority.value, 0u);
+  EXPECT_TRUE(loaded.warnings.empty()) << join_errors(loaded.warnings);
+  EXPECT_TRUE(c.routing.enable.value);  // absent: lnetr's default
+  EXPECT_FALSE(c.routing.enable.given());
+  ASSERT_EQ(c.peers.size(), 3u);
+  ASSERT_EQ(c.peers[0].peer_nis.size(), 2u);
+  EXPECT_EQ(c.peers[0].peer_nis[1].value, nid("10.201.2.3@tcp1"));
+}
+
+TEST(ConfigVectors, HandwrittenImport) {
+  const auto loaded = file_ok(vector_path("v4-lnetctl-import/lnetctl-import-handwritten.yaml"));
+  const auto& c = loaded.config;
+  ASSERT_EQ(c.nets.size(), 1u);
+  EXPECT_EQ(c.nets[0].net.value, net("tcp5"));
+  ASSERT_EQ(c.nets[0].nis.size(), 1u);
+  const NiConfig& ni = c.nets[0].nis[0];
+  EXPECT_EQ(ni.interface->value, "eth0");
+  EXPECT_EQ(ni.tunables.peer_timeout.value, 180);
+  EXPECT_EQ(ni.tunables.peer_credits.value, 16);
+  EXPECT_EQ(ni.tunables.peer_buffer_credits.value, 0);
+  EXPECT_EQ(ni.tunables.credits.value, 512);
+  EXPECT_EQ(ni.lnd_tunables.conns_per_peer.value, 2);
+  EXPECT_EQ(ni.lnd_tunables.tos.value, -1);
+
+  struct R {
+    const char* net;
+    const char* gw;
+    int hop;
+    unsigned prio;
+  };
+  const R want[] = {{"tcp7", "10.201.1.50@tcp", 1, 0},
+                    {"tcp7", "10.201.1.51@tcp", 1, 1},
+                    {"tcp7", "10.201.1.52@tcp5", 2, 5},
+                    {"tcp8", "10.201.1.50@tcp", 3, 2},
+                    {"o2ib3", "10.201.1.53@tcp", -1, 0}};
+  ASSERT_EQ(c.routes.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(c.routes[i].net.value, net(want[i].net));
+    EXPECT_EQ(c.routes[i].gateway.value, nid(want[i].gw));
+    EXPECT_EQ(c.routes[i].hop.value, want[i].hop);
+    EXPECT_EQ(c.routes[i].priority.value, want[i].prio);
+  }
+  EXPECT_FALSE(c.routes[4].hop.given());  // default hop -1
+  EXPECT_FALSE(c.routes[4].priority.given());
+  EXPECT_TRUE(c.routing.enable.value);
+  EXPECT_EQ(c.buffers.tiny.value, 512u);
+  EXPECT_EQ(c.buffers.small.value, 1024u);
+  EXPECT_EQ(c.buffers.large.value, 96u);
+
+  // Gateways on tcp, which this document does not configure (the guest had
+  // it already): kept, with a warning each, as lnetctl ignores EHOSTUNREACH.
+  ASSERT_EQ(loaded.warnings.size(), 4u) << join_errors(loaded.warnings);
+  EXPECT_THAT(loaded.warnings[0].to_string(),
+              HasSubstr("lnetctl-import-handwritten.yaml:21:16: route[0].gateway: gateway 10.201.1.50@tcp is not on a "
+                        "local net"));
+}
+
+TEST(ConfigVectors, BuffersOnlyFragment) {
+  const auto c = file_ok(vector_path("v4-lnetctl-import/P-bufonly-input.yaml"), {.fragment = true}).config;
+  EXPECT_TRUE(c.nets.empty());
+  EXPECT_EQ(c.buffers.tiny.value, 512u);
+  EXPECT_EQ(c.buffers.small.value, 1024u);
+  EXPECT_EQ(c.buffers.large.value, 96u);
+
+  // As a router's whole configuration it lacks a net.
+  auto r = load_config_file(vector_path("v4-lnetctl-import/P-bufonly-input.yaml"));
+  ASSERT_FALSE(r);
+  ASSERT_EQ(r.error().size(), 1u);
+  EXPECT_THAT(r.error()[0].to_string(),
+              ::testing::EndsWith("P-bufonly-input.yaml:1:1: net: no net is configured: a router needs at least "
+                                  "one net other than lo"));
+}
+
+TEST(ConfigVectors, DeleteRouteFragment) {
+  const auto loaded = file_ok(vector_path("v4-lnetctl-import/Q-del-route-input.yaml"), {.fragment = true});
+  ASSERT_EQ(loaded.config.routes.size(), 1u);
+  EXPECT_EQ(loaded.config.routes[0].net.value, net("tcp7"));
+  EXPECT_EQ(loaded.config.routes[0].gateway.value, nid("10.201.1.51@tcp"));
+  EXPECT_EQ(loaded.config.routes[0].hop.value, -1);
+  EXPECT_EQ(loaded.warnings.size(), 1u);
+}
+
+TEST(ConfigVectors, ExportAfterImport) {
+  const auto c = file_ok(vector_path("v4-lnetctl-import/Q-after-export.yaml")).config;
+  ASSERT_EQ(c.nets.size(), 2u);
+  EXPECT_EQ(c.nets[1].nis[0].nid->value, nid("10.201.1.4@tcp5"));
+  EXPECT_EQ(c.nets[1].nis[0].tunables.peer_credits.value, 16);
+  ASSERT_EQ(c.routes.size(), 5u);
+  EXPECT_EQ(c.routes[2].gateway.value, nid("10.201.1.52@tcp5"));
+  EXPECT_EQ(c.routes[2].priority.value, 5u);
+  EXPECT_TRUE(c.routing.enable.value);  // 3 = starting
+  EXPECT_EQ(c.peers.size(), 4u);
+  EXPECT_FALSE(c.peers[0].multi_rail.value);
+
+  const auto b = file_ok(vector_path("v4-lnetctl-import/Q-after-export-backup.yaml")).config;
+  EXPECT_EQ(b.routes.size(), 5u);
+  EXPECT_EQ(b.nets[0].nis[0].interface->value, "eth0");
+  EXPECT_EQ(b.nets[1].nis[0].interface->value, "eth0");  // one interface, two nets
+  EXPECT_TRUE(b.routing.enable.value);                   // `enable: 3`
+}
+
+TEST(ConfigVectors, RoutingStoppingReadsAsDisabled) {
+  const auto c = file_ok(vector_path("v4-lnetctl-import/Q-set-routing-0-routing-show.yaml"), {.fragment = true}).config;
+  EXPECT_FALSE(c.routing.enable.value);  // 2 = stopping
+  EXPECT_TRUE(c.routing.enable.given());
+  EXPECT_EQ(c.buffers.large.value, 96u);
+}
+
+TEST(ConfigVectors, O2ibLndTunables) {
+  const auto c = file_ok(vector_path("v4-lnetctl/pair-o2ib-P-net-show-v4.yaml"), {.fragment = true}).config;
+  ASSERT_EQ(c.nets.size(), 1u);
+  EXPECT_EQ(c.nets[0].net.value, net("o2ib"));
+  const auto& t = c.nets[0].nis[0].lnd_tunables;
+  EXPECT_EQ(t.peercredits_hiw.value, 4);
+  EXPECT_EQ(t.concurrent_sends.value, 8);
+  EXPECT_EQ(t.map_on_demand.value, 1);  // printed as `true`
+  EXPECT_EQ(t.fmr_pool_size.value, 512);
+  EXPECT_EQ(t.ntx.value, 512);
+  EXPECT_EQ(t.timeout.value, 50);
+}
+
+// ---- defaults -------------------------------------------------------------
+
+TEST(ConfigDefaults, AbsentKeys) {
+  const auto loaded = load_ok(kOneNet);
+  const auto& c = loaded.config;
+  EXPECT_TRUE(loaded.warnings.empty());
+  ASSERT_EQ(c.nets.size(), 1u);
+  const NiConfig& ni = c.nets[0].nis[0];
+  EXPECT_FALSE(ni.nid);
+  EXPECT_EQ(ni.tunables.peer_timeout.value, 180);
+  EXPECT_EQ(ni.tunables.peer_credits.value, 8);
+  EXPECT_EQ(ni.tunables.peer_buffer_credits.value, 0);
+  EXPECT_EQ(ni.tunables.credits.value, 256);
+  EXPECT_FALSE(ni.tunables.credits.given());
+  EXPECT_EQ(ni.lnd_tunables.conns_per_peer.value, 1);  // socklnd conns_per_peer 0 = auto = 1
+  EXPECT_EQ(ni.lnd_tunables.timeout.value, 50);
+  EXPECT_EQ(ni.lnd_tunables.tos.value, -1);
+  EXPECT_TRUE(ni.cpts.value.empty());
+  EXPECT_TRUE(c.routes.empty());
+  EXPECT_TRUE(c.routing.enable.value);
+  EXPECT_EQ(c.buffers.tiny.value, 2048u);
+  EXPECT_EQ(c.buffers.small.value, 16384u);
+  EXPECT_EQ(c.buffers.large.value, 1024u);
+  EXPECT_EQ(c.global.max_interfaces.value, 4096u);
+  EXPECT_EQ(c.global.transaction_timeout.value, 150u);
+  EXPECT_EQ(c.global.health_sensitivity.value, 100u);
+  EXPECT_FALSE(c.global.transaction_timeout.given());
+
+  const auto& d = c.dataplane;
+  EXPECT_THAT(d.cores.value, ElementsAre(0u));
+  EXPECT_FALSE(d.main_core.value);
+  EXPECT_EQ(d.effective_main_core(0), 1u);
+  EXPECT_EQ(d.effective_main_core(1), 0u);  // one CPU: shared with the worker
+  EXPECT_EQ(d.poll.value, PollMode::busy);
+  EXPECT_EQ(d.hugepages.value, HugePages::automatic);
+  EXPECT_EQ(d.memory_mb.value, 512u);
+  EXPECT_TRUE(d.eal_args.value.empty());
+  EXPECT_EQ(d.control_socket.value, "/run/lnetr/dataplane.sock");
+  EXPECT_EQ(d.accept.value, AcceptMode::secure);
+  EXPECT_EQ(d.accept_port.value, 988);
+  EXPECT_EQ(d.accept_backlog.value, 127u);
+  EXPECT_EQ(d.alive_router_check_interval.value, 60u);
+  EXPECT_EQ(d.router_ping_timeout.value, 50u);
+  EXPECT_EQ(d.peer_buffer_credits.value, 0u);
+  const auto& s = d.socklnd;
+  EXPECT_EQ(s.sock_timeout.value, 50);
+  EXPECT_EQ(s.keepalive.value, 30);
+  EXPECT_EQ(s.keepalive_idle.value, 30);
+  EXPECT_EQ(s.keepalive_count.value, 5);
+  EXPECT_EQ(s.keepalive_intvl.value, 5);
+  EXPECT_FALSE(s.nagle.value);
+  EXPECT_EQ(s.min_bulk.value, 1024);
+  EXPECT_EQ(s.zc_min_payload.value, 16384);
+  EXPECT_EQ(s.min_reconnectms.value, 1000);
+  EXPECT_EQ(s.max_reconnectms.value, 60000);
+  EXPECT_EQ(s.tx_buffer_size.value, 0);
+  EXPECT_EQ(s.rx_buffer_size.value, 0);
+  EXPECT_FALSE(s.enable_csum.value);
+  EXPECT_TRUE(s.typed_conns.value);
+  EXPECT_EQ(s.conns_per_peer.value, 0);
+  EXPECT_EQ(s.effective_conns_per_peer(), 1);
+}
+
+TEST(ConfigDefaults, ZeroBuffersMeanDefault) {
+  const auto c = load_ok(std::string(kOneNet) + "buffers:\n    tiny: 0\n    large: 7\n").config;
+  EXPECT_EQ(c.buffers.tiny.value, 2048u);
+  EXPECT_EQ(c.buffers.small.value, 16384u);
+  EXPECT_EQ(c.buffers.large.value, 7u);
+}
+
+TEST(ConfigDefaults, LndTunablesFromSocklndParameters) {
+  const auto c = load_ok(std::string(kOneNet) +
+                         "dataplane:\n    socklnd:\n        conns_per_peer: 4\n        sock_timeout: 77\n")
+                     .config;
+  EXPECT_EQ(c.nets[0].nis[0].lnd_tunables.conns_per_peer.value, 4);
+  EXPECT_EQ(c.nets[0].nis[0].lnd_tunables.timeout.value, 77);
+  EXPECT_EQ(c.nets[0].nis[0].lnd_tunables.conns_per_peer.source.field, "dataplane.socklnd.conns_per_peer");
+}
+
+TEST(ConfigDefaults, NetLevelTunablesApplyToNisWithoutTheirOwn) {
+  const auto c = load_ok(
+                     "net:\n"
+                     "    - net type: tcp\n"
+                     "      tunables:\n"
+                     "          peer_credits: 32\n"
+                     "      lnd tunables:\n"
+                     "          conns_per_peer: 3\n"
+                     "      local NI(s):\n"
+                     "        - interfaces: {0: eth0}\n"
+                     "        - interfaces: {0: eth1}\n"
+                     "          tunables:\n"
+                     "              credits: 1024\n")
+                     .config;
+  ASSERT_EQ(c.nets[0].nis.size(), 2u);
+  EXPECT_EQ(c.nets[0].nis[0].tunables.peer_credits.value, 32);
+  EXPECT_EQ(c.nets[0].nis[0].tunables.peer_credits.source.field, "net[0].tunables.peer_credits");
+  EXPECT_EQ(c.nets[0].nis[0].lnd_tunables.conns_per_peer.value, 3);
+  // An NI's own block replaces the net's as a whole (as lnetctl reads it).
+  EXPECT_EQ(c.nets[0].nis[1].tunables.peer_credits.value, 8);
+  EXPECT_EQ(c.nets[0].nis[1].tunables.credits.value, 1024);
+  EXPECT_EQ(c.nets[0].nis[1].lnd_tunables.conns_per_peer.value, 3);
+  ASSERT_TRUE(c.nets[0].tunables);
+  EXPECT_EQ(c.nets[0].tunables->peer_credits.value, 32);
+}
+
+TEST(ConfigDefaults, OneNiPerInterface) {
+  const auto c = load_ok(
+                     "net:\n"
+                     "    - net type: tcp\n"
+                     "      local NI(s):\n"
+                     "        - interfaces:\n"
+                     "              1: eth1\n"
+                     "              0: eth0\n"
+                     "          CPT: \"[0]\"\n")
+                     .config;
+  ASSERT_EQ(c.nets[0].nis.size(), 2u);
+  EXPECT_EQ(c.nets[0].nis[0].interface->value, "eth0");
+  EXPECT_EQ(c.nets[0].nis[1].interface->value, "eth1");
+  EXPECT_THAT(c.nets[0].nis[1].cpts.value, ElementsAre(0u));
+}
+
+TEST(ConfigDefaults, NidOnlyNi) {
+  const auto c = load_ok("net:\n  - net type: o2ib1\n    local NI(s):\n      - nid: 172.16.1.4@o2ib1\n").config;
+  ASSERT_TRUE(c.nets[0].nis[0].nid);
+  EXPECT_EQ(c.nets[0].nis[0].nid->value, nid("172.16.1.4@o2ib1"));
+  EXPECT_FALSE(c.nets[0].nis[0].interface);
+  EXPECT_EQ(c.nets[0].nis[0].lnd_tunables.ntx.value, 512);  // o2iblnd defaults
+}
+
+TEST(ConfigDefaults, CptListForms) {
+  auto cpts = [](std::string_view cpt) {
+    const auto c = load_ok("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
+                           "        CPT: " + std::string(cpt) +
+                           "\ndataplane:\n  cores: [0, 1, 2, 3]\n")
+                       .config;
+    return c.nets.empty() ? std::vector<std::uint32_t>{} : c.nets[0].nis[0].cpts.value;
+  };
+  EXPECT_THAT(cpts("\"[0,1]\""), ElementsAre(0u, 1u));
+  EXPECT_THAT(cpts("\"[0-3]\""), ElementsAre(0u, 1u, 2u, 3u));
+  EXPECT_THAT(cpts("\"[3,1-2,1]\""), ElementsAre(1u, 2u, 3u));
+  EXPECT_THAT(cpts("[2, 0]"), ElementsAre(0u, 2u));
+  EXPECT_THAT(cpts("[0-1, 3]"), ElementsAre(0u, 1u, 3u));
+  EXPECT_THAT(cpts("\"2\""), ElementsAre(2u));
+}
+
+TEST(ConfigDefaults, MainCoreSkipsWorkerCores) {
+  const auto c = load_ok(std::string(kOneNet) + "dataplane:\n  cores: [0, 1, 3]\n").config;
+  EXPECT_EQ(c.dataplane.effective_main_core(0), 2u);
+  const auto d = load_ok(std::string(kOneNet) + "dataplane:\n  cores: [0, 1]\n  main_core: 5\n").config;
+  EXPECT_EQ(d.dataplane.effective_main_core(2), 5u);
+  const auto e = load_ok(std::string(kOneNet) + "dataplane:\n  cores: [0, 1]\n").config;
+  EXPECT_EQ(e.dataplane.effective_main_core(2), 0u);  // every CPU has a worker
+}
+
+TEST(ConfigDefaults, MultiRailSpellings) {
+  const auto c = load_ok(std::string(kOneNet) +
+                         "peer:\n"
+                         "  - primary nid: 10.0.0.1@tcp\n    Multi-Rail: True\n"
+                         "  - primary nid: 10.0.0.2@tcp\n    Multi-Rail: False\n"
+                         "  - primary nid: 10.0.0.3@tcp\n    Multi-Rail: true\n"
+                         "  - primary nid: 10.0.0.4@tcp\n    Multi-Rail: false\n"
+                         "  - peer ni:\n      - nid: 10.0.0.5@tcp\n      - nid: 10.0.1.5@tcp\n")
+                     .config;
+  ASSERT_EQ(c.peers.size(), 5u);
+  EXPECT_TRUE(c.peers[0].multi_rail.value);
+  EXPECT_FALSE(c.peers[1].multi_rail.value);
+  EXPECT_TRUE(c.peers[2].multi_rail.value);
+  EXPECT_FALSE(c.peers[3].multi_rail.value);
+  EXPECT_EQ(c.peers[4].primary_nid.value, nid("10.0.0.5@tcp"));  // first NID, as `peer add`
+  EXPECT_EQ(c.peers[4].peer_nis.size(), 2u);
+}
+
+TEST(ConfigDefaults, GlobalAliasAndNuma) {
+  const auto c = load_ok(std::string(kOneNet) + "global:\n  max_intf: 32\nnuma:\n  range: 5\n").config;
+  EXPECT_EQ(c.global.max_interfaces.value, 32u);
+  EXPECT_EQ(c.global.numa_range.value, 5u);
+}
+
+TEST(ConfigDefaults, RepeatedNetIsMerged) {
+  const auto loaded = load_ok(std::string(kOneNet) +
+                              "    - net type: tcp0\n"
+                              "      local NI(s):\n"
+                              "        - interfaces: {0: eth1}\n");
+  ASSERT_EQ(loaded.config.nets.size(), 1u);
+  EXPECT_EQ(loaded.config.nets[0].nis.size(), 2u);
+  EXPECT_THAT(strings(loaded.warnings),
+              ElementsAre("lnetr.yaml:6:17: net[1].net type: net tcp is also listed at line 2, column 17; its NIs "
+                          "are added to that net"));
+}
+
+// ---- gateway ranges ---------------------------------------------------------
+
+TEST(ConfigRoutes, GatewayRangeExpands) {
+  const auto c = load_ok(std::string(kOneNet) +
+                         "route:\n"
+                         "  - net: o2ib1\n"
+                         "    gateway: 192.168.0.[1-4]@tcp\n"
+                         "    hop: 1\n"
+                         "    priority: 3\n")
+                     .config;
+  ASSERT_EQ(c.routes.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(c.routes[i].gateway.value, nid("192.168.0." + std::to_string(i + 1) + "@tcp"));
+    EXPECT_EQ(c.routes[i].net.value, net("o2ib1"));
+    EXPECT_EQ(c.routes[i].hop.value, 1);
+    EXPECT_EQ(c.routes[i].priority.value, 3u);
+    EXPECT_EQ(c.routes[i].gateway.source.line, 8u);
+    EXPECT_EQ(c.routes[i].gateway.source.field, "route[0].gateway");
+  }
+  const auto d = load_ok(std::string(kOneNet) + "route:\n  - net: tcp9\n    gateway: 10.0.[0-1].[1,3]@tcp\n").config;
+  ASSERT_EQ(d.routes.size(), 4u);
+  EXPECT_EQ(d.routes[3].gateway.value, nid("10.0.1.3@tcp"));
+}
+
+TEST(ConfigRoutes, GatewayRangeLimits) {
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "route:\n  - net: tcp9\n    gateway: 10.0.[0-255].[0-255]@tcp\n"),
+              ElementsAre(HasSubstr("lnetr.yaml:8:14: route[0].gateway: cannot expand \"10.0.[0-255].[0-255]@tcp\" "
+                                    "into gateways (at most 1024)")));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "route:\n  - net: tcp9\n    gateway: \"*@tcp\"\n"),
+              ElementsAre(HasSubstr("lnetr.yaml:8:14: route[0].gateway: cannot expand")));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "route:\n  - net: tcp9\n    gateway: 10.0.0.[1-@tcp\n"),
+              ElementsAre(HasSubstr("lnetr.yaml:8:14: route[0].gateway: expected a NID or a NID range such as "
+                                    "10.0.0.[1-4]@tcp, got \"10.0.0.[1-@tcp\": ")));
+}
+
+// ---- validation -----------------------------------------------------------
+
+TEST(ConfigErrors, NumberFormats) {
+  auto err = [](std::string_view value) {
+    return load_errors(
+        "net:\n"
+        "    - net type: tcp\n"
+        "      local NI(s):\n"
+        "        - interfaces: {0: eth0}\n"
+        "          tunables:\n"
+        "              peer_credits: " + std::string(value) + "\n");
+  };
+  const std::string where = "lnetr.yaml:6:29: net[0].local NI(s)[0].tunables.peer_credits: ";
+  EXPECT_THAT(err("abc"), ElementsAre(where + "expected an integer 1..255, got \"abc\""));
+  EXPECT_THAT(err("16x"), ElementsAre(where + "expected an integer 1..255, got \"16x\""));
+  EXPECT_THAT(err("-8"), ElementsAre(where + "expected an integer 1..255, got \"-8\""));
+  EXPECT_THAT(err("256"), ElementsAre(where + "expected an integer 1..255, got \"256\""));
+  EXPECT_THAT(err("0x10"), ElementsAre(where + "expected an integer 1..255, got \"0x10\""));
+  EXPECT_THAT(err("+8"), ElementsAre(where + "expected an integer 1..255, got \"+8\""));
+  EXPECT_THAT(err("99999999999999999999999"),
+              ElementsAre(where + "expected an integer 1..255, got \"99999999999999999999999\""));
+  EXPECT_THAT(err("{a: 1}"), ElementsAre(where + "expected an integer 1..255, got a mapping"));
+  EXPECT_THAT(err("''"), ElementsAre(where + "expected an integer 1..255, got \"\""));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "buffers:\n    large: -1\n"),
+              ElementsAre("lnetr.yaml:7:12: buffers.large: expected an integer >= 0, got \"-1\""));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "global:\n    retry_count: 4294967297\n"),
+              ElementsAre("lnetr.yaml:7:18: global.retry_count: expected an integer >= 0, got \"4294967297\""));
+  // Quoted numbers are numbers.
+  EXPECT_EQ(load_ok(std::string(kOneNet) + "buffers:\n    large: \"64\"\n").config.buffers.large.value, 64u);
+}
+
+TEST(ConfigErrors, NiRules) {
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp1\n    local NI(s):\n      - nid: 10.0.0.1@tcp\n"),
+              ElementsAre("lnetr.yaml:4:14: net[0].local NI(s)[0].nid: NID 10.0.0.1@tcp is not on net tcp1"));
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - nid: 10.0.0.1@tcp\n"
+                          "      - nid: 10.0.0.1@tcp\n"),
+              ElementsAre("lnetr.yaml:5:14: net[0].local NI(s)[1].nid: NID 10.0.0.1@tcp is already an NI of net tcp "
+                          "(line 4, column 14)"));
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
+                          "      - interfaces: {0: eth0}\n"),
+              ElementsAre("lnetr.yaml:5:25: net[0].local NI(s)[1].interfaces.0: interface eth0 already has an NI on "
+                          "net tcp (line 4, column 25)"));
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - status: up\n"),
+              ElementsAre("lnetr.yaml:4:9: net[0].local NI(s)[0]: an NI needs `interfaces` or a `nid`"));
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
+                          "        CPT: \"[0,1]\"\n"),
+              ElementsAre("lnetr.yaml:5:14: net[0].local NI(s)[0].CPT: CPT 1 does not exist: dataplane.cores gives "
+                          "1 CPT (0..0)"));
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
+                          "        CPT: \"[x]\"\n"),
+              ElementsAre("lnetr.yaml:5:14: net[0].local NI(s)[0].CPT: expected a CPT list such as \"[0,1]\" or "
+                          "\"[0-3]\" (CPTs 0..255), got \"[x]\""));
+  EXPECT_THAT(load_errors("net:\n  - net type: gni\n    local NI(s):\n      - nid: 5@gni\n"),
+              ElementsAre("lnetr.yaml:2:15: net[0].net type: net gni: lnetr supports tcp (socklnd) and o2ib "
+                          "(o2iblnd) nets only"));
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: averyveryverylongname}\n"),
+              ElementsAre(HasSubstr("lnetr.yaml:4:25: net[0].local NI(s)[0].interfaces.0: expected at most 15 "
+                                    "characters")));
+  EXPECT_THAT(load_errors("net:\n  - local NI(s):\n      - interfaces: {0: eth0}\n"),
+              ElementsAre("lnetr.yaml:2:5: net[0]: missing key \"net type\""));
+}
+
+TEST(ConfigErrors, OutputOnlyAndLoNet) {
+  const auto c = load_ok(
+                     "net:\n"
+                     "  - net type: lo\n"
+                     "    local NI(s):\n"
+                     "      - nid: 0@lo\n"
+                     "        whatever: 1\n"
+                     "  - net type: tcp\n"
+                     "    local NI(s):\n"
+                     "      - nid: 10.0.0.1@tcp\n"
+                     "        status: up\n"
+                     "        statistics: {send_count: 1}\n"
+                     "        health stats: {health value: 1000}\n"
+                     "        dev cpt: -1\n"
+                     "        udsp info: {net priority: -1}\n")
+                     .config;
+  ASSERT_EQ(c.nets.size(), 1u);
+  EXPECT_EQ(c.nets[0].net.value, net("tcp"));
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - nid: 10.0.0.1@tcp\n        sttaus: up\n"),
+              ElementsAre("lnetr.yaml:5:9: net[0].local NI(s)[0].sttaus: unknown key"));
+}
+
+TEST(ConfigErrors, RouteRules) {
+  auto route = [](std::string_view body) { return load_errors(std::string(kOneNet) + "route:\n" + std::string(body)); };
+  EXPECT_THAT(route("  - net: tcp9\n    gateway: 0@lo\n"),
+              ElementsAre("lnetr.yaml:8:14: route[0].gateway: gateway 0@lo is not allowed"));
+  EXPECT_THAT(route("  - net: tcp9\n    gateway: <?>\n"),
+              ElementsAre("lnetr.yaml:8:14: route[0].gateway: gateway <?> is not allowed"));
+  EXPECT_THAT(route("  - net: lo\n    gateway: 10.0.0.1@tcp\n"),
+              ElementsAre("lnetr.yaml:7:10: route[0].net: a route to net lo is not allowed"));
+  EXPECT_THAT(route("  - net: tcp9\n    gateway: 10.0.0.1@tcp9\n"),
+              ElementsAre("lnetr.yaml:8:14: route[0].gateway: gateway 10.0.0.1@tcp9 is on the remote net tcp9 itself"));
+  EXPECT_THAT(route("  - net: tcp9\n    gateway: 10.0.0.1@tcp\n    hop: 0\n"),
+              ElementsAre("lnetr.yaml:9:10: route[0].hop: expected -1 or an integer 1..255, got \"0\""));
+  EXPECT_THAT(route("  - net: tcp9\n    gateway: 10.0.0.1@tcp\n    hop: 256\n"),
+              ElementsAre("lnetr.yaml:9:10: route[0].hop: expected -1 or an integer 1..255, got \"256\""));
+  EXPECT_THAT(route("  - net: tcp9\n    gateway: 10.0.0.1@tcp\n    hop: -2\n"),
+              ElementsAre("lnetr.yaml:9:10: route[0].hop: expected -1 or an integer 1..255, got \"-2\""));
+  EXPECT_THAT(route("  - net: tcp9\n    gateway: 10.0.0.1@tcp\n    priority: -1\n"),
+              ElementsAre("lnetr.yaml:9:15: route[0].priority: expected an integer >= 0, got \"-1\""));
+  EXPECT_THAT(route("  - net: tcp9\n    gateway: 10.0.0.1@tcp\n  - net: tcp9\n    gateway: 10.0.0.1@tcp\n    hop: 2\n"),
+              ElementsAre("lnetr.yaml:10:14: route[1].gateway: duplicate route to tcp9 via 10.0.0.1@tcp (line 8, "
+                          "column 14)"));
+  EXPECT_THAT(route("  - net: tcp\n    gateway: 10.0.0.1@tcp1\n"),
+              ElementsAre("lnetr.yaml:7:10: route[0].net: net tcp is a local net of this router; it cannot be a "
+                          "route's remote net"));
+  EXPECT_THAT(route("  - net: tcp9\n"), ElementsAre("lnetr.yaml:7:5: route[0]: missing key \"gateway\""));
+  EXPECT_THAT(route("  - net: tcp9\n    gateway: 10.0.0.1@tcp\n    hops: 1\n"),
+              ElementsAre("lnetr.yaml:9:5: route[0].hops: unknown key"));
+  EXPECT_THAT(route("  - net: tcpx\n    gateway: 10.0.0.1@tcp\n"),
+              ElementsAre(HasSubstr("lnetr.yaml:7:10: route[0].net: expected a net name such as tcp or o2ib1, got "
+                                    "\"tcpx\"")));
+
+  // Gateway on a net this router does not have: kept, with a warning.
+  const auto w = load_ok(std::string(kOneNet) + "route:\n  - net: tcp9\n    gateway: 10.0.0.1@tcp3\n    state: up\n");
+  ASSERT_EQ(w.config.routes.size(), 1u);
+  EXPECT_THAT(strings(w.warnings),
+              ElementsAre("lnetr.yaml:8:14: route[0].gateway: gateway 10.0.0.1@tcp3 is not on a local net; the route "
+                          "is kept but unusable until net tcp3 is configured"));
+}
+
+TEST(ConfigErrors, RoutingAndBuffers) {
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "routing:\n  enable: 4\n"),
+              ElementsAre("lnetr.yaml:7:11: routing.enable: expected an integer 0..3, got \"4\""));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "routing:\n  - enable: 1\n  - enable: 0\n"),
+              ElementsAre("lnetr.yaml:8:5: routing[1].enable: `enable` is given twice"));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "routing:\n  - cpt[0]: {}\n  - enabled: 1\n"),
+              ElementsAre("lnetr.yaml:8:5: routing[1].enabled: unknown key"));
+  EXPECT_FALSE(load_ok(std::string(kOneNet) + "routing:\n  enable: 0\n").config.routing.enable.value);
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "buffers:\n  huge: 1\n"),
+              ElementsAre("lnetr.yaml:7:3: buffers.huge: unknown key"));
+}
+
+TEST(ConfigErrors, PeerRules) {
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "peer:\n  - primary nid: 10.0.0.1@tcp\n    Multi-Rail: maybe\n"),
+              ElementsAre("lnetr.yaml:8:17: peer[0].Multi-Rail: expected True or False, got \"maybe\""));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "peer:\n  - primary nid: 10.0.0.1@tcp\n"
+                                                  "  - primary nid: 10.0.0.1@tcp\n"),
+              ElementsAre("lnetr.yaml:8:18: peer[1].primary nid: NID 10.0.0.1@tcp already belongs to a peer (line 7, "
+                          "column 18)"));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "peer:\n  - primary nid: 0@lo\n"),
+              ElementsAre("lnetr.yaml:7:18: peer[0].primary nid: NID 0@lo cannot be a peer's NID"));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "peer:\n  - Multi-Rail: True\n"),
+              ElementsAre("lnetr.yaml:7:5: peer[0]: missing key \"primary nid\""));
+}
+
+TEST(ConfigErrors, GlobalRules) {
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "global:\n  discovery: 1\n  foo: 2\n"),
+              ElementsAre("lnetr.yaml:8:3: global.foo: unknown key"));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "global:\n  max_interfaces: 8\n"),
+              ElementsAre("lnetr.yaml:7:19: global.max_interfaces: expected an integer >= 16, got \"8\""));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "global:\n  max_interfaces: 32\n  max_intf: 32\n"),
+              ElementsAre("lnetr.yaml:8:3: global.max_intf: max_interfaces is given twice (max_intf is its old name)"));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "global:\n  discovery: yes\n"),
+              ElementsAre("lnetr.yaml:7:14: global.discovery: expected 0 or 1, got \"yes\""));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "global:\n  health_sensitivity: 1001\n"),
+              ElementsAre("lnetr.yaml:7:23: global.health_sensitivity: expected an integer 0..1000, got \"1001\""));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "global:\n  retry_count: 10\n  transaction_timeout: 10\n"),
+              ElementsAre("lnetr.yaml:7:16: global.retry_count: retry_count (10) must be less than "
+                          "transaction_timeout (10)"));
+}
+
+TEST(ConfigErrors, DataplaneRules) {
+  auto dp = [](std::string_view body) { return load_errors(std::string(kOneNet) + "dataplane:\n" + std::string(body)); };
+  EXPECT_THAT(dp("  coers: [1]\n"), ElementsAre("lnetr.yaml:7:3: dataplane.coers: unknown key"));
+  EXPECT_THAT(dp("  socklnd:\n    nagel: 1\n"), ElementsAre("lnetr.yaml:8:5: dataplane.socklnd.nagel: unknown key"));
+  EXPECT_THAT(dp("  poll: lazy\n"),
+              ElementsAre("lnetr.yaml:7:9: dataplane.poll: expected one of busy, adaptive, got \"lazy\""));
+  EXPECT_THAT(dp("  hugepages: maybe\n"),
+              ElementsAre("lnetr.yaml:7:14: dataplane.hugepages: expected one of auto, yes, no, got \"maybe\""));
+  EXPECT_THAT(dp("  accept: some\n"),
+              ElementsAre("lnetr.yaml:7:11: dataplane.accept: expected one of secure, all, none, got \"some\""));
+  EXPECT_THAT(dp("  cores: [1, 2, 1]\n"), ElementsAre("lnetr.yaml:7:17: dataplane.cores[2]: core 1 is listed twice"));
+  EXPECT_THAT(dp("  cores: []\n"),
+              ElementsAre("lnetr.yaml:7:10: dataplane.cores: expected a non-empty sequence of core numbers, got a "
+                          "sequence"));
+  EXPECT_THAT(dp("  accept_port: 70000\n"),
+              ElementsAre("lnetr.yaml:7:16: dataplane.accept_port: expected an integer 1..65535, got \"70000\""));
+  EXPECT_THAT(dp("  socklnd:\n    min_reconnectms: 5000\n    max_reconnectms: 4000\n"),
+              ElementsAre("lnetr.yaml:9:22: dataplane.socklnd.max_reconnectms: max_reconnectms (4000) must not be "
+                          "less than min_reconnectms (5000)"));
+  EXPECT_THAT(dp("  control_socket: \"\"\n"),
+              ElementsAre("lnetr.yaml:7:19: dataplane.control_socket: expected a value, got nothing"));
+  EXPECT_THAT(dp("  eal_args: [--log-level, {a: 1}]\n"),
+              ElementsAre("lnetr.yaml:7:27: dataplane.eal_args[1]: expected an EAL argument, got a mapping"));
+
+  const auto c = load_ok(std::string(kOneNet) +
+                         "dataplane:\n  cores: [4, 5]\n  main_core: 4\n  poll: adaptive\n  hugepages: no\n"
+                         "  eal_args: [--log-level, \"lib.eal:debug\"]\n  accept: all\n");
+  EXPECT_THAT(c.config.dataplane.cores.value, ElementsAre(4u, 5u));
+  EXPECT_EQ(c.config.dataplane.poll.value, PollMode::adaptive);
+  EXPECT_EQ(c.config.dataplane.hugepages.value, HugePages::no);
+  EXPECT_THAT(c.config.dataplane.eal_args.value, ElementsAre("--log-level", "lib.eal:debug"));
+  EXPECT_EQ(c.config.dataplane.accept.value, AcceptMode::all);
+  EXPECT_THAT(strings(c.warnings),
+              ElementsAre("lnetr.yaml:8:14: dataplane.main_core: core 4 is also the core of CPT 0's worker; the two "
+                          "share it"));
+}
+
+TEST(ConfigErrors, Sections) {
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "routes:\n  - net: tcp9\n"),
+              ElementsAre("lnetr.yaml:6:1: routes: unknown section"));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "ip2nets:\n  - net-spec: tcp\n"),
+              ElementsAre("lnetr.yaml:6:1: ip2nets: not supported: list the nets under `net:` with their interfaces"));
+  EXPECT_THAT(load_errors("- net: tcp\n"),
+              ElementsAre("lnetr.yaml:1:1: expected a mapping of sections (net, route, routing, buffers, peer, "
+                          "global, dataplane), got a sequence"));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "net: []\n"), ElementsAre("lnetr.yaml:6:1: net: duplicate key"));
+  const auto w = load_ok(std::string(kOneNet) + "udsp:\n  - src: tcp\n    idx: 0\nstatistics:\n  msgs_alloc: 0\n");
+  EXPECT_THAT(strings(w.warnings), ElementsAre("lnetr.yaml:6:1: udsp: UDSP rules are not supported by lnetr yet; ignored"));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "net2: &a {x: 1}\nnet3: *a\n"),
+              ElementsAre("lnetr.yaml:7:7: YAML aliases are not supported in a configuration"));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "---\nbuffers: {}\n"),
+              ElementsAre("lnetr.yaml:6:1: more than one YAML document; a configuration is one document"));
+  EXPECT_THAT(load_errors(""), ElementsAre("lnetr.yaml:1:1: net: no net is configured: a router needs at least one "
+                                           "net other than lo"));
+  EXPECT_TRUE(load_config("", "x.yaml", {.fragment = true}));
+}
+
+TEST(ConfigErrors, AllErrorsAreReported) {
+  const auto errs = load_errors(
+      "net:\n"
+      "    - net type: tcp\n"
+      "      local NI(s):\n"
+      "        - interfaces: {0: eth0}\n"
+      "          tunables: {peer_credits: 0, credits: x}\n"
+      "route:\n"
+      "    - net: lo\n"
+      "      gateway: 10.0.0.1@tcp\n"
+      "global: {transaction_timeout: 0}\n"
+      "dataplane: {poll: never}\n");
+  EXPECT_THAT(errs,
+              ElementsAre(
+                  "lnetr.yaml:5:36: net[0].local NI(s)[0].tunables.peer_credits: expected an integer 1..255, got \"0\"",
+                  "lnetr.yaml:5:48: net[0].local NI(s)[0].tunables.credits: expected an integer >= 1, got \"x\"",
+                  "lnetr.yaml:7:12: route[0].net: a route to net lo is not allowed",
+                  "lnetr.yaml:9:31: global.transaction_timeout: expected an integer >= 1, got \"0\"",
+                  "lnetr.yaml:10:19: dataplane.poll: expected one of busy, adaptive, got \"never\""));
+}
+
+TEST(ConfigErrors, YamlSyntaxErrorLocation) {
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s): [\n"),
+              ElementsAre(HasSubstr("lnetr.yaml:4:1: YAML syntax error: ")));
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n   bad: 1\n"),
+              ElementsAre("lnetr.yaml:3:4: YAML syntax error: did not find expected '-' indicator (while parsing a "
+                          "block collection)"));
+  EXPECT_THAT(load_errors("global:\n  discovery: 1\n\tretry_count: 2\n"),
+              ElementsAre(HasSubstr("lnetr.yaml:3:1: YAML syntax error: found a tab character that violates indentation")));
+  EXPECT_THAT(load_errors(std::string("buffers: {tiny: 1}\n\x01", 20)),
+              ElementsAre(HasSubstr("lnetr.yaml:2:1: YAML syntax error: control characters are not allowed")));
+}
+
+TEST(ConfigErrors, WarningsForIgnoredKeys) {
+  const auto w = load_ok("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
+                         "        lnd tunables: {map_on_demand: 1, conns_per_peer: 2}\n");
+  EXPECT_THAT(strings(w.warnings),
+              ElementsAre("lnetr.yaml:5:24: net[0].local NI(s)[0].lnd tunables.map_on_demand: an o2iblnd tunable; "
+                          "ignored on a tcp net"));
+  EXPECT_EQ(w.config.nets[0].nis[0].lnd_tunables.conns_per_peer.value, 2);
+}
+
+TEST(ConfigErrors, CrLfLineEndings) {
+  const auto c = load_ok("net:\r\n  - net type: tcp\r\n    local NI(s):\r\n      - interfaces: {0: eth0}\r\n"
+                         "buffers:\r\n  tiny: 5\r\n")
+                     .config;
+  EXPECT_EQ(c.buffers.tiny.value, 5u);
+  EXPECT_EQ(c.buffers.tiny.source.line, 6u);
+  EXPECT_EQ(c.buffers.tiny.source.column, 9u);
+}
+
+TEST(ConfigValidate, RunsOnAConfigChangedThroughTheApi) {
+  auto c = load_ok(kOneNet).config;
+  RouteConfig r;
+  r.net = {net("tcp"), Source{"api", 0, 0, "route[0].net"}};
+  r.gateway = {nid("10.0.0.9@tcp1")};
+  c.routes.push_back(r);
+  std::vector<ConfigError> errors, warnings;
+  validate(c, {}, errors, warnings);
+  EXPECT_THAT(strings(errors),
+              ElementsAre("api: route[0].net: net tcp is a local net of this router; it cannot be a route's remote net"));
+  EXPECT_TRUE(warnings.empty());
+}
+
+// ---- files ------------------------------------------------------------------
+
+TEST(ConfigFile, UnreadableFileIsOneError) {
+  auto r = load_config_file("/nonexistent/lnetr.yaml");
+  ASSERT_FALSE(r);
+  EXPECT_THAT(strings(r.error()),
+              ElementsAre("/nonexistent/lnetr.yaml: cannot read the file: No such file or directory"));
+  auto d = load_config_file("/");
+  ASSERT_FALSE(d);
+  EXPECT_THAT(strings(d.error()), ElementsAre("/: cannot read the file: Is a directory"));
+}
+
+TEST(ConfigFile, ExampleLoads) {
+  const auto loaded = file_ok(LNETR_SOURCE_DIR "/deploy/examples/lnetr.yaml");
+  EXPECT_TRUE(loaded.warnings.empty()) << join_errors(loaded.warnings);
+  const auto& c = loaded.config;
+  ASSERT_EQ(c.nets.size(), 2u);
+  EXPECT_EQ(c.nets[0].nis[0].interface->value, "eth0");
+  EXPECT_THAT(c.nets[1].nis[0].cpts.value, ElementsAre(0u, 1u));
+  ASSERT_EQ(c.routes.size(), 2u);
+  EXPECT_EQ(c.routes[1].gateway.value, nid("10.2.0.2@tcp1"));
+  EXPECT_THAT(c.dataplane.cores.value, ElementsAre(2u, 3u));
+  EXPECT_EQ(c.dataplane.effective_main_core(0), 0u);
+  EXPECT_EQ(c.dataplane.socklnd.keepalive.value, 30);
+  EXPECT_TRUE(c.dataplane.socklnd.keepalive.given());
+}
+
+}  // namespace
+}  // namespace lnetr::config
