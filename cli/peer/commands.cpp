@@ -226,10 +226,12 @@ namespace {
 class Brw final : public OpListener {
  public:
   Brw(Endpoint& ep, const BrwArgs& a) : ep_(ep), a_(a), base_(seed_base(ep)) {
+    if (a_.sizes.empty()) a_.sizes.push_back(a.size);
+    const std::uint32_t max_size = *std::max_element(a_.sizes.begin(), a_.sizes.end());
     slots_.reserve(a.concurrency);
     for (std::uint32_t i = 0; i < a.concurrency; ++i) {
       auto s = std::make_unique<OwnedOp>();
-      s->buf.resize(a.size);
+      s->buf.resize(max_size);
       Op& op = s->op;
       op.kind = a.write ? OpKind::put : OpKind::get;
       op.dest = a.nid;
@@ -253,6 +255,7 @@ class Brw final : public OpListener {
     last_done_ = op.finished;
     if (op.ok()) {
       ++ok_;
+      bytes_ok_ += op.size;
       lat_.record(ns(op.finished - op.started));
     } else {
       ++errors_[static_cast<std::size_t>(op.error)];
@@ -276,7 +279,7 @@ class Brw final : public OpListener {
     for (auto& s : slots_) issue(*s);
     // Until the duration ends, keep every slot busy; then wait for the Ops
     // in flight (each ends by its own timeout at the latest).
-    auto end = ep_.run([this] { return pump(); }, end_);
+    auto end = ep_.run([this] { return pump() || (a_.count && finished_ >= a_.count); }, end_);
     stopping_ = true;
     if (end != Endpoint::RunEnd::signal)
       end = ep_.run([this] { return in_flight() == 0; }, Clock::now() + millis(a_.timeout_s) + 1s);
@@ -295,14 +298,15 @@ class Brw final : public OpListener {
 
   void issue(OwnedOp& s) {
     const auto now = Clock::now();
-    if (now >= end_) return;
+    if (now >= end_ || (a_.count && started_ >= a_.count)) return;
     if (!s.op.idle()) {  // timed out and still held by the engine: retry later
       waiting_.push_back({&s, now});
       return;
     }
+    s.op.size = a_.sizes[started_ % a_.sizes.size()];
     if (a_.check) {
       s.op.seed = base_ + next_seed_++;
-      if (a_.write) fill_pattern(s.buf, s.op.seed, 0);
+      if (a_.write) fill_pattern(std::span(s.buf).first(s.op.size), s.op.seed, 0);
     }
     ++started_;
     ep_.start(s.op);
@@ -331,7 +335,7 @@ class Brw final : public OpListener {
   void report(std::FILE* out) {
     const double elapsed = finished_ > 0 ? seconds(last_done_ - t0_) : seconds(Clock::now() - t0_);
     const double ops_s = elapsed > 0 ? static_cast<double>(ok_) / elapsed : 0;
-    const double bytes = static_cast<double>(ok_) * a_.size;
+    const double bytes = static_cast<double>(bytes_ok_);
     const double mb_s = elapsed > 0 ? bytes / 1e6 / elapsed : 0;
     const double mib_s = elapsed > 0 ? bytes / (1024.0 * 1024.0) / elapsed : 0;
     auto us = [](std::uint64_t v) { return static_cast<double>(v) / 1000.0; };
@@ -340,11 +344,18 @@ class Brw final : public OpListener {
     y.map("brw");
     y.kv("nid", to_string(a_.nid));
     y.kv("op", a_.write ? "write" : "read");
-    y.kv("size", a_.size);
+    if (a_.sizes.size() == 1) {
+      y.kv("size", a_.sizes[0]);
+    } else {
+      std::string list;
+      for (std::uint32_t v : a_.sizes) list += (list.empty() ? "" : ",") + std::to_string(v);
+      y.kv("sizes", list);
+    }
     y.kv("concurrency", a_.concurrency);
     y.kv("check", a_.check ? "full" : "none");
     y.kv("elapsed_s", elapsed, 6);
     y.kv("ops", ok_);
+    y.kv("bytes", bytes_ok_);
     y.kv("errors", errors());
     y.kv("ops_per_s", ops_s, 1);
     y.kv("msgs_per_s", 2 * ops_s, 1);
@@ -377,6 +388,7 @@ class Brw final : public OpListener {
     field("duration_s", fixed(a_.duration_s, 3));
     field("elapsed_s", fixed(elapsed, 6));
     field("ops", std::to_string(ok_));
+    field("bytes", std::to_string(bytes_ok_));
     field("errors", std::to_string(errors()));
     std::string kinds = "{";
     bool first = true;
@@ -420,7 +432,7 @@ class Brw final : public OpListener {
   LatencyHistogram lat_;
   std::array<std::uint64_t, kOpErrorCount> errors_{};
   std::string first_error_;
-  std::uint64_t started_ = 0, finished_ = 0, ok_ = 0;
+  std::uint64_t started_ = 0, finished_ = 0, ok_ = 0, bytes_ok_ = 0;
   Clock::time_point t0_{}, end_{}, last_done_{};
   bool stopping_ = false;
   bool interrupted_ = false;

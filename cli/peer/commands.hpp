@@ -39,6 +39,8 @@ struct BrwArgs {
   Nid nid;
   bool write = false;  // write: PUT + ACK; read: GET + REPLY
   std::uint32_t size = 4096;
+  std::vector<std::uint32_t> sizes;  // if given: the sizes of successive operations, in turn
+  std::uint64_t count = 0;           // if non-zero: stop after this many operations
   std::uint32_t concurrency = 1;
   double duration_s = 10;
   double timeout_s = 50.0;

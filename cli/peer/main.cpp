@@ -155,6 +155,10 @@ int main(int argc, char** argv) {
   brw_cmd->add_option("--op", brw_op, "read or write")->required()->check(CLI::IsMember({"read", "write"}));
   brw_cmd->add_option("--size", brw.size, "bytes per message (0..1048576)")->capture_default_str()->check(
       CLI::Range(0u, kLnetMtu));
+  brw_cmd->add_option("--sizes", brw.sizes, "sizes of successive operations, in turn (overrides --size)")
+      ->delimiter(',')
+      ->check(CLI::Range(0u, kLnetMtu));
+  brw_cmd->add_option("--count", brw.count, "stop after this many operations (and --duration at the latest)");
   brw_cmd->add_option("--concurrency", brw.concurrency, "operations in flight")->capture_default_str()->check(
       CLI::Range(1, 1024));
   brw_cmd->add_option("--duration", brw.duration_s, "seconds of load")->capture_default_str()->check(

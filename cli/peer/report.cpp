@@ -141,6 +141,15 @@ std::string ping_yaml(const std::vector<PingResult>& ok, const std::vector<PingF
       for (const PingNi& ni : r.summary.nis) y.item().kv("nid", ping_nid_text(r.summary.pid, ni.nid)).end();
       y.end();
       y.kv("rtt_us", r.rtt_us, 1);
+      // Beyond lnetctl's shape: what the ping info said (a router's
+      // RTE_DISABLED bit and NI status are what its users act on).
+      char features[16];
+      std::snprintf(features, sizeof features, "0x%x", r.summary.features);
+      y.kv("features", features);
+      y.map("status");
+      for (const PingNi& ni : r.summary.nis)
+        y.kv(ping_nid_text(r.summary.pid, ni.nid), ni.status == kNiStatusUp ? "up" : "down");
+      y.end();
       y.end();
     }
     y.end();

@@ -86,27 +86,37 @@ class Proc:
         self.stdout = None
         self.stderr = None
         self.returncode = None
-        self._err_lines = []
+        self._err_text = ""  # stderr read by wait_stderr()
+        self._err_seen = 0
 
     @property
     def pid(self):
         return self.popen.pid
 
     def wait_stderr(self, needle, timeout=10.0):
-        """Read stderr lines until one contains `needle`; False on timeout or exit."""
+        """Read stderr until a line contains `needle`; False on timeout or exit.
+
+        Reads the raw descriptor: a buffered readline() would pull several
+        lines into Python's buffer where select() cannot see them.
+        """
         end = time.monotonic() + timeout
-        fd = self.popen.stderr
-        while time.monotonic() < end:
-            r, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
-            if not r:
-                break
-            line = fd.readline()
-            if not line:
-                return False
-            self._err_lines.append(line)
-            if needle in line:
+        fd = self.popen.stderr.fileno()
+        while True:
+            done, _, rest = self._err_text.rpartition("\n")
+            if needle in done[self._err_seen:]:
+                self._err_seen = len(done)
                 return True
-        return False
+            self._err_seen = len(done)
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                return False
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return needle in rest
+            self._err_text += chunk.decode(errors="replace")
 
     def stop(self, sig=signal.SIGINT, timeout=30):
         """Signal (unless already gone) and collect exit status and output."""
@@ -119,7 +129,7 @@ class Proc:
                 self.popen.kill()
                 out, err = self.popen.communicate()
             self.stdout = out
-            self.stderr = "".join(self._err_lines) + err
+            self.stderr = self._err_text + err
             self.returncode = self.popen.returncode
         return self
 
@@ -131,7 +141,7 @@ class Proc:
             except subprocess.TimeoutExpired:
                 return self.stop(signal.SIGKILL)
             self.stdout = out
-            self.stderr = "".join(self._err_lines) + err
+            self.stderr = self._err_text + err
             self.returncode = self.popen.returncode
         return self
 

@@ -56,7 +56,11 @@ TEST(PingYaml, LnetctlShape) {
             "  peer_ni:\n"
             "  - nid: 10.201.1.3@tcp\n"
             "  - nid: 10.201.2.3@tcp1\n"
-            "  rtt_us: 85.2\n");
+            "  rtt_us: 85.2\n"
+            "  features: 0x1a\n"
+            "  status:\n"
+            "    10.201.1.3@tcp: up\n"
+            "    10.201.2.3@tcp1: down\n");
 }
 
 TEST(PingYaml, OtherPidIsPrefixed) {
