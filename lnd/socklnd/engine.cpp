@@ -203,6 +203,15 @@ class Peer {
 
 // ---- Conn: I/O dispatch ---------------------------------------------------------
 
+namespace {
+
+// The close reason for a failed recv/send.
+CloseReason error_reason(int err) {
+  return err == ECONNRESET || err == EPIPE ? CloseReason::peer_reset : CloseReason::io_error;
+}
+
+}  // namespace
+
 void Conn::on_io(std::uint32_t events) {
   if (closed()) return;
   if (state_ == State::connecting) {
@@ -243,7 +252,7 @@ bool Conn::read_some(std::uint8_t* dst, std::size_t len, std::size_t& got) {
     return false;
   }
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
-  close(CloseReason::io_error, -errno);
+  close(error_reason(errno), -errno);
   return false;
 }
 
@@ -409,7 +418,7 @@ bool Conn::handshake_write() {
         writable_ = false;
         return false;
       }
-      close(CloseReason::io_error, -errno);
+      close(error_reason(errno), -errno);
       return false;
     }
     hs_sent_ += static_cast<std::size_t>(n);
@@ -450,7 +459,7 @@ void Conn::do_write() {
         writable_ = false;
         return;
       }
-      close(CloseReason::io_error, -errno);
+      close(error_reason(errno), -errno);
       return;
     }
     tx_deadline_ = Clock::now() + node_.opts_.timeout;

@@ -67,7 +67,8 @@ struct Options {
 // counter name and the operator's text.
 #define LNETR_SOCK_CLOSE_REASONS(X)                                                      \
   X(peer_closed, "the peer closed the connection")                                       \
-  X(io_error, "a socket error (reset, unreachable, ...)")                               \
+  X(peer_reset, "the peer reset the connection (it exited or closed with data unread)") \
+  X(io_error, "another socket error (unreachable, timed out in the kernel, ...)")       \
   X(bad_acceptor, "the acceptor request was malformed or named another node")          \
   X(insecure_port, "connection from a port above 1023 refused (accept=secure)")         \
   X(bad_hello, "the HELLO was malformed or of an unknown version")                      \

@@ -2,10 +2,10 @@
 
 Topology (three network namespaces joined by veth pairs, real kernel TCP):
 
-    a: lnetr-peer 10.N.1.2@tcp  --  r: lnetr-dataplane 10.N.1.1@tcp / 10.N.2.1@tcp1  --  b: lnetr-peer 10.N.2.2@tcp1
+    a: lnetr-peer 10.N.1.2@tcp  --  r: lnetr-dataplane 10.N.1.1@tcp / 10.N.2.1@tcp1  --  b: lnetr-peer 10.N.2.3@tcp1
 
-The router runs two workers (two CPTs), so messages cross between workers
-through the credit rings.  Every check reads what the processes report:
+The router runs two workers (two CPTs); A hashes to CPT 0 and B to CPT 1, so
+messages cross between workers through the credit rings.  Every check reads what the processes report:
 lnetr-peer's YAML/JSON and the router's control socket (JSON).
 """
 
@@ -13,98 +13,14 @@ import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import tempfile
 import time
 import unittest
 
-from lnetr_test import Host, PeerTestCase, build_dir
+from lnetr_router import Router, Topology, dataplane_binary
+from lnetr_test import PeerTestCase
 
 SIZES = [0, 1, 4095, 4096, 4097, 65536, 1048576]
-
-
-def dataplane_binary():
-    return os.environ.get("LNETR_DATAPLANE") or os.path.join(build_dir(), "dataplane", "lnetr-dataplane")
-
-
-def ip(*args):
-    subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-class Topology:
-    """Namespaces <tag>a, <tag>r, <tag>b and two links; removed by down()."""
-
-    def __init__(self):
-        n = os.getpid() % 200 + 20
-        self.tag = "lr%d" % os.getpid()
-        self.ns = {k: self.tag + k for k in "arb"}
-        self.a_ip, self.ra_ip = "10.%d.1.2" % n, "10.%d.1.1" % n
-        self.b_ip, self.rb_ip = "10.%d.2.2" % n, "10.%d.2.1" % n
-        self.a_nid, self.b_nid = self.a_ip + "@tcp", self.b_ip + "@tcp1"
-        self.ra_nid, self.rb_nid = self.ra_ip + "@tcp", self.rb_ip + "@tcp1"
-        self.if_ra, self.if_rb = "ra" + str(os.getpid() % 100000), "rb" + str(os.getpid() % 100000)
-
-    def up(self):
-        self.down()
-        for ns in self.ns.values():
-            ip("netns", "add", ns)
-            ip("-n", ns, "link", "set", "lo", "up")
-        for side, peer_if, peer_ip, r_if, r_ip in (("a", "eth0", self.a_ip, self.if_ra, self.ra_ip),
-                                                    ("b", "eth0", self.b_ip, self.if_rb, self.rb_ip)):
-            tmp = self.tag + side + "x"
-            ip("link", "add", tmp, "type", "veth", "peer", "name", r_if)
-            ip("link", "set", tmp, "netns", self.ns[side])
-            ip("link", "set", r_if, "netns", self.ns["r"])
-            ip("-n", self.ns[side], "link", "set", tmp, "name", peer_if)
-            ip("-n", self.ns[side], "addr", "add", peer_ip + "/24", "dev", peer_if)
-            ip("-n", self.ns[side], "link", "set", peer_if, "up")
-            ip("-n", self.ns["r"], "addr", "add", r_ip + "/24", "dev", r_if)
-            ip("-n", self.ns["r"], "link", "set", r_if, "up")
-
-    def down(self):
-        for ns in self.ns.values():
-            subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def host(self, side):
-        return Host.netns(self.ns[side])
-
-    def set_link(self, side, up):
-        """Take the router's link towards `side` down or up."""
-        r_if = self.if_ra if side == "a" else self.if_rb
-        ip("-n", self.ns["r"], "link", "set", r_if, "up" if up else "down")
-
-
-ROUTER_CONFIG = """\
-net:
-  - net type: tcp
-    local NI(s):
-      - interfaces:
-          0: {if_ra}
-        tunables:
-          peer_credits: 8
-          peer_buffer_credits: 8
-          credits: 64
-  - net type: tcp1
-    local NI(s):
-      - interfaces:
-          0: {if_rb}
-routing:
-  enable: {routing}
-buffers:
-  tiny: 128
-  small: 256
-  large: 32
-dataplane:
-  cores: [0, 1]
-  main_core: 0
-  poll: adaptive
-  control_socket: {sock}
-  alive_router_check_interval: {check}
-  router_ping_timeout: {check}
-  socklnd:
-    sock_timeout: {sock_timeout}
-"""
 
 
 class RouterTestCase(PeerTestCase):
@@ -113,6 +29,7 @@ class RouterTestCase(PeerTestCase):
     routing = 1
     check = 2  # alive_router_check_interval = router_ping_timeout (s)
     sock_timeout = 10
+    check_interval = 1  # the peers' gateway checks (s)
 
     def setUp(self):
         super().setUp()
@@ -123,44 +40,23 @@ class RouterTestCase(PeerTestCase):
         self.addCleanup(self.topo.down)
         self.dir = tempfile.mkdtemp(prefix="lnetr-router-")
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.sock = os.path.join(self.dir, "dp.sock")
-        self.router = self.start_router()
-
-    def start_router(self):
-        cfg = os.path.join(self.dir, "lnetr.yaml")
-        with open(cfg, "w") as f:
-            f.write(ROUTER_CONFIG.format(if_ra=self.topo.if_ra, if_rb=self.topo.if_rb, sock=self.sock,
-                                         routing=self.routing, check=self.check, sock_timeout=self.sock_timeout))
-        p = self.procs.start([dataplane_binary(), "--config", cfg], host=self.topo.host("r"))
-        if not p.wait_stderr("forwarding with", timeout=30):
-            p.stop()
-            self.fail("lnetr-dataplane did not start: rc=%s\n%s" % (p.returncode, p.stderr))
-        return p
+        self.router = Router(self.topo, self.dir, routing=self.routing, check=self.check,
+                             sock_timeout=self.sock_timeout)
+        err = self.router.start(self.procs)
+        if err:
+            self.fail(err)
 
     def control(self, line):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(10)
-        s.connect(self.sock)
-        s.sendall((line + "\n").encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        s.close()
-        return json.loads(data)
+        return self.router.control(line)
 
     def status(self):
-        return self.control("status")
+        return self.router.status()
 
-    def peer_options(self, side, check_interval=1):
-        gw = self.topo.ra_nid if side == "a" else self.topo.rb_nid
-        net = "tcp1" if side == "a" else "tcp"
-        return ["--route", "%s=%s" % (net, gw), "--router-check-interval", str(check_interval)]
+    def peer_options(self, side):
+        return self.topo.peer_options(side, self.check_interval)
 
     def nid(self, side):
-        return self.topo.a_nid if side == "a" else self.topo.b_nid
+        return self.topo.nid(side)
 
     def peer(self, side, args, timeout=600):
         """Run one lnetr-peer command on `side`; (rc, YAML doc, process)."""
@@ -171,30 +67,10 @@ class RouterTestCase(PeerTestCase):
 
     def assert_router_idle(self, timeout=15):
         """Every credit and buffer back at its configured value."""
-        end = time.monotonic() + timeout
-        while True:
-            st = self.status()
-            problems = []
-            for cpt in st["buffers"]:
-                for pool in ("tiny", "small", "large"):
-                    p = cpt[pool]
-                    if p["credits"] != p["nbuffers"]:
-                        problems.append("cpt %d %s credits %d of %d" % (cpt["cpt"], pool, p["credits"], p["nbuffers"]))
-                for ni in cpt["ni_tx"]:
-                    if ni["available_tx_credits"] != ni["max_tx_credits"]:
-                        problems.append("cpt %d NI %s tx credits %d of %d" %
-                                        (cpt["cpt"], ni["nid"], ni["available_tx_credits"], ni["max_tx_credits"]))
-            for p in st["peers"]:
-                if p["available_tx_credits"] != p["max_ni_tx_credits"] or \
-                        p["available_rtr_credits"] != p["max_rtr_credits"]:
-                    problems.append("peer %s tx %d/%d rtr %d/%d" % (p["nid"], p["available_tx_credits"],
-                                                                   p["max_ni_tx_credits"], p["available_rtr_credits"],
-                                                                   p["max_rtr_credits"]))
-            if not problems:
-                return st
-            if time.monotonic() > end:
-                self.fail("router not idle: " + "; ".join(problems))
-            time.sleep(0.2)
+        st, problems = self.router.wait_idle(timeout)
+        if problems:
+            self.fail("router not idle: " + "; ".join(problems))
+        return st
 
 
 class Routing(RouterTestCase):
@@ -232,6 +108,10 @@ class Routing(RouterTestCase):
         rc, stats = self.stop_server(b)
         self.assertEqual(rc, 0, "the server found corrupted data: %s" % stats)
         st = self.assert_router_idle()
+        # A and B live on different workers, and both workers' pools were used.
+        self.assertEqual({p["nid"]: p["cpt"] for p in st["peers"]}, {self.topo.a_nid: 0, self.topo.b_nid: 1})
+        for cpt in st["buffers"]:
+            self.assertLess(cpt["large"]["mincredits"], cpt["large"]["nbuffers"], cpt)
         # Every PUT with its ACK, every GET with its REPLY: 40000 forwarded,
         # plus the peers' gateway checks and pings.
         self.assertGreaterEqual(st["statistics"]["route_count"], 40000)
@@ -252,7 +132,7 @@ class Routing(RouterTestCase):
         refused = st["socklnd"]["refused"]
         self.assertGreaterEqual(refused["bad_acceptor"], 1, st["socklnd"])  # bad acceptor magic
         self.assertGreaterEqual(closed["bad_message"], 2, st["socklnd"])  # bad socklnd type, oversize payload
-        self.assertGreaterEqual(closed["timeout"] + closed["peer_closed"] + closed["io_error"], 1, st["socklnd"])
+        self.assertGreaterEqual(closed["timeout"] + closed["peer_closed"] + closed["peer_reset"], 1, st["socklnd"])
         # Other connections are unaffected: A still reaches B.
         rc, doc, cp = self.peer("a", ["put", self.topo.b_nid, "--size", "4096", "--count", "10"])
         self.assertEqual(rc, 0, cp.stdout + cp.stderr)
@@ -295,6 +175,7 @@ class RoutingFailures(RouterTestCase):
 
 
 class RoutingDisabled(RouterTestCase):
+    check_interval = 0  # these peers keep using the router while it drains
 
     def test_disable_sets_the_bit_drains_then_refuses(self):
         b = self.server("b")
@@ -324,9 +205,6 @@ class RoutingDisabled(RouterTestCase):
         self.assertNotEqual(rc, 0)
         self.assertEqual(self.status()["drops"]["routing_disabled"], before + 1)
         self.stop_server(b)
-
-    def peer_options(self, side, check_interval=0):
-        return super().peer_options(side, check_interval)
 
 
 if __name__ == "__main__":

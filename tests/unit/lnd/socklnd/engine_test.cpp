@@ -151,8 +151,16 @@ class KernelPeer {
     const sockaddr_in local = make_addr(self.addr4(), src_port);
     EXPECT_EQ(bind(fd_, reinterpret_cast<const sockaddr*>(&local), sizeof local), 0) << std::strerror(errno);
   }
-  ~KernelPeer() {
-    if (fd_ >= 0) ::close(fd_);
+  ~KernelPeer() { close(); }
+  // Close; with `reset`, abortively (SO_LINGER 0: the kernel sends RST).
+  void close(bool reset = false) {
+    if (fd_ < 0) return;
+    if (reset) {
+      const linger l{1, 0};
+      setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+    ::close(fd_);
+    fd_ = -1;
   }
   bool connect_to(const Nid& target) {
     const sockaddr_in a = make_addr(target.addr4(), kAcceptPort);
@@ -418,6 +426,20 @@ TEST_F(Engine, MalformedMessageClosesOnlyItsConnection) {
   good.write(KernelPeer::lnet_msg(kKernel, kB, pattern(10, 9)));
   ASSERT_TRUE(pump([&] { return b.upper.got.size() == 1; }));
   EXPECT_EQ(b.upper.got[0].payload, pattern(10, 9));
+}
+
+TEST_F(Engine, PeerCloseAndPeerResetAreCountedApart) {
+  TestNode b(poller, kB);
+  nodes = {&b};
+  KernelPeer graceful(spinner(), 1001), aborted(spinner(), 1002);
+  ASSERT_TRUE(graceful.handshake(kB, ConnType::control));
+  ASSERT_TRUE(aborted.handshake(kB, ConnType::bulk_out));
+  graceful.close();
+  ASSERT_TRUE(pump([&] { return b.closed(CloseReason::peer_closed) == 1; }));
+  aborted.close(true);
+  ASSERT_TRUE(pump([&] { return b.closed(CloseReason::peer_reset) == 1; }));
+  EXPECT_EQ(b.closed(CloseReason::io_error), 0u);
+  EXPECT_EQ(b.closed(CloseReason::peer_closed), 1u);
 }
 
 TEST_F(Engine, OversizePayloadLengthIsAProtocolError) {

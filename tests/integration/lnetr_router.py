@@ -1,0 +1,211 @@
+"""The three-namespace router topology, shared by the router tests, the
+router benchmark (tests/bench/router_bench.py) and the demo (deploy/demo).
+
+    a: peer 10.N.1.2@tcp -- r: lnetr-dataplane 10.N.1.1@tcp / 10.N.2.1@tcp1 -- b: peer 10.N.2.3@tcp1
+
+The router runs two workers (CPTs 0 and 1).  LNet places a peer on the CPT
+(sum of its NID's eight bytes) mod 2: A on CPT 0 and B on CPT 1, so every
+routed message crosses from one worker to the other through the credit rings.
+
+With direct=True a third veth joins a and b on net tcp2 (10.N.3.1@tcp2,
+10.N.3.2@tcp2), so the same two hosts can also talk without the router.
+Python 3 standard library only.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+from lnetr_test import Host, build_dir, peer_binary
+
+
+def dataplane_binary():
+    return os.environ.get("LNETR_DATAPLANE") or os.path.join(build_dir(), "dataplane", "lnetr-dataplane")
+
+
+def ip(*args):
+    subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+class Topology:
+    """Namespaces <tag>a, <tag>r, <tag>b and their links; removed by down()."""
+
+    def __init__(self, direct=False):
+        pid = os.getpid()
+        n = pid % 100 * 2 + 21  # odd: A (.1.2@tcp) on CPT 0, B (.2.3@tcp1) on CPT 1
+        self.direct = direct
+        self.tag = "lr%d" % pid
+        self.ns = {k: self.tag + k for k in "arb"}
+        self.a_ip, self.ra_ip = "10.%d.1.2" % n, "10.%d.1.1" % n
+        self.b_ip, self.rb_ip = "10.%d.2.3" % n, "10.%d.2.1" % n
+        self.a_nid, self.b_nid = self.a_ip + "@tcp", self.b_ip + "@tcp1"
+        self.ra_nid, self.rb_nid = self.ra_ip + "@tcp", self.rb_ip + "@tcp1"
+        self.a_direct_nid, self.b_direct_nid = "10.%d.3.1@tcp2" % n, "10.%d.3.2@tcp2" % n
+        self.if_ra, self.if_rb = "ra%d" % (pid % 100000), "rb%d" % (pid % 100000)
+
+    def _veth(self, ns1, if1, ip1, ns2, if2, ip2):
+        tmp1, tmp2 = self.tag + "x", self.tag + "y"
+        ip("link", "add", tmp1, "type", "veth", "peer", "name", tmp2)
+        for ns, tmp, name, addr in ((ns1, tmp1, if1, ip1), (ns2, tmp2, if2, ip2)):
+            ip("link", "set", tmp, "netns", ns)
+            ip("-n", ns, "link", "set", tmp, "name", name)
+            ip("-n", ns, "addr", "add", addr + "/24", "dev", name)
+            ip("-n", ns, "link", "set", name, "up")
+
+    def up(self):
+        self.down()
+        for ns in self.ns.values():
+            ip("netns", "add", ns)
+            ip("-n", ns, "link", "set", "lo", "up")
+        self._veth(self.ns["a"], "eth0", self.a_ip, self.ns["r"], self.if_ra, self.ra_ip)
+        self._veth(self.ns["b"], "eth0", self.b_ip, self.ns["r"], self.if_rb, self.rb_ip)
+        if self.direct:
+            self._veth(self.ns["a"], "eth1", self.a_direct_nid.split("@")[0],
+                       self.ns["b"], "eth1", self.b_direct_nid.split("@")[0])
+
+    def down(self):
+        for ns in self.ns.values():
+            subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def host(self, side):
+        return Host.netns(self.ns[side])
+
+    def nid(self, side):
+        return self.a_nid if side == "a" else self.b_nid
+
+    def gateway(self, side):
+        """The router's NID on `side`'s net."""
+        return self.ra_nid if side == "a" else self.rb_nid
+
+    def peer_options(self, side, check_interval=1):
+        """lnetr-peer options for `side`: the far net through the router."""
+        far = "tcp1" if side == "a" else "tcp"
+        return ["--route", "%s=%s" % (far, self.gateway(side)), "--router-check-interval", str(check_interval)]
+
+    def set_link(self, side, up):
+        """Take the router's link towards `side` down or up."""
+        r_if = self.if_ra if side == "a" else self.if_rb
+        ip("-n", self.ns["r"], "link", "set", r_if, "up" if up else "down")
+
+
+ROUTER_CONFIG = """\
+net:
+  - net type: tcp
+    local NI(s):
+      - interfaces:
+          0: {if_ra}
+        tunables:
+          peer_credits: 8
+          peer_buffer_credits: 8
+          credits: 64
+  - net type: tcp1
+    local NI(s):
+      - interfaces:
+          0: {if_rb}
+routing:
+  enable: {routing}
+buffers:
+  tiny: 128
+  small: 256
+  large: 32
+dataplane:
+  cores: [0, 1]
+  main_core: 0
+  poll: {poll}
+  control_socket: {sock}
+  alive_router_check_interval: {check}
+  router_ping_timeout: {check}
+  socklnd:
+    sock_timeout: {sock_timeout}
+"""
+
+
+class Router:
+    """lnetr-dataplane in namespace r of a Topology, and its control socket."""
+
+    def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive"):
+        self.topo = topo
+        self.sock = os.path.join(workdir, "dp.sock")
+        self.config = os.path.join(workdir, "lnetr.yaml")
+        with open(self.config, "w") as f:
+            f.write(ROUTER_CONFIG.format(if_ra=topo.if_ra, if_rb=topo.if_rb, sock=self.sock, routing=routing,
+                                         check=check, sock_timeout=sock_timeout, poll=poll))
+        self.proc = None
+
+    def start(self, procs, timeout=30):
+        """Start it through `procs` (a Processes); None, or why it did not start."""
+        self.proc = procs.start([dataplane_binary(), "--config", self.config], host=self.topo.host("r"))
+        if self.proc.wait_stderr("forwarding with", timeout=timeout):
+            return None
+        self.proc.stop()
+        return "lnetr-dataplane did not start: rc=%s\n%s" % (self.proc.returncode, self.proc.stderr)
+
+    def control(self, line):
+        """One request on the control socket; its JSON answer."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(self.sock)
+        s.sendall((line + "\n").encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        return json.loads(data)
+
+    def status(self):
+        return self.control("status")
+
+    def cpu_seconds(self):
+        """User + system CPU time the dataplane process has used."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        # `ip netns exec` execs the command, so the pid is the dataplane's.
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def wait_idle(self, timeout=15):
+        """Wait until every credit and buffer is back at its configured value:
+        (status, []) or, on timeout, (status, what is still out)."""
+        end = time.monotonic() + timeout
+        while True:
+            st = self.status()
+            problems = not_at_rest(st)
+            if not problems or time.monotonic() > end:
+                return st, problems
+            time.sleep(0.2)
+
+
+def not_at_rest(st):
+    """What in a status document is not back at its configured value."""
+    problems = []
+    for cpt in st["buffers"]:
+        for pool in ("tiny", "small", "large"):
+            p = cpt[pool]
+            if p["credits"] != p["nbuffers"]:
+                problems.append("cpt %d %s credits %d of %d" % (cpt["cpt"], pool, p["credits"], p["nbuffers"]))
+        for ni in cpt["ni_tx"]:
+            if ni["available_tx_credits"] != ni["max_tx_credits"]:
+                problems.append("cpt %d NI %s tx credits %d of %d" %
+                                (cpt["cpt"], ni["nid"], ni["available_tx_credits"], ni["max_tx_credits"]))
+    for p in st["peers"]:
+        if p["available_tx_credits"] != p["max_ni_tx_credits"] or p["available_rtr_credits"] != p["max_rtr_credits"]:
+            problems.append("peer %s tx %d/%d rtr %d/%d" % (p["nid"], p["available_tx_credits"], p["max_ni_tx_credits"],
+                                                           p["available_rtr_credits"], p["max_rtr_credits"]))
+    return problems
+
+
+def brw(host, nid, options, target, op, size, concurrency, duration, json_path, check="full", timeout=30):
+    """Run one lnetr-peer brw on `host` as `nid`; (its JSON result or None, CompletedProcess)."""
+    argv = [peer_binary(), "--nid", nid] + list(options) + [
+        "brw", target, "--op", op, "--size", str(size), "--concurrency", str(concurrency),
+        "--duration", str(duration), "--timeout", str(timeout), "--check", check, "--json", json_path]
+    cp = host.run(argv, timeout=duration + 4 * timeout + 60)
+    try:
+        with open(json_path) as f:
+            return json.load(f), cp
+    except (OSError, ValueError):
+        return None, cp
