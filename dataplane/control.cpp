@@ -363,9 +363,11 @@ std::string Control::status() {
   j.end_object();
 
   j.key("socklnd").begin_object();
-  std::uint64_t accepted = 0, connected = 0, failures = 0;
+  std::uint64_t accepted = 0, connected = 0, failures = 0, tx_msgs = 0, tx_writes = 0;
   std::array<std::uint64_t, sock::kCloseReasonCount> closed{}, refused{};
   for (const WorkerView& v : views) {
+    tx_msgs += v.sock.tx_msgs;
+    tx_writes += v.sock.tx_writes;
     accepted += v.sock.conns_accepted;
     connected += v.sock.conns_connected;
     failures += v.sock.connect_failures;
@@ -376,6 +378,7 @@ std::string Control::status() {
   }
   j.key("conns_accepted").value(accepted).key("conns_connected").value(connected);
   j.key("connect_failures").value(failures);
+  j.key("tx_msgs").value(tx_msgs).key("tx_writes").value(tx_writes);
   j.key("closed").begin_object();
   for (std::size_t r = 0; r < closed.size(); ++r) j.key(std::string(sock::name(static_cast<sock::CloseReason>(r)))).value(closed[r]);
   j.end_object();

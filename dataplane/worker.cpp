@@ -102,6 +102,7 @@ int Worker::run() {
     work += drain_rings();
     work += forwarder_.flush_local();
     work += run_commands();
+    work += static_cast<unsigned>(node_->flush());
     node_->reap();
     if (acceptor_) acceptor_->reap();
     if (sock::Clock::now() >= next_tick_) tick();
@@ -145,7 +146,8 @@ bool Worker::sleep_if_idle(unsigned work) {
 }
 
 void Worker::kick() noexcept {
-  if (sleeping_.load(std::memory_order_seq_cst)) {
+  // One wake-up per sleep: the first producer to see it asleep clears the flag.
+  if (sleeping_.load(std::memory_order_seq_cst) && sleeping_.exchange(false, std::memory_order_seq_cst)) {
     const std::uint64_t one = 1;
     (void)::write(wake_fd_, &one, sizeof one);
   }

@@ -95,8 +95,8 @@ def demo(args, topo, procs, workdir):
         s["route_count"], s["route_length"] / 1e6, s["drop_count"],
         ", ".join("%s %d" % kv for kv in st["drops"].items() if kv[1]) or "none"))
     k = st["socklnd"]
-    say("socklnd: %d connections accepted, %d connected, closed: %s" % (
-        k["conns_accepted"], k["conns_connected"],
+    say("socklnd: %d messages sent in %d writes; %d connections accepted, %d connected, closed: %s" % (
+        k["tx_msgs"], k["tx_writes"], k["conns_accepted"], k["conns_connected"],
         ", ".join("%s %d" % kv for kv in k["closed"].items() if kv[1]) or "none"))
     for cpt in st["buffers"]:
         say("cpt %d router buffers (credits/buffers, min): %s" % (cpt["cpt"], "  ".join(

@@ -252,6 +252,7 @@ const std::array<std::uint64_t, sock::kCloseReasonCount>& Endpoint::refused() co
 // ---- the loop ---------------------------------------------------------------------
 
 void Endpoint::wait(Clock::time_point until) {
+  node_->flush();  // what the last events and the caller queued, before blocking
   auto now = Clock::now();
   Clock::time_point next = std::min(until, next_tick_);
   for (const Op* op : active_) next = std::min(next, op->deadline_);

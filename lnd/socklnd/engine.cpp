@@ -148,6 +148,7 @@ class Conn final : public IoHandler {
   bool keepalive_due_ = false;
   bool writable_ = false;
   bool in_write_ = false;
+  bool flush_pending_ = false;  // on node_.flush_: write at the next flush()
   Clock::time_point tx_deadline_{};
 
   bool closed() const noexcept { return state_ == State::closed; }
@@ -165,6 +166,7 @@ class Conn final : public IoHandler {
   void queue_zc_ack(std::uint64_t cookie);
   void fill_ctl() noexcept;
   void queue(Tx& t);
+  void want_write() noexcept;
   bool handshake_write();
 };
 
@@ -373,7 +375,16 @@ void Conn::queue_zc_ack(std::uint64_t cookie) {
   }
   acks_[(acks_head_ + acks_count_) % acks_.size()] = cookie;
   ++acks_count_;
-  if (writable_) do_write();
+  want_write();
+}
+
+// Messages and ACKs queued while handling one batch of events go out
+// together at Node::flush(): one sendmsg() (and fewer, fuller segments)
+// instead of one per message.
+void Conn::want_write() noexcept {
+  if (flush_pending_ || in_write_) return;
+  flush_pending_ = true;
+  node_.flush_.push_back(this);
 }
 
 // Build NOOPs (ZC-ACKs first, then a due keepalive) into the control buffer;
@@ -407,7 +418,7 @@ void Conn::queue(Tx& t) {
   t.sent = 0;
   if (txq_.empty() && ctl_len_ == ctl_sent_) tx_deadline_ = Clock::now() + node_.opts_.timeout;
   txq_.push(&t);
-  if (writable_) do_write();
+  want_write();
 }
 
 bool Conn::handshake_write() {
@@ -463,6 +474,7 @@ void Conn::do_write() {
       return;
     }
     tx_deadline_ = Clock::now() + node_.opts_.timeout;
+    ++node_.stats_.tx_writes;
     auto left = static_cast<std::size_t>(n);
     const std::size_t c = std::min(left, ctl_len_ - ctl_sent_);
     ctl_sent_ += c;
@@ -898,8 +910,25 @@ void Node::tick(Clock::time_point now) {
 void Node::bury(Conn* c) { graveyard_.push_back(c); }
 
 void Node::reap() {
-  for (Conn* c : graveyard_) delete c;
+  for (Conn* c : graveyard_) {
+    if (c->flush_pending_) std::erase(flush_, c);
+    delete c;
+  }
   graveyard_.clear();
+}
+
+std::size_t Node::flush() {
+  std::size_t n = 0;
+  // do_write() may queue on other connections (Upper::on_sent): index, not iterators.
+  for (std::size_t i = 0; i < flush_.size(); ++i) {
+    Conn* c = flush_[i];
+    c->flush_pending_ = false;
+    if (c->closed() || !c->writable_) continue;
+    c->do_write();
+    ++n;
+  }
+  flush_.clear();
+  return n;
 }
 
 void Node::shutdown() {

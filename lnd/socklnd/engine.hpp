@@ -108,6 +108,7 @@ struct Stats {
   std::uint64_t rx_bytes = 0;  // LNet payload bytes
   std::uint64_t tx_msgs = 0;
   std::uint64_t tx_bytes = 0;
+  std::uint64_t tx_writes = 0;  // sendmsg() calls that wrote (tx_msgs / tx_writes: coalescing)
   std::uint64_t zc_acks_sent = 0;
   std::uint64_t keepalives_sent = 0;
 };
@@ -218,6 +219,10 @@ class Node {
 
   // Timers: keepalive, timeouts, reconnects.  Call at least once a second.
   void tick(Clock::time_point now);
+  // Write what send() and received messages queued since the last call;
+  // the number of connections written.  Call after each batch of work
+  // (events, rings) and before waiting: sends are coalesced until then.
+  std::size_t flush();
   // Free connections closed since the last call (never while dispatching).
   void reap();
   // Close everything (tx fail with -ESHUTDOWN).
@@ -258,6 +263,7 @@ class Node {
   Stats stats_;
   std::unordered_map<Nid, std::unique_ptr<Peer>> peers_;
   std::vector<Conn*> graveyard_;
+  std::vector<Conn*> flush_;  // connections with writes queued since flush()
 };
 
 // Monotonic wall-clock nanoseconds: the incarnation Linux uses for socklnd.

@@ -3,7 +3,7 @@ router benchmark (tests/bench/router_bench.py) and the demo (deploy/demo).
 
     a: peer 10.N.1.2@tcp -- r: lnetr-dataplane 10.N.1.1@tcp / 10.N.2.1@tcp1 -- b: peer 10.N.2.3@tcp1
 
-The router runs two workers (CPTs 0 and 1).  LNet places a peer on the CPT
+The router runs two workers (CPTs 0 and 1) unless told other cores.  LNet places a peer on the CPT
 (sum of its NID's eight bytes) mod 2: A on CPT 0 and B on CPT 1, so every
 routed message crosses from one worker to the other through the credit rings.
 
@@ -111,8 +111,8 @@ buffers:
   small: 256
   large: 32
 dataplane:
-  cores: [0, 1]
-  main_core: 0
+  cores: [{cores}]
+  main_core: {main_core}
   poll: {poll}
   control_socket: {sock}
   alive_router_check_interval: {check}
@@ -125,13 +125,14 @@ dataplane:
 class Router:
     """lnetr-dataplane in namespace r of a Topology, and its control socket."""
 
-    def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive"):
+    def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1)):
         self.topo = topo
         self.sock = os.path.join(workdir, "dp.sock")
         self.config = os.path.join(workdir, "lnetr.yaml")
         with open(self.config, "w") as f:
             f.write(ROUTER_CONFIG.format(if_ra=topo.if_ra, if_rb=topo.if_rb, sock=self.sock, routing=routing,
-                                         check=check, sock_timeout=sock_timeout, poll=poll))
+                                         check=check, sock_timeout=sock_timeout, poll=poll,
+                                         cores=", ".join(map(str, cores)), main_core=cores[0]))
         self.proc = None
 
     def start(self, procs, timeout=30):
@@ -162,9 +163,9 @@ class Router:
 
     def cpu_seconds(self):
         """User + system CPU time the dataplane process has used."""
+        # `ip netns exec` execs the command, so the pid is the dataplane's.
         with open("/proc/%d/stat" % self.proc.pid) as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        # `ip netns exec` execs the command, so the pid is the dataplane's.
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def wait_idle(self, timeout=15):

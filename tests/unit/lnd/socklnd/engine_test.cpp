@@ -112,6 +112,7 @@ class Engine : public ::testing::Test {
   std::vector<TestNode*> nodes;
 
   void spin() {
+    for (TestNode* n : nodes) n->node->flush();
     poller.poll(1);
     for (TestNode* n : nodes) n->tick();
   }
@@ -126,6 +127,18 @@ class Engine : public ::testing::Test {
       if (done()) return true;
     }
     return done();
+  }
+
+  // A's first PUT to B, delivered, and A's typed connections to B all up.
+  ::testing::AssertionResult warm_up(TestNode& a, TestNode& b, Tx& first) {
+    if (a.node->send(kB, first) != 0) return ::testing::AssertionFailure() << "send refused";
+    if (!pump([&] { return b.upper.got.size() == 1; })) return ::testing::AssertionFailure() << "not delivered";
+    if (!pump([&] {
+          auto p = a.node->peers();
+          return p.size() == 1 && p[0].conns[3] == 1;
+        }))
+      return ::testing::AssertionFailure() << "connections not up";
+    return ::testing::AssertionSuccess();
   }
 
   Tx make_put(const Nid& from, const Nid& to, const Bytes& payload) {
@@ -534,14 +547,8 @@ TEST_F(Engine, SendingFromOnSentKeepsTheStreamIntact) {
   // this when a returned credit wakes a queued message).
   TestNode a(poller, kA), b(poller, kB);
   nodes = {&a, &b};
-  const Bytes warmup = pattern(10, 0);
-  Tx w = make_put(kA, kB, warmup);
-  ASSERT_EQ(a.node->send(kB, w), 0);
-  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 1; }));
-  ASSERT_TRUE(pump([&] {
-    auto p = a.node->peers();
-    return p.size() == 1 && p[0].conns[3] == 1;
-  }));
+  Tx w = make_put(kA, kB, pattern(10, 0));
+  ASSERT_TRUE(warm_up(a, b, w));
   b.upper.defer_all = true;  // let A's socket buffers fill up
   const Bytes big = pattern(1 << 20, 5), small = pattern(2048, 6), extra = pattern(2048, 7);
   std::deque<Tx> txs;
@@ -582,6 +589,32 @@ TEST_F(Engine, SendingFromOnSentKeepsTheStreamIntact) {
   EXPECT_EQ(seen[999], 1);
   pump([] { return false; }, 100ms);
   EXPECT_EQ(b.closed(CloseReason::bad_message), 0u);
+}
+
+TEST_F(Engine, SendsQueuedInOneBatchGoOutInOneWrite) {
+  TestNode a(poller, kA), b(poller, kB);
+  nodes = {&a, &b};
+  Tx w = make_put(kA, kB, pattern(10, 0));
+  ASSERT_TRUE(warm_up(a, b, w));
+  // Connections are up; nothing is written until flush().
+  const Bytes small = pattern(100, 3);
+  std::deque<Tx> txs;
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    txs.push_back(make_put(kA, kB, small));
+    txs.back().hdr.set(PutFields{WireHandle::none(), 300 + i, 0, 4, 0});
+  }
+  const std::uint64_t writes = a.node->stats().tx_writes, msgs = a.node->stats().tx_msgs;
+  for (Tx& t : txs) ASSERT_EQ(a.node->send(kB, t), 0);
+  EXPECT_EQ(a.node->stats().tx_writes, writes);
+  EXPECT_EQ(a.node->flush(), 1u);
+  EXPECT_EQ(a.node->stats().tx_writes, writes + 1);
+  EXPECT_EQ(a.node->stats().tx_msgs, msgs + txs.size());
+  EXPECT_EQ(a.node->flush(), 0u);
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 1 + txs.size(); }));
+  for (std::size_t i = 0; i < txs.size(); ++i) {  // in order, intact
+    EXPECT_EQ(b.upper.got[1 + i].hdr.put().match_bits, 300 + i);
+    EXPECT_EQ(b.upper.got[1 + i].payload, small);
+  }
 }
 
 TEST_F(Engine, ShutdownFailsQueuedMessages) {
