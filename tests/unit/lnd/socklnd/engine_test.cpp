@@ -547,7 +547,8 @@ TEST_F(Engine, SendingFromOnSentKeepsTheStreamIntact) {
   // this when a returned credit wakes a queued message).
   TestNode a(poller, kA), b(poller, kB);
   nodes = {&a, &b};
-  Tx w = make_put(kA, kB, pattern(10, 0));
+  const Bytes first = pattern(10, 0);  // a Tx lends its payload: keep it alive
+  Tx w = make_put(kA, kB, first);
   ASSERT_TRUE(warm_up(a, b, w));
   b.upper.defer_all = true;  // let A's socket buffers fill up
   const Bytes big = pattern(1 << 20, 5), small = pattern(2048, 6), extra = pattern(2048, 7);
@@ -594,7 +595,8 @@ TEST_F(Engine, SendingFromOnSentKeepsTheStreamIntact) {
 TEST_F(Engine, SendsQueuedInOneBatchGoOutInOneWrite) {
   TestNode a(poller, kA), b(poller, kB);
   nodes = {&a, &b};
-  Tx w = make_put(kA, kB, pattern(10, 0));
+  const Bytes first = pattern(10, 0);  // a Tx lends its payload: keep it alive
+  Tx w = make_put(kA, kB, first);
   ASSERT_TRUE(warm_up(a, b, w));
   // Connections are up; nothing is written until flush().
   const Bytes small = pattern(100, 3);
