@@ -1,30 +1,11 @@
 #include "router/forward.hpp"
+#include "router/enum_names.hpp"
 
 #include <algorithm>
 
 namespace lnetr {
 
-std::string_view name(DropReason r) noexcept {
-  switch (r) {
-#define LNETR_X(n, text) \
-  case DropReason::n:    \
-    return #n;
-    LNETR_DROP_REASONS(LNETR_X)
-#undef LNETR_X
-  }
-  return "?";
-}
-
-std::string_view describe(DropReason r) noexcept {
-  switch (r) {
-#define LNETR_X(n, text) \
-  case DropReason::n:    \
-    return text;
-    LNETR_DROP_REASONS(LNETR_X)
-#undef LNETR_X
-  }
-  return "?";
-}
+LNETR_ENUM_NAMES(, DropReason, LNETR_DROP_REASONS)
 
 std::uint32_t cpt_of(const Nid& nid, std::uint32_t ncpts) noexcept {
   if (ncpts <= 1) return 0;

@@ -1,6 +1,8 @@
 // Decoder results: a value or a typed error, without exceptions or allocation.
 #pragma once
 
+#include "router/enum_names.hpp"
+
 #include <cassert>
 #include <cstdint>
 #include <string_view>
@@ -27,27 +29,7 @@ enum class WireError : std::uint8_t {
 #undef LNETR_X
 };
 
-constexpr std::string_view name(WireError e) noexcept {
-  switch (e) {
-#define LNETR_X(n, text) \
-  case WireError::n:     \
-    return #n;
-    LNETR_WIRE_ERRORS(LNETR_X)
-#undef LNETR_X
-  }
-  return "unknown";
-}
-
-constexpr std::string_view describe(WireError e) noexcept {
-  switch (e) {
-#define LNETR_X(n, text) \
-  case WireError::n:     \
-    return text;
-    LNETR_WIRE_ERRORS(LNETR_X)
-#undef LNETR_X
-  }
-  return "unknown";
-}
+LNETR_ENUM_NAMES(constexpr, WireError, LNETR_WIRE_ERRORS)
 
 template <class E>
 struct Unexpected {

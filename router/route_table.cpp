@@ -1,4 +1,5 @@
 #include "router/route_table.hpp"
+#include "router/enum_names.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -38,27 +39,7 @@ int errno_of(RouteError e) noexcept {
   return EINVAL;
 }
 
-std::string_view name(NoRoute r) noexcept {
-  switch (r) {
-#define LNETR_X(n, text) \
-  case NoRoute::n:       \
-    return #n;
-    LNETR_NO_ROUTE_REASONS(LNETR_X)
-#undef LNETR_X
-  }
-  return "unknown";
-}
-
-std::string_view describe(NoRoute r) noexcept {
-  switch (r) {
-#define LNETR_X(n, text) \
-  case NoRoute::n:       \
-    return text;
-    LNETR_NO_ROUTE_REASONS(LNETR_X)
-#undef LNETR_X
-  }
-  return "unknown";
-}
+LNETR_ENUM_NAMES(, NoRoute, LNETR_NO_ROUTE_REASONS)
 
 // ---- RouteCursor -------------------------------------------------------------
 

@@ -1,4 +1,5 @@
 #include "cli/decode/frame.hpp"
+#include "router/enum_names.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -164,27 +165,7 @@ Result<L4, FrameSkip> strip_ipv6(ByteSpan p) noexcept {
 
 }  // namespace
 
-std::string_view name(FrameSkip s) noexcept {
-  switch (s) {
-#define LNETR_X(n, text) \
-  case FrameSkip::n:     \
-    return #n;
-    LNETR_FRAME_SKIPS(LNETR_X)
-#undef LNETR_X
-  }
-  return "unknown";
-}
-
-std::string_view describe(FrameSkip s) noexcept {
-  switch (s) {
-#define LNETR_X(n, text) \
-  case FrameSkip::n:     \
-    return text;
-    LNETR_FRAME_SKIPS(LNETR_X)
-#undef LNETR_X
-  }
-  return "unknown";
-}
+LNETR_ENUM_NAMES(, FrameSkip, LNETR_FRAME_SKIPS)
 
 IpAddress IpAddress::v4(std::uint32_t host_order) noexcept {
   IpAddress a;

@@ -1,4 +1,5 @@
 #include "cli/peer/endpoint.hpp"
+#include "router/enum_names.hpp"
 
 #include <netinet/in.h>
 #include <signal.h>
@@ -22,49 +23,9 @@ using namespace std::chrono_literals;
 
 // ---- names ------------------------------------------------------------------
 
-std::string_view name(DropReason r) noexcept {
-  switch (r) {
-#define LNETR_X(n, text) \
-  case DropReason::n:    \
-    return #n;
-    LNETR_PEER_DROP_REASONS(LNETR_X)
-#undef LNETR_X
-  }
-  return "?";
-}
+LNETR_ENUM_NAMES(, DropReason, LNETR_PEER_DROP_REASONS)
 
-std::string_view describe(DropReason r) noexcept {
-  switch (r) {
-#define LNETR_X(n, text) \
-  case DropReason::n:    \
-    return text;
-    LNETR_PEER_DROP_REASONS(LNETR_X)
-#undef LNETR_X
-  }
-  return "?";
-}
-
-std::string_view name(OpError e) noexcept {
-  switch (e) {
-#define LNETR_X(n, text) \
-  case OpError::n:       \
-    return #n;
-    LNETR_PEER_OP_ERRORS(LNETR_X)
-#undef LNETR_X
-  }
-  return "?";
-}
-
-std::string_view describe(OpError e) noexcept {
-  switch (e) {
-#define LNETR_X(n, text) \
-  case OpError::n:       \
-    return text;
-    LNETR_PEER_OP_ERRORS(LNETR_X)
-#undef LNETR_X
-  }
-  return "?";
-}
+LNETR_ENUM_NAMES(, OpError, LNETR_PEER_OP_ERRORS)
 
 // ---- private types ------------------------------------------------------------
 

@@ -1,28 +1,9 @@
 #include "cli/peer/routes.hpp"
+#include "router/enum_names.hpp"
 
 namespace lnetr::peer {
 
-std::string_view name(GatewayVerdict v) noexcept {
-  switch (v) {
-#define LNETR_X(n, text) \
-  case GatewayVerdict::n: \
-    return #n;
-    LNETR_PEER_GATEWAY_VERDICTS(LNETR_X)
-#undef LNETR_X
-  }
-  return "?";
-}
-
-std::string_view describe(GatewayVerdict v) noexcept {
-  switch (v) {
-#define LNETR_X(n, text) \
-  case GatewayVerdict::n: \
-    return text;
-    LNETR_PEER_GATEWAY_VERDICTS(LNETR_X)
-#undef LNETR_X
-  }
-  return "?";
-}
+LNETR_ENUM_NAMES(, GatewayVerdict, LNETR_PEER_GATEWAY_VERDICTS)
 
 std::optional<RouteSpec> parse_route(std::string_view s, std::string& err) {
   const auto eq = s.find('=');

@@ -1,4 +1,5 @@
 #include "lnd/socklnd/engine.hpp"
+#include "router/enum_names.hpp"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -15,27 +16,7 @@ namespace lnetr::sock {
 
 // ---- names ------------------------------------------------------------------
 
-std::string_view name(CloseReason r) noexcept {
-  switch (r) {
-#define LNETR_X(n, text) \
-  case CloseReason::n:   \
-    return #n;
-    LNETR_SOCK_CLOSE_REASONS(LNETR_X)
-#undef LNETR_X
-  }
-  return "?";
-}
-
-std::string_view describe(CloseReason r) noexcept {
-  switch (r) {
-#define LNETR_X(n, text) \
-  case CloseReason::n:   \
-    return text;
-    LNETR_SOCK_CLOSE_REASONS(LNETR_X)
-#undef LNETR_X
-  }
-  return "?";
-}
+LNETR_ENUM_NAMES(, CloseReason, LNETR_SOCK_CLOSE_REASONS)
 
 std::uint64_t new_incarnation() noexcept {
   timespec ts{};
