@@ -1,0 +1,80 @@
+// The shared-memory region of shm/abi.hpp: created by lnetr-dataplane,
+// attached by lnetr-control; and route-snapshot publication through it
+// (control: publish(); worker: RouteReader).  Control-plane set-up
+// allocates and makes system calls; RouteReader::poll() does neither.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "dataplane/shm/abi.hpp"
+#include "router/route_table.hpp"
+
+namespace lnetr::shm {
+
+class Region {
+ public:
+  Region() = default;
+  Region(Region&& o) noexcept;
+  Region& operator=(Region&& o) noexcept;
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+  ~Region();
+
+  // Create (replacing a stale one of the same name) the region `name`
+  // (a POSIX shm name, "/lnetr-..."), initialised and empty.
+  static Region create(const std::string& name, std::uint32_t n_workers, std::uint64_t slot_bytes,
+                       std::uint64_t incarnation, std::string& err);
+  // Map an existing region; refuses (empty Region, err set) one whose
+  // magic, layout version or sizes do not match this build.
+  static Region attach(const std::string& name, std::string& err);
+  // Remove the name (the mapping stays valid while mapped).
+  static void unlink(const std::string& name) noexcept;
+
+  explicit operator bool() const noexcept { return base_ != nullptr; }
+  ShmHeader& header() const noexcept { return *static_cast<ShmHeader*>(base_); }
+  WorkerShm& worker(std::uint32_t i) const noexcept;
+  std::uint8_t* slot(std::uint32_t i) const noexcept;
+  std::uint64_t size() const noexcept { return size_; }
+
+ private:
+  Region(void* base, std::uint64_t size) noexcept : base_(base), size_(size) {}
+  void* base_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+enum class PublishResult : std::uint8_t {
+  published,
+  busy,     // every other slot is still held by a worker: try again shortly
+  too_big,  // the table does not fit in a slot
+};
+
+// Control: copy `table` into a slot no worker holds and make it current.
+// Versions must increase; the table's own version is used.
+PublishResult publish(Region& region, const RouteTableView& table) noexcept;
+
+// Worker: follows the published snapshot.  poll() at the top of the loop:
+// true when it adopted a new one (then re-attach the route cursor).  A
+// malformed slot is refused (counted in WorkerShm::rejected) and the
+// previous snapshot kept.
+class RouteReader {
+ public:
+  RouteReader(const Region& region, std::uint32_t worker) noexcept;
+  ~RouteReader();  // releases the held slot
+  RouteReader(const RouteReader&) = delete;
+  RouteReader& operator=(const RouteReader&) = delete;
+
+  bool poll() noexcept;
+  const RouteTableView& view() const noexcept { return view_; }
+
+ private:
+  bool read_slot(std::uint32_t slot, std::uint64_t version) noexcept;
+
+  const Region& region_;
+  WorkerShm& me_;
+  std::uint64_t seen_ = 0;  // last `published` value looked at
+  RouteTableView view_;
+};
+
+}  // namespace lnetr::shm

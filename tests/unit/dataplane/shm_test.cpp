@@ -1,0 +1,242 @@
+#include "dataplane/shm/region.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace lnetr::shm {
+namespace {
+
+Net net(std::string_view s) { return *parse_net(s); }
+Nid nid(std::string_view s) { return *parse_nid(s); }
+
+// A table of version `v`: routes to tcp2 via two gateways and to tcp3 via
+// one, every route with priority v % 1000 (so a reader can tell a table it
+// read whole from one mixed from two versions).
+RouteTable table(std::uint64_t v, int extra_gateways = 0) {
+  auto b = *RouteTableBuilder::create(std::vector<Net>{net("tcp"), net("tcp1")});
+  const auto prio = static_cast<std::uint32_t>(v % 1000);
+  EXPECT_TRUE(b.add({net("tcp2"), nid("10.0.1.1@tcp1"), 1, prio}));
+  EXPECT_TRUE(b.add({net("tcp2"), nid("10.0.1.2@tcp1"), 1, prio}));
+  EXPECT_TRUE(b.add({net("tcp3"), nid("10.0.0.9@tcp"), kHopsUndefined, prio}));
+  for (int i = 0; i < extra_gateways; ++i)
+    EXPECT_TRUE(b.add({net("tcp4"), nid("10.0.2." + std::to_string(i + 1) + "@tcp1"), 2, prio}));
+  b.set_version(v);
+  return b.build();
+}
+
+bool same(const RouteTableView& a, const RouteTableView& b) {
+  auto eq = [](auto x, auto y) {
+    return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size_bytes()) == 0);
+  };
+  return a.version() == b.version() && eq(a.local_nets(), b.local_nets()) && eq(a.nets(), b.nets()) &&
+         eq(a.routes(), b.routes()) && eq(a.gateways(), b.gateways());
+}
+
+class Shm : public ::testing::Test {
+ protected:
+  std::string name = "/lnetr-unit-" + std::to_string(::getpid());
+  void TearDown() override { Region::unlink(name); }
+  Region make(std::uint32_t workers = 1, std::uint64_t slot_bytes = 64 * 1024) {
+    std::string err;
+    Region r = Region::create(name, workers, slot_bytes, 42, err);
+    EXPECT_TRUE(r) << err;
+    return r;
+  }
+};
+
+TEST_F(Shm, PublishedTableIsReadWholeByAnotherMapping) {
+  Region dp = make(2);
+  std::string err;
+  Region control = Region::attach(name, err);
+  ASSERT_TRUE(control) << err;
+  EXPECT_EQ(control.header().incarnation, 42u);
+  EXPECT_EQ(control.header().n_workers, 2u);
+
+  RouteReader reader(dp, 1);
+  EXPECT_FALSE(reader.poll());  // nothing published yet
+  EXPECT_EQ(reader.view().routes().size(), 0u);
+
+  const RouteTable t1 = table(1);
+  ASSERT_EQ(publish(control, t1.view()), PublishResult::published);
+  ASSERT_TRUE(reader.poll());
+  EXPECT_TRUE(same(reader.view(), t1.view()));
+  EXPECT_FALSE(reader.poll());  // no change
+  EXPECT_EQ(dp.worker(1).held_version.load(), 1u);
+  EXPECT_EQ(dp.worker(1).adopted.load(), 1u);
+
+  // Selection works on the view over shared memory.
+  RouteCursor cursor(reader.view());
+  auto r = reader.view().select(net("tcp3"), cursor, LocalNetMask::all(), [](const Route&) { return 1; });
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)->gateway, nid("10.0.0.9@tcp"));
+
+  const RouteTable t2 = table(2, 3);
+  ASSERT_EQ(publish(control, t2.view()), PublishResult::published);
+  ASSERT_TRUE(reader.poll());
+  EXPECT_TRUE(same(reader.view(), t2.view()));
+  EXPECT_FALSE(cursor.attached_to(reader.view()));  // a new snapshot needs a re-attached cursor
+}
+
+TEST_F(Shm, AttachRefusesForeignRegions) {
+  std::string err;
+  EXPECT_FALSE(Region::attach(name, err));
+  EXPECT_NE(err.find("cannot open shared memory"), std::string::npos) << err;
+
+  {  // not ours at all
+    const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 4096), 0);
+    ::close(fd);
+    err.clear();
+    EXPECT_FALSE(Region::attach(name, err));
+    EXPECT_NE(err.find("bad magic"), std::string::npos) << err;
+  }
+  {  // another layout version
+    Region r = make();
+    r.header().layout_version = kShmLayoutVersion + 1;
+    err.clear();
+    EXPECT_FALSE(Region::attach(name, err));
+    EXPECT_NE(err.find("layout version"), std::string::npos) << err;
+  }
+  {  // sizes that do not add up
+    Region r = make();
+    r.header().slot_bytes += 8;
+    err.clear();
+    EXPECT_FALSE(Region::attach(name, err));
+    EXPECT_NE(err.find("inconsistent sizes"), std::string::npos) << err;
+  }
+  err.clear();
+  EXPECT_FALSE(Region::create(name, 0, 4096, 1, err));
+  EXPECT_NE(err.find("workers"), std::string::npos) << err;
+}
+
+TEST_F(Shm, TooBigATableIsRefused) {
+  Region r = make(1, 512);
+  EXPECT_EQ(publish(r, table(1, 20).view()), PublishResult::too_big);
+  EXPECT_EQ(r.header().published.load(), 0u);
+  EXPECT_EQ(publish(r, table(2).view()), PublishResult::published);
+}
+
+TEST_F(Shm, MalformedSlotIsRefusedAndTheHeldTableKept) {
+  Region r = make();
+  RouteReader reader(r, 0);
+  const RouteTable t1 = table(1);
+  ASSERT_EQ(publish(r, t1.view()), PublishResult::published);
+  ASSERT_TRUE(reader.poll());
+  ASSERT_EQ(publish(r, table(2).view()), PublishResult::published);
+  // Corrupt the new slot before the worker looks: a route range past the end.
+  std::uint8_t* slot = r.slot(published_slot(r.header().published.load()));
+  RouteSlotHeader sh;
+  std::memcpy(&sh, slot, sizeof sh);
+  sh.n_routes = 1u << 30;
+  std::memcpy(slot, &sh, sizeof sh);
+  EXPECT_FALSE(reader.poll());
+  EXPECT_EQ(r.worker(0).rejected.load(), 1u);
+  EXPECT_TRUE(same(reader.view(), t1.view()));
+  EXPECT_EQ(r.worker(0).held_version.load(), 1u);
+  EXPECT_EQ(r.worker(0).reading_version.load(), kNoVersion);
+  // Indices that are in bounds but inconsistent are refused too.
+  ASSERT_EQ(publish(r, table(3).view()), PublishResult::published);
+  slot = r.slot(published_slot(r.header().published.load()));
+  std::memcpy(&sh, slot, sizeof sh);
+  Route route;
+  std::memcpy(&route, slot + sh.routes_offset, sizeof route);
+  route.gateway_index = 99;
+  std::memcpy(slot + sh.routes_offset, &route, sizeof route);
+  EXPECT_FALSE(reader.poll());
+  EXPECT_EQ(r.worker(0).rejected.load(), 2u);
+  EXPECT_EQ(reader.view().version(), 1u);
+  // A good one is adopted again.
+  const RouteTable t4 = table(4);
+  ASSERT_EQ(publish(r, t4.view()), PublishResult::published);
+  EXPECT_TRUE(reader.poll());
+  EXPECT_TRUE(same(reader.view(), t4.view()));
+}
+
+TEST_F(Shm, SlotsHeldByWorkersAreNotReused) {
+  Region r = make(3);
+  RouteReader w0(r, 0), w1(r, 1), w2(r, 2);
+  std::vector<RouteTable> tables;
+  for (std::uint64_t v = 1; v <= 5; ++v) tables.push_back(table(v));
+  // Each worker holds a different old snapshot.
+  ASSERT_EQ(publish(r, tables[0].view()), PublishResult::published);
+  ASSERT_TRUE(w0.poll());
+  ASSERT_EQ(publish(r, tables[1].view()), PublishResult::published);
+  ASSERT_TRUE(w1.poll());
+  ASSERT_EQ(publish(r, tables[2].view()), PublishResult::published);
+  ASSERT_TRUE(w2.poll());
+  ASSERT_EQ(publish(r, tables[3].view()), PublishResult::published);  // the fourth slot
+  // Slots of versions 1, 2, 3 are held; 4 is current: nowhere to write.
+  EXPECT_EQ(publish(r, tables[4].view()), PublishResult::busy);
+  EXPECT_TRUE(same(w0.view(), tables[0].view()));  // untouched
+  // w0 moves on to version 4 and lets go of version 1.
+  ASSERT_TRUE(w0.poll());
+  EXPECT_EQ(publish(r, tables[4].view()), PublishResult::published);
+  EXPECT_TRUE(same(w1.view(), tables[1].view()));
+  EXPECT_TRUE(same(w2.view(), tables[2].view()));
+  EXPECT_TRUE(w1.poll());
+  EXPECT_TRUE(same(w1.view(), tables[4].view()));
+}
+
+TEST_F(Shm, ReadersNeverSeeATornTableWhileControlPublishes) {
+  constexpr std::uint32_t kWorkers = 2;
+  constexpr std::uint64_t kVersions = 3000;
+  Region dp = make(kWorkers);
+  std::string err;
+  Region control = Region::attach(name, err);
+  ASSERT_TRUE(control) << err;
+  std::vector<RouteTable> tables;
+  for (std::uint64_t v = 1; v <= kVersions; ++v) tables.push_back(table(v, static_cast<int>(v % 4)));
+
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> bad{0}, adopted{0};
+  std::vector<std::thread> workers;
+  for (std::uint32_t w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      RouteReader reader(dp, w);
+      std::uint64_t last = 0;
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while ((!done.load(std::memory_order_relaxed) || last < kVersions) && std::chrono::steady_clock::now() < give_up) {
+        if (!reader.poll()) continue;
+        const RouteTableView& v = reader.view();
+        // Read the table twice over, slowly, while control keeps publishing.
+        for (int pass = 0; pass < 2; ++pass)
+          for (const Route& route : v.routes())
+            if (route.priority != v.version() % 1000 || !same(v, tables[v.version() - 1].view())) ++bad;
+        if (v.version() <= last) ++bad;  // versions only go forward
+        last = v.version();
+        ++adopted;
+      }
+    });
+  }
+  std::uint64_t busy = 0;
+  for (const RouteTable& t : tables) {
+    PublishResult res;
+    while ((res = publish(control, t.view())) == PublishResult::busy) {
+      ++busy;
+      std::this_thread::yield();
+    }
+    ASSERT_EQ(res, PublishResult::published);
+  }
+  done = true;
+  for (auto& t : workers) t.join();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_GE(adopted.load(), 2u);
+  EXPECT_EQ(published_version(dp.header().published.load()), kVersions);
+  EXPECT_EQ(dp.worker(0).rejected.load(), 0u);
+  EXPECT_EQ(dp.worker(0).held_version.load(), kNoVersion);  // released when the reader went
+  RecordProperty("busy_retries", static_cast<int>(busy));
+}
+
+}  // namespace
+}  // namespace lnetr::shm
