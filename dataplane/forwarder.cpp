@@ -18,7 +18,7 @@ std::int32_t ni_credits_per_cpt(const NiSetup& ni, std::uint32_t ncpts) noexcept
 
 }  // namespace
 
-Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& shared, const RouteTable& routes,
+Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& shared, const RouteTableView& routes,
                      ForwarderPorts& ports)
     : index_(index), ncpts_(setup.ncpts()), setup_(setup), shared_(shared), routes_(routes), ports_(ports) {
   for (const NiSetup& ni : setup.nis) {
@@ -28,7 +28,7 @@ Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& share
   }
   locals_ = LocalNis{ni_nids_};
   nets_up_ = LocalNetMask::all();
-  cursor_.attach(routes_.view());
+  cursor_.attach(routes_);
   for (std::size_t c = 0; c < kPoolClasses; ++c) {
     const std::uint32_t n = std::max<std::uint32_t>(setup.buffers[c] / ncpts_, 1);
     pool_state_[c].nbuffers = n;
@@ -36,10 +36,17 @@ Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& share
   }
 }
 
+void Forwarder::adopt(const RouteTableView& routes) {
+  routes_ = routes;
+  cursor_.attach(routes_);
+  nets_up_ = LocalNetMask::all();  // slots may differ between snapshots
+  tick();
+}
+
 void Forwarder::tick() {
   // Gateways are reached through NIs whose link is up.
   for (std::size_t i = 0; i < ni_nids_.size(); ++i)
-    if (auto slot = routes_.view().local_slot(ni_nids_[i].net()))
+    if (auto slot = routes_.local_slot(ni_nids_[i].net()))
       nets_up_.set(*slot, shared_.ni[i].link_up.load(std::memory_order_relaxed));
 }
 
@@ -150,7 +157,7 @@ sock::RxVerdict Forwarder::on_head(sock::Rx& rx) {
   }
   // A net neither local nor routed: dropped now, without taking a buffer.
   const Net dest = rx.hdr.dest_nid.net();
-  if (!locals_.on_local_net(dest) && !routes_.view().reachable(dest)) {
+  if (!locals_.on_local_net(dest) && !routes_.reachable(dest)) {
     ++src.drop_count;
     count_drop(DropReason::no_route, rx.hdr.payload_length);
     return discard(rx, false);
@@ -305,7 +312,7 @@ void Forwarder::route(RouterMsg* m) {
   if (locals_.on_local_net(dest.net())) {
     m->next_hop = dest;
   } else {
-    auto r = routes_.view().select(dest.net(), cursor_, nets_up_, [this](const Route& route) {
+    auto r = routes_.select(dest.net(), cursor_, nets_up_, [this](const Route& route) {
       // Gateways this worker owns show their credits; others count as equal.
       auto it = peers_.find(route.gateway);
       return it == peers_.end() ? 0 : it->second->tx.cur;

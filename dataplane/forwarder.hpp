@@ -48,7 +48,7 @@ class ForwarderPorts {
 
 class Forwarder final : public sock::Upper {
  public:
-  Forwarder(std::uint16_t index, const Setup& setup, SharedState& shared, const RouteTable& routes,
+  Forwarder(std::uint16_t index, const Setup& setup, SharedState& shared, const RouteTableView& routes,
             ForwarderPorts& ports);
 
   // A message another worker sent us (to transmit, or back home).
@@ -56,6 +56,9 @@ class Forwarder final : public sock::Upper {
   // Send the REPLYs and ACKs owed since the last call; the number sent.
   unsigned flush_local();
   // Refresh what changes slowly (which local nets have an NI up).
+  // Route by a new snapshot from now on (the previous one may go away
+  // after this returns).  Allocates (the cursor): once per snapshot.
+  void adopt(const RouteTableView& routes);
   void tick();
 
   // sock::Upper
@@ -106,7 +109,7 @@ class Forwarder final : public sock::Upper {
   std::uint32_t ncpts_;
   const Setup& setup_;
   SharedState& shared_;
-  const RouteTable& routes_;
+  RouteTableView routes_;  // the adopted snapshot (memory owned elsewhere)
   ForwarderPorts& ports_;
   RouteCursor cursor_;
   std::vector<Nid> ni_nids_;

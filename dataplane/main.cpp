@@ -8,6 +8,7 @@
 #include <rte_ring.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +26,14 @@ namespace lnetr::dp {
 namespace {
 
 SharedState* g_shared = nullptr;
+
+// Bytes per route slot: room for the table from the file twice over and
+// at least 1 MiB (about 25,000 routes), since lnetr-control adds routes.
+std::uint64_t shm_slot_bytes(const RouteTableView& t) {
+  const std::uint64_t need = 4096 + t.local_nets().size_bytes() + t.nets().size_bytes() +
+                             t.routes().size_bytes() + t.gateways().size_bytes();
+  return std::max<std::uint64_t>(std::uint64_t{1} << 20, 2 * need);
+}
 
 void on_signal(int) {
   if (g_shared) g_shared->stop.store(true, std::memory_order_relaxed);
@@ -126,6 +135,23 @@ int run(const Setup& setup) {
                std::string(describe(added.error())).c_str());
   }
   const RouteTable routes = builder->build();
+  // Workers take routes from shared memory only; the table from the file is
+  // the first snapshot (lnetr-control publishes the later ones).
+  std::string shm_err;
+  shm::Region region = shm::Region::create(setup.shm_name, n, shm_slot_bytes(routes.view()),
+                                           static_cast<std::uint64_t>(start), shm_err);
+  if (!region) {
+    log_error("%s", shm_err.c_str());
+    return 1;
+  }
+  struct Unlink {
+    const std::string& name;
+    ~Unlink() { shm::Region::unlink(name); }
+  } unlink_at_exit{setup.shm_name};
+  if (shm::publish(region, routes.view()) != shm::PublishResult::published) {
+    log_error("shared memory %s: cannot publish the route table", setup.shm_name.c_str());
+    return 1;
+  }
 
   // Rings: every worker can have all its buffers' messages in flight to one
   // other worker, plus accepted connections; round up to a power of two.
@@ -154,7 +180,7 @@ int run(const Setup& setup) {
   const std::uint64_t incarnation = sock::new_incarnation();
   std::vector<std::unique_ptr<Worker>> workers;
   for (std::uint32_t i = 0; i < n; ++i) {
-    workers.push_back(std::make_unique<Worker>(static_cast<std::uint16_t>(i), setup, shared, fabric, routes, incarnation));
+    workers.push_back(std::make_unique<Worker>(static_cast<std::uint16_t>(i), setup, shared, fabric, region, incarnation));
     fabric.workers.push_back(workers.back().get());
   }
   for (auto& w : workers) {

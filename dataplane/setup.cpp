@@ -81,6 +81,7 @@ SetupResult make_setup(const config::Config& cfg) {
   s.memory_mb = dp.memory_mb.given() ? dp.memory_mb.value : 0;
   s.eal_args = dp.eal_args.value;
   s.control_socket = dp.control_socket.value;
+  s.shm_name = dp.shm_name.value;
   s.alive_router_check_interval = std::chrono::seconds(dp.alive_router_check_interval.value);
   s.router_ping_timeout = std::chrono::seconds(dp.router_ping_timeout.value);
 

@@ -47,6 +47,7 @@ struct Setup {
   unsigned memory_mb = 0;  // 0: what the pools need
   std::vector<std::string> eal_args;
   std::string control_socket = "/run/lnetr/dataplane.sock";
+  std::string shm_name = "/lnetr";
 
   sock::Options sock;
   std::chrono::seconds alive_router_check_interval{60};

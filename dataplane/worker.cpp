@@ -27,9 +27,11 @@ constexpr std::size_t kMsgChunk = 256;
 }  // namespace
 
 Worker::Worker(std::uint16_t index, const Setup& setup, SharedState& shared, Fabric& fabric,
-               const RouteTable& routes, std::uint64_t incarnation)
+               const shm::Region& region, std::uint64_t incarnation)
     : index_(index), setup_(setup), shared_(shared), fabric_(fabric), incarnation_(incarnation),
-      forwarder_(index, setup, shared, routes, *this) {}
+      routes_(region, index), forwarder_(index, setup, shared, RouteTableView{}, *this) {
+  if (routes_.poll()) forwarder_.adopt(routes_.view());
+}
 
 // The worker's wake-up eventfd as an epoll handler: reading it is all.
 class Worker::WakeHandler final : public sock::IoHandler {
@@ -98,6 +100,7 @@ bool Worker::init(std::string& err) {
 int Worker::run() {
   log_info("worker %u running on lcore %u (CPT %u)", index_, rte_lcore_id(), index_);
   while (!shared_.stop.load(std::memory_order_relaxed)) {
+    if (routes_.poll()) forwarder_.adopt(routes_.view());  // a new route table
     unsigned work = static_cast<unsigned>(poller_.poll(0));
     work += drain_rings();
     work += forwarder_.flush_local();

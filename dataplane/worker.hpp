@@ -21,6 +21,7 @@
 #include "dataplane/shared.hpp"
 #include "lnd/socklnd/acceptor.hpp"
 #include "lnd/socklnd/engine.hpp"
+#include "dataplane/shm/region.hpp"
 #include "router/route_table.hpp"
 
 namespace lnetr::dp {
@@ -45,8 +46,10 @@ struct Fabric {
 
 class Worker final : public ForwarderPorts {
  public:
-  Worker(std::uint16_t index, const Setup& setup, SharedState& shared, Fabric& fabric,
-         const RouteTable& routes, std::uint64_t incarnation);
+  // Routes come from the shared-memory region: the worker adopts whatever
+  // snapshot is published there (at init, and at the top of every loop).
+  Worker(std::uint16_t index, const Setup& setup, SharedState& shared, Fabric& fabric, const shm::Region& region,
+         std::uint64_t incarnation);
   ~Worker();
 
   // Create the pools (on the EAL thread) and, for worker 0, the acceptor.
@@ -81,6 +84,7 @@ class Worker final : public ForwarderPorts {
   SharedState& shared_;
   Fabric& fabric_;
   std::uint64_t incarnation_;
+  shm::RouteReader routes_;
   Forwarder forwarder_;
 
   sock::Poller poller_;

@@ -219,6 +219,9 @@ struct DataplaneConfig {
   Field<std::uint32_t> memory_mb{512};  // EAL memory when running without hugepages
   Field<std::vector<std::string>> eal_args;
   Field<std::string> control_socket{std::string(kDefaultControlSocket)};
+  // POSIX shared-memory name of the region shared with lnetr-control.
+  static constexpr std::string_view kDefaultShmName = "/lnetr";
+  Field<std::string> shm_name{std::string(kDefaultShmName)};
   Field<AcceptMode> accept{AcceptMode::secure};
   Field<std::uint16_t> accept_port{988};
   Field<std::uint32_t> accept_backlog{127};

@@ -1044,6 +1044,12 @@ void Loader::dataplane(const Node& n, const std::string& path, DataplaneConfig& 
       if (ok && (e.value.kind == Node::Kind::sequence || is_null(e.value))) set(out.eal_args, std::move(args), e.value, p);
     } else if (k == "control_socket") {
       text(e.value, p, "a socket path", kMaxSocketPath, out.control_socket);
+    } else if (k == "shm_name") {
+      const bool slash_first = !e.value.text.empty() && e.value.text[0] == '/';
+      if (!slash_first || e.value.text.find('/', 1) != std::string::npos)
+        error(e.value.mark, p, "expected a shared-memory name: '/' then a name without '/', got " + describe(e.value));
+      else
+        text(e.value, p, "a shared-memory name", 200, out.shm_name);
     } else if (k == "accept") {
       choice(e.value, p, kAcceptModes, out.accept);
     } else if (k == "accept_port") {

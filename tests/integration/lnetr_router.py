@@ -115,6 +115,7 @@ dataplane:
   main_core: {main_core}
   poll: {poll}
   control_socket: {sock}
+  shm_name: /{tag}
   alive_router_check_interval: {check}
   router_ping_timeout: {check}
   socklnd:
@@ -131,7 +132,7 @@ class Router:
         self.config = os.path.join(workdir, "lnetr.yaml")
         with open(self.config, "w") as f:
             f.write(ROUTER_CONFIG.format(if_ra=topo.if_ra, if_rb=topo.if_rb, sock=self.sock, routing=routing,
-                                         check=check, sock_timeout=sock_timeout, poll=poll,
+                                         check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag,
                                          cores=", ".join(map(str, cores)), main_core=cores[0]))
         self.proc = None
 

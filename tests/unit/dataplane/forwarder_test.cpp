@@ -86,7 +86,7 @@ struct Rig {
 
   explicit Rig(Setup s, std::vector<RouteSpec> specs = {})
       : setup(std::move(s)), shared(setup.nis.size(), setup.ncpts()), routes(make_routes(setup, specs)) {
-    fwd = std::make_unique<Forwarder>(0, setup, shared, routes, ports);
+    fwd = std::make_unique<Forwarder>(0, setup, shared, routes.view(), ports);
     const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
     for (std::size_t i = 0; i < setup.nis.size(); ++i) shared.ni[i].last_ping_ns = now;
   }
@@ -321,12 +321,38 @@ TEST(Forwarder, GatewayRoutesAndDeadPeers) {
   r.expect_idle();
 }
 
+TEST(Forwarder, AdoptedSnapshotRoutesFromThenOn) {
+  Rig r(make_setup());  // no routes: tcp7 is unreachable
+  sock::Rx& lost = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  r.fwd->on_head(lost);
+  r.fwd->on_received(lost);
+  EXPECT_EQ(r.drops(DropReason::no_route), 1u);
+  // A snapshot with two gateways, then one with only the other.
+  const RouteTable both = make_routes(r.setup, {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
+  r.fwd->adopt(both.view());
+  sock::Rx& first = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  ASSERT_EQ(r.fwd->on_head(first), sock::RxVerdict::accept);
+  r.fwd->on_received(first);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  EXPECT_EQ(r.ports.sent[0].to, kGw1);
+  r.complete();
+  const RouteTable only_gw2 = make_routes(r.setup, {{Net{2, 7}, kGw2, 1, 1}});
+  r.fwd->adopt(only_gw2.view());
+  sock::Rx& second = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  ASSERT_EQ(r.fwd->on_head(second), sock::RxVerdict::accept);
+  r.fwd->on_received(second);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  EXPECT_EQ(r.ports.sent[0].to, kGw2);
+  r.complete();
+  r.expect_idle();
+}
+
 TEST(Forwarder, CrossCptMessagesGoHomeToBeFreed) {
   dp::Setup s = make_setup(2);
   SharedState shared(s.nis.size(), 2);
   RouteTable routes = make_routes(s);
   FakePorts p0, p1;
-  Forwarder f0(0, s, shared, routes, p0), f1(1, s, shared, routes, p1);
+  Forwarder f0(0, s, shared, routes.view(), p0), f1(1, s, shared, routes.view(), p1);
   // Pick a sender on CPT 0 and a destination on CPT 1.
   Nid src = kA, dst = kB;
   for (std::uint32_t a = 2; cpt_of(src, 2) != 0; ++a) src = Nid::make(kA.net(), 0x0a010000 + a);

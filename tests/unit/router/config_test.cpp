@@ -334,6 +334,7 @@ TEST(ConfigDefaults, AbsentKeys) {
   EXPECT_EQ(d.memory_mb.value, 512u);
   EXPECT_TRUE(d.eal_args.value.empty());
   EXPECT_EQ(d.control_socket.value, "/run/lnetr/dataplane.sock");
+  EXPECT_EQ(d.shm_name.value, "/lnetr");
   EXPECT_EQ(d.accept.value, AcceptMode::secure);
   EXPECT_EQ(d.accept_port.value, 988);
   EXPECT_EQ(d.accept_backlog.value, 127u);
@@ -706,6 +707,10 @@ TEST(ConfigErrors, DataplaneRules) {
                           "less than min_reconnectms (5000)"));
   EXPECT_THAT(dp("  control_socket: \"\"\n"),
               ElementsAre("lnetr.yaml:7:19: dataplane.control_socket: expected a value, got nothing"));
+  EXPECT_THAT(dp("  shm_name: lnetr\n"),
+              ElementsAre("lnetr.yaml:7:13: dataplane.shm_name: expected a shared-memory name: '/' then a name "
+                          "without '/', got \"lnetr\""));
+  EXPECT_THAT(dp("  shm_name: /a/b\n"), ElementsAre(HasSubstr("dataplane.shm_name: expected a shared-memory name")));
   EXPECT_THAT(dp("  eal_args: [--log-level, {a: 1}]\n"),
               ElementsAre("lnetr.yaml:7:27: dataplane.eal_args[1]: expected an EAL argument, got a mapping"));
 
