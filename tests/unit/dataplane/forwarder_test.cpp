@@ -328,22 +328,20 @@ TEST(Forwarder, AdoptedSnapshotRoutesFromThenOn) {
   r.fwd->on_received(lost);
   EXPECT_EQ(r.drops(DropReason::no_route), 1u);
   // A snapshot with two gateways, then one with only the other.
+  auto next_hop_with = [&r](const RouteTable& t) {
+    r.fwd->adopt(t.view());
+    sock::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+    EXPECT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+    r.fwd->on_received(rx);
+    EXPECT_EQ(r.ports.sent.size(), 1u);
+    const Nid to = r.ports.sent.empty() ? Nid{} : r.ports.sent[0].to;
+    r.complete();
+    return to;
+  };
   const RouteTable both = make_routes(r.setup, {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
-  r.fwd->adopt(both.view());
-  sock::Rx& first = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
-  ASSERT_EQ(r.fwd->on_head(first), sock::RxVerdict::accept);
-  r.fwd->on_received(first);
-  ASSERT_EQ(r.ports.sent.size(), 1u);
-  EXPECT_EQ(r.ports.sent[0].to, kGw1);
-  r.complete();
+  EXPECT_EQ(next_hop_with(both), kGw1);
   const RouteTable only_gw2 = make_routes(r.setup, {{Net{2, 7}, kGw2, 1, 1}});
-  r.fwd->adopt(only_gw2.view());
-  sock::Rx& second = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
-  ASSERT_EQ(r.fwd->on_head(second), sock::RxVerdict::accept);
-  r.fwd->on_received(second);
-  ASSERT_EQ(r.ports.sent.size(), 1u);
-  EXPECT_EQ(r.ports.sent[0].to, kGw2);
-  r.complete();
+  EXPECT_EQ(next_hop_with(only_gw2), kGw2);
   r.expect_idle();
 }
 
