@@ -101,8 +101,8 @@ void credits(Json& j, const char* prefix, const Credits& c) {
 
 }  // namespace
 
-Control::Control(const Setup& setup, SharedState& shared, Fabric& fabric)
-    : setup_(setup), shared_(shared), fabric_(fabric) {}
+Control::Control(const Setup& setup, SharedState& shared, Fabric& fabric, const shm::Region& region)
+    : setup_(setup), shared_(shared), fabric_(fabric), region_(region) {}
 
 Control::~Control() {
   if (listen_fd_ >= 0) {
@@ -392,6 +392,11 @@ std::string Control::status() {
     const WorkerCounters& c = shared_.counters[w];
     j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w)).key("core").value(static_cast<std::uint64_t>(setup_.cores[w]));
     j.key("loops").value(c.loops.get()).key("busy_loops").value(c.busy_loops.get());
+    // The route snapshot it forwards with (shared memory, dataplane.shm_name).
+    const shm::WorkerShm& ws = region_.worker(w);
+    j.key("route_version").value(ws.held_version.load(std::memory_order_relaxed));
+    j.key("route_snapshots_adopted").value(ws.adopted.load(std::memory_order_relaxed));
+    j.key("route_snapshots_rejected").value(ws.rejected.load(std::memory_order_relaxed));
     j.end_object();
   }
   j.end_array();

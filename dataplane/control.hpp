@@ -15,13 +15,14 @@
 
 #include "dataplane/setup.hpp"
 #include "dataplane/shared.hpp"
+#include "dataplane/shm/region.hpp"
 #include "dataplane/worker.hpp"
 
 namespace lnetr::dp {
 
 class Control {
  public:
-  Control(const Setup& setup, SharedState& shared, Fabric& fabric);
+  Control(const Setup& setup, SharedState& shared, Fabric& fabric, const shm::Region& region);
   ~Control();
 
   // Bind the control socket; false with `err` on failure.
@@ -42,6 +43,7 @@ class Control {
   const Setup& setup_;
   SharedState& shared_;
   Fabric& fabric_;
+  const shm::Region& region_;
   int listen_fd_ = -1;
   std::chrono::steady_clock::time_point routing_since_{};
 };

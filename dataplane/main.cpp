@@ -190,7 +190,7 @@ int run(const Setup& setup) {
       return 1;
     }
   }
-  Control control(setup, shared, fabric);
+  Control control(setup, shared, fabric, region);
   std::string err;
   if (!control.open(err)) {
     log_error("%s", err.c_str());

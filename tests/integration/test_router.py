@@ -91,6 +91,14 @@ class Routing(RouterTestCase):
             self.assertEqual([n["nid"] for n in item["peer_ni"]], [self.topo.ra_nid, self.topo.rb_nid])
             self.assertEqual(item["features"], "0x1a")
             self.assertEqual(item["status"], {self.topo.ra_nid: "up", self.topo.rb_nid: "up"})
+        # Both workers route by the one snapshot published in shared memory.
+        workers = self.status()["workers"]
+        self.assertEqual(len(workers), 2)
+        self.assertEqual(len({w["route_version"] for w in workers}), 1, workers)
+        for w in workers:
+            self.assertGreater(w["route_version"], 0, w)
+            self.assertEqual((w["route_snapshots_adopted"], w["route_snapshots_rejected"]), (1, 0), w)
+        self.assertTrue(os.path.exists("/dev/shm/" + self.topo.tag), os.listdir("/dev/shm"))
 
     def test_puts_and_gets_of_every_size_are_delivered_intact(self):
         b = self.server("b")
