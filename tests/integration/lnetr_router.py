@@ -25,6 +25,10 @@ def dataplane_binary():
     return os.environ.get("LNETR_DATAPLANE") or os.path.join(build_dir(), "dataplane", "lnetr-dataplane")
 
 
+def control_binary():
+    return os.environ.get("LNETR_CONTROL") or os.path.join(build_dir(), "control", "lnetr-control")
+
+
 def ip(*args):
     subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

@@ -13,11 +13,12 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 import unittest
 
-from lnetr_router import Router, Topology, dataplane_binary
+from lnetr_router import Router, Topology, control_binary, dataplane_binary
 from lnetr_test import PeerTestCase
 
 SIZES = [0, 1, 4095, 4096, 4097, 65536, 1048576]
@@ -226,6 +227,63 @@ class RoutingDisabled(RouterTestCase):
         self.assertNotEqual(rc, 0)
         self.assertEqual(self.status()["drops"]["routing_disabled"], before + 1)
         self.stop_server(b)
+
+
+
+class ControlProcess(RouterTestCase):
+    def route_versions(self, above, timeout=10):
+        """Wait until every worker routes by one snapshot newer than `above`."""
+        end = time.monotonic() + timeout
+        while True:
+            versions = {w["route_version"] for w in self.status()["workers"]}
+            if (len(versions) == 1 and min(versions) > above) or time.monotonic() > end:
+                return versions
+            time.sleep(0.1)
+
+    def start_control(self):
+        ctl = self.procs.start([control_binary(), "--config", self.router.config], host=self.topo.host("r"))
+        self.assertTrue(ctl.wait_stderr("published route table", timeout=10), ctl.stderr)
+        return ctl
+
+    def test_control_publishes_and_traffic_survives_its_restart(self):
+        b = self.server("b")
+        (v0,) = self.route_versions(0)
+        ctl = self.start_control()
+        (v1,) = self.route_versions(v0)
+        json_path = os.path.join(self.dir, "load.json")
+        load = self.procs.start(self.peer_argv(self.nid("a"), ["brw", self.topo.b_nid, "--op", "write", "--size",
+                                                               "65536", "--concurrency", "16", "--duration", "5",
+                                                               "--timeout", "10", "--json", json_path],
+                                               self.peer_options("a")), host=self.topo.host("a"))
+        time.sleep(1.5)
+        ctl.stop(signal.SIGKILL)  # the dataplane keeps the last snapshot
+        time.sleep(1)
+        self.assertIsNone(load.popen.poll(), "the load should still be running")
+        ctl = self.start_control()  # re-attaches and publishes again
+        (v2,) = self.route_versions(v1)
+        load.wait(timeout=60)
+        with open(json_path) as f:
+            res = json.load(f)
+        self.assertEqual(res["errors"], 0, res)
+        self.assertGreater(res["ops"], 100, res)
+        for w in self.status()["workers"]:
+            self.assertEqual((w["route_snapshots_adopted"], w["route_snapshots_rejected"]), (3, 0), w)
+        ctl.stop(signal.SIGTERM)
+        self.assertEqual(ctl.returncode, 0, ctl.stderr)
+        self.assertIn("stopped", ctl.stderr)
+        rc, stats = self.stop_server(b)
+        self.assertEqual(stats["server"]["pattern_errors"], 0, stats)
+        self.assert_router_idle()
+
+    def test_bad_configuration_is_refused(self):
+        path = os.path.join(self.dir, "bad.yaml")
+        with open(path, "w") as f:
+            f.write("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces:\n          0: eth0\n"
+                    "dataplane:\n  shm_name: no-slash\n")
+        cp = subprocess.run([control_binary(), "--config", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, timeout=30)
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertIn("bad.yaml:7:13: dataplane.shm_name: expected a shared-memory name", cp.stderr)
 
 
 if __name__ == "__main__":
