@@ -105,10 +105,12 @@ int Worker::run() {
     work += drain_rings();
     work += forwarder_.flush_local();
     work += run_commands();
+    // Ticks queue keepalives and may fail sends onto other peers: before the
+    // flush, so that nothing they queue waits out a sleep.
+    if (sock::Clock::now() >= next_tick_) tick();
     work += static_cast<unsigned>(node_->flush());
     node_->reap();
     if (acceptor_) acceptor_->reap();
-    if (sock::Clock::now() >= next_tick_) tick();
     WorkerCounters& c = shared_.counters[index_];
     c.loops.add();
     if (work) c.busy_loops.add();
@@ -136,8 +138,9 @@ bool Worker::sleep_if_idle(unsigned work) {
   }
   if (setup_.busy_poll || ++idle_ < kIdleLoopsBeforeSleep) return false;
   // Publish "sleeping" before re-checking the rings; pairs with the
-  // producer's enqueue-then-load in kick() (both seq_cst), so that one of the
-  // two sees the other.
+  // producer's enqueue, fence, load in kick(), so that one of the two sees
+  // the other (store-load ordering needs the seq_cst store here and the
+  // fence there: the ring's enqueue is only a release).
   sleeping_.store(true, std::memory_order_seq_cst);
   bool pending = false;
   for (std::uint32_t from = 0; from < fabric_.n && !pending; ++from)
@@ -149,6 +152,9 @@ bool Worker::sleep_if_idle(unsigned work) {
 }
 
 void Worker::kick() noexcept {
+  // Order the caller's ring enqueue (a release store) before the load of
+  // sleeping_: without a full fence x86 may satisfy the load first.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   // One wake-up per sleep: the first producer to see it asleep clears the flag.
   if (sleeping_.load(std::memory_order_seq_cst) && sleeping_.exchange(false, std::memory_order_seq_cst)) {
     const std::uint64_t one = 1;

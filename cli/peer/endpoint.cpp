@@ -253,6 +253,7 @@ void Endpoint::flush(Clock::duration limit) {
 void Endpoint::shutdown() {
   if (shut_) return;
   shut_ = true;
+  node_->flush();  // what run() queued before it returned goes out, not failed
   node_->shutdown();
   node_->reap();
   if (acceptor_) refused_at_shutdown_ = acceptor_->refused();
