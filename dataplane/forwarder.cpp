@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "dataplane/shm/region.hpp"
 #include "router/local_msgs.hpp"
 #include "router/ping_info.hpp"
 
@@ -40,7 +41,114 @@ void Forwarder::adopt(const RouteTableView& routes) {
   routes_ = routes;
   cursor_.attach(routes_);
   nets_up_ = LocalNetMask::all();  // slots may differ between snapshots
+  map_gateways();
   tick();
+}
+
+// ---- gateway checks (shared memory, for lnetr-control) --------------------------
+
+namespace {
+
+// The interface cookie of the MD handle our gateway pings carry; the object
+// cookie is board slot << 48 | request sequence (low 48 bits).
+constexpr std::uint64_t kGatewayPingCookie = 0x6c6e657472677770ull;  // "lnetrgwp"
+constexpr std::uint64_t kPingSeqMask = (std::uint64_t{1} << 48) - 1;
+// What we ask a gateway for: its whole ping info up to what a descriptor
+// holds inline (kPingNis entries and more fit).
+constexpr std::uint32_t kPingSink = sizeof(RouterMsg::inline_);
+
+}  // namespace
+
+void Forwarder::attach_gateways(std::span<shm::GatewayShm> board) {
+  board_ = board;
+  ping_sent_.assign(board.size(), 0);
+  ping_sent_ns_.assign(board.size(), 0);
+  map_gateways();
+}
+
+// Which board entry (if any) watches each gateway of the snapshot.  Control
+// fills an entry before it publishes a snapshot naming its gateway.
+void Forwarder::map_gateways() {
+  gw_down_.assign(routes_.gateways().size(), nullptr);
+  for (std::size_t i = 0; i < gw_down_.size(); ++i)
+    for (shm::GatewayShm& g : board_)
+      if (g.assigned.load(std::memory_order_acquire) != 0 && g.nid == routes_.gateways()[i]) {
+        gw_down_[i] = &g.down;
+        break;
+      }
+}
+
+unsigned Forwarder::send_pings() {
+  unsigned n = 0;
+  for (std::uint32_t i = 0; i < board_.size(); ++i) {
+    shm::GatewayShm& g = board_[i];
+    // Acquire: nid and owner were written before the request.
+    const std::uint64_t req = g.request.load(std::memory_order_acquire);
+    if (req == 0 || req == ping_sent_[i] || g.owner != index_) continue;
+    ping_sent_[i] = req;
+    PeerNi& p = peer_ni(g.nid);
+    p.gateway = &g;
+    RouterMsg* m = alloc_msg();
+    m->kind = RouterMsg::Kind::ping;
+    m->ping_slot = i;
+    m->ping_seq = req;
+    m->next_hop = g.nid;
+    const WireHandle wmd{kGatewayPingCookie, (std::uint64_t{i} << 48) | (req & kPingSeqMask)};
+    m->tx.hdr = make_get({kPidLustre, ni_nids_[p.ni]}, {kPidLustre, g.nid}, kLnetReservedPortal, kPingMatchBits, wmd,
+                         kPingSink);
+    m->tx.payload = {};
+    m->tx.cookie = m;
+    ping_sent_ns_[i] = sock::Clock::now().time_since_epoch().count();
+    g.pings_sent.store(g.pings_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    ++n;
+    // Not through the credit queues: a check must reach a gateway whose
+    // peer is down (that is how it comes back), and it is one small GET.
+    const int rc = ports_.send(g.nid, m->tx);
+    if (rc < 0) on_sent(m->tx, rc);
+  }
+  return n;
+}
+
+// A REPLY carrying our gateway-ping cookie: read its ping info (if it
+// answers the latest request of a gateway we own).
+sock::RxVerdict Forwarder::take_ping_reply(sock::Rx& rx) {
+  const WireHandle w = rx.hdr.reply().dst_wmd;
+  const std::uint64_t slot = w.object_cookie >> 48;
+  if (slot >= board_.size() || board_[slot].owner != index_ || !(board_[slot].nid == rx.hdr.src_nid) ||
+      (ping_sent_[slot] & kPingSeqMask) != (w.object_cookie & kPingSeqMask) ||
+      rx.hdr.payload_length > kPingSink) {
+    count_drop(DropReason::not_for_us, rx.hdr.payload_length);  // late, or not ours
+    return discard(rx, false);
+  }
+  RouterMsg* m = alloc_msg();
+  m->kind = RouterMsg::Kind::ping_reply;
+  m->ping_slot = static_cast<std::uint32_t>(slot);
+  m->ping_seq = ping_sent_[slot];
+  rx.cookie = m;
+  rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
+  return sock::RxVerdict::accept;
+}
+
+void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info) {
+  shm::GatewayShm& g = board_[m->ping_slot];
+  shm::PingResult r{};
+  r.seq = m->ping_seq;
+  r.outcome = outcome;
+  r.sent_ns = ping_sent_ns_[m->ping_slot];
+  r.done_ns = sock::Clock::now().time_since_epoch().count();
+  if (outcome == shm::PingOutcome::answered) {
+    auto pi = decode_ping_info(info);
+    if (!pi) {
+      r.outcome = shm::PingOutcome::bad_reply;
+    } else {
+      r.features = pi->features;
+      for (const PingNi& ni : *pi) {
+        if (r.n_nis < shm::kPingNis) r.nis[r.n_nis++] = {ni.nid, ni.status};
+        else ++r.more_nis;
+      }
+    }
+  }
+  shm::store_result(g, r);
 }
 
 void Forwarder::tick() {
@@ -131,6 +239,8 @@ sock::RxVerdict Forwarder::discard(sock::Rx& rx, bool ack_push) {
 sock::RxVerdict Forwarder::on_head(sock::Rx& rx) {
   PeerNi& src = peer_ni(rx.from);
   src.alive = true;
+  if (src.gateway != nullptr && src.gateway->down.load(std::memory_order_relaxed) != 0)
+    src.gateway->down.store(0, std::memory_order_relaxed);  // heard from: usable again
   ++src.recv_count;
   note_ping(rx);
   const Verdict v = classify(rx.hdr, rx.ni, locals_, forwards(shared_.routing.load(std::memory_order_relaxed)));
@@ -150,6 +260,8 @@ sock::RxVerdict Forwarder::on_head(sock::Rx& rx) {
         return discard(rx, false);
       }
       if (is_push(rx.hdr)) return discard(rx, !rx.hdr.put().ack_wmd.is_none());
+      if (rx.hdr.type == MsgType::reply && rx.hdr.reply().dst_wmd.interface_cookie == kGatewayPingCookie)
+        return take_ping_reply(rx);
       count_drop(DropReason::not_for_us, rx.hdr.payload_length);
       return discard(rx, false);
     case Disposition::forward:
@@ -243,6 +355,10 @@ void Forwarder::release(RouterMsg* m) {
 void Forwarder::on_received(sock::Rx& rx) {
   auto* m = static_cast<RouterMsg*>(rx.cookie);
   if (!m) return;  // dropped or a ping (already answered)
+  if (m->kind == RouterMsg::Kind::ping_reply) {
+    ping_done(m, shm::PingOutcome::answered, ByteSpan(m->inline_.data(), rx.hdr.payload_length));
+    return free_msg(m);
+  }
   if (m->kind == RouterMsg::Kind::discard) {
     // A discovery push: LNet owes an ACK for it (ping-discovery-health §3).
     m->kind = RouterMsg::Kind::local;
@@ -267,7 +383,15 @@ void Forwarder::on_rx_aborted(sock::Rx& rx) {
 
 void Forwarder::on_peer_down(const Nid& nid) {
   auto it = peers_.find(nid);
-  if (it != peers_.end()) it->second->alive = false;
+  if (it == peers_.end()) return;
+  PeerNi& p = *it->second;
+  p.alive = false;
+  if (p.gateway != nullptr && p.gateway->down.load(std::memory_order_relaxed) == 0) {
+    // Every worker stops choosing it from its next selection on.
+    p.gateway->down.store(1, std::memory_order_relaxed);
+    p.gateway->down_events.store(p.gateway->down_events.load(std::memory_order_relaxed) + 1,
+                                 std::memory_order_relaxed);
+  }
 }
 
 void Forwarder::answer_ping(const sock::Rx& rx) {
@@ -312,7 +436,8 @@ void Forwarder::route(RouterMsg* m) {
   if (locals_.on_local_net(dest.net())) {
     m->next_hop = dest;
   } else {
-    auto r = routes_.select(dest.net(), cursor_, nets_up_, [this](const Route& route) {
+    auto usable = [this](const Route& route) noexcept { return nets_up_(route) && !gateway_down(route); };
+    auto r = routes_.select(dest.net(), cursor_, usable, [this](const Route& route) {
       // Gateways this worker owns show their credits; others count as equal.
       auto it = peers_.find(route.gateway);
       return it == peers_.end() ? 0 : it->second->tx.cur;
@@ -365,6 +490,14 @@ void Forwarder::transmit(RouterMsg* m) {
 
 void Forwarder::on_sent(sock::Tx& tx, int status) {
   auto* m = static_cast<RouterMsg*>(tx.cookie);
+  if (m->kind == RouterMsg::Kind::ping) {
+    if (status == 0) {
+      counters().send_count.add();
+    } else if (m->ping_seq == ping_sent_[m->ping_slot]) {
+      ping_done(m, shm::PingOutcome::send_failed, {});
+    }
+    return free_msg(m);
+  }
   if (m->kind == RouterMsg::Kind::local) {
     if (status == 0) counters().send_count.add();
     return free_msg(m);

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -61,6 +62,12 @@ class Forwarder final : public sock::Upper {
   void adopt(const RouteTableView& routes);
   void tick();
 
+  // Gateway checks for lnetr-control (shm/abi.hpp): the shared board of
+  // GatewayShm entries, set once before the loop (empty: no checks).
+  void attach_gateways(std::span<shm::GatewayShm> board);
+  // Send the pings asked of this worker and not sent yet; the number sent.
+  unsigned send_pings();
+
   // sock::Upper
   sock::RxVerdict on_head(sock::Rx& rx) override;
   void on_received(sock::Rx& rx) override;
@@ -93,6 +100,13 @@ class Forwarder final : public sock::Upper {
   void count_drop(DropReason why, std::uint32_t bytes);
   void route(RouterMsg* m);
   void answer_ping(const sock::Rx& rx);
+  sock::RxVerdict take_ping_reply(sock::Rx& rx);
+  void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);
+  void map_gateways();
+  bool gateway_down(const Route& r) const noexcept {
+    const std::atomic<std::uint32_t>* d = r.gateway_index < gw_down_.size() ? gw_down_[r.gateway_index] : nullptr;
+    return d != nullptr && d->load(std::memory_order_relaxed) != 0;
+  }
   // Send side.
   void send_out(RouterMsg* m);
   void start_send(RouterMsg* m, PeerNi& p);
@@ -126,6 +140,13 @@ class Forwarder final : public sock::Upper {
   RouterMsg* free_msgs_ = nullptr;
   std::size_t msgs_allocated_ = 0, msgs_free_ = 0;
   std::vector<RouterMsg*> local_out_;  // REPLYs/ACKs to send after the current event
+
+  std::span<shm::GatewayShm> board_;           // gateway checks (shared memory)
+  std::vector<std::uint64_t> ping_sent_;       // per board entry: the request last sent
+  std::vector<std::int64_t> ping_sent_ns_;     // ... and when
+  // Per gateway of the adopted snapshot: its board entry's `down` flag
+  // (nullptr: not on the board, never skipped).
+  std::vector<const std::atomic<std::uint32_t>*> gw_down_;
 };
 
 }  // namespace lnetr::dp

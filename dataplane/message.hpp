@@ -25,6 +25,7 @@
 
 #include <cstdint>
 
+#include "dataplane/shm/abi.hpp"
 #include "lnd/socklnd/engine.hpp"
 #include "router/forward.hpp"
 
@@ -37,6 +38,8 @@ struct RouterMsg {
     forward,  // routed: buffer, credits, possibly another worker
     local,    // a REPLY or ACK the router sends (payload in inline_)
     discard,  // payload read and thrown away (dropped, or a push)
+    ping,     // a gateway ping (GET) the router sends for lnetr-control
+    ping_reply,  // a gateway's REPLY to it, read into inline_
   };
 
   // Where a forwarded message is in its life at home.
@@ -56,6 +59,8 @@ struct RouterMsg {
   PeerNi* src = nullptr;      // previous hop (owned by home)
   std::uint32_t ni = 0;       // index of the NI it leaves through
   std::int32_t status = 0;    // send result
+  std::uint32_t ping_slot = 0;  // ping, ping_reply: the gateway's shm slot
+  std::uint64_t ping_seq = 0;   // ping, ping_reply: the request it answers
   Nid next_hop;
   std::uint8_t* buf = nullptr;  // router buffer, nullptr for tiny
   RouterMsg* next = nullptr;    // queue link
@@ -96,6 +101,9 @@ struct PeerNi {
   MsgQueue tx_wait;
   MsgQueue rtr_wait;
   bool alive = true;
+  // Its gateway-check slot in shared memory, if it is a gateway this worker
+  // pings (shm/abi.hpp): its `down` flag follows this peer's connections.
+  shm::GatewayShm* gateway = nullptr;
   std::uint64_t send_count = 0, recv_count = 0, drop_count = 0;
   std::uint64_t tx_queued_bytes = 0;
 };

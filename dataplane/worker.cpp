@@ -29,7 +29,9 @@ constexpr std::size_t kMsgChunk = 256;
 Worker::Worker(std::uint16_t index, const Setup& setup, SharedState& shared, Fabric& fabric,
                const shm::Region& region, std::uint64_t incarnation)
     : index_(index), setup_(setup), shared_(shared), fabric_(fabric), incarnation_(incarnation),
-      routes_(region, index), forwarder_(index, setup, shared, RouteTableView{}, *this) {
+      routes_(region, index), forwarder_(index, setup, shared, RouteTableView{}, *this),
+      shm_me_(region.worker(index)) {
+  forwarder_.attach_gateways(region.gateways());
   if (routes_.poll()) forwarder_.adopt(routes_.view());
 }
 
@@ -102,6 +104,12 @@ int Worker::run() {
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     if (routes_.poll()) forwarder_.adopt(routes_.view());  // a new route table
     unsigned work = static_cast<unsigned>(poller_.poll(0));
+    // Gateway pings lnetr-control asked for (one load when there are none).
+    const std::uint64_t pings = shm_me_.ping_requests.load(std::memory_order_acquire);
+    if (pings != pings_seen_) {
+      pings_seen_ = pings;
+      work += forwarder_.send_pings();
+    }
     work += drain_rings();
     work += forwarder_.flush_local();
     work += run_commands();

@@ -86,6 +86,8 @@ class Worker final : public ForwarderPorts {
   std::uint64_t incarnation_;
   shm::RouteReader routes_;
   Forwarder forwarder_;
+  shm::WorkerShm& shm_me_;       // this worker's block of the shared region
+  std::uint64_t pings_seen_ = 0;  // shm_me_.ping_requests when last looked at
 
   sock::Poller poller_;
   std::unique_ptr<sock::Node> node_;

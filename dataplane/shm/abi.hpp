@@ -8,6 +8,7 @@
 //
 //   ShmHeader                              one cache line per writer
 //   WorkerShm[n_workers]                   one per dataplane worker
+//   GatewayShm[n_gateways]                 gateway checks (kMaxGateways)
 //   route slot 0 .. n_route_slots-1        slot_bytes each
 //
 // Route snapshots (control writes, workers read; no locks):
@@ -25,6 +26,26 @@
 //     reading_version or held_version (loaded in that order) is that slot's
 //     version.
 //   * All four stores/loads of that hand-shake are sequentially consistent.
+//
+// Gateway checks (control asks, the worker owning the gateway's peer pings):
+//   * Control gives each gateway a GatewayShm for the life of the region
+//     (never handed to another NID: a worker may still look at a slot through
+//     an older snapshot).  It writes nid and owner (cpt_of(nid)), then sets
+//     `assigned`, before the first request and before publishing a snapshot
+//     that names the gateway.
+//   * To ask for a ping control stores a larger `request`, then increments
+//     the owner's WorkerShm::ping_requests.  The worker, seeing that counter
+//     change at the top of its loop, sends one LNet ping (GET portal 0, ping
+//     match bits) for every slot it owns whose request it has not sent yet.
+//   * The answer (or the send's failure) goes to `result` under the seqlock
+//     `result_gen` (odd while the worker writes; control re-reads until it
+//     sees the same even value before and after).  A late answer to an older
+//     request is dropped.  No answer at all is control's timeout to judge.
+//   * `down` is the worker's own, faster verdict: set when every connection
+//     to the gateway failed (socklnd's peer down), cleared when anything
+//     arrives from it.  Every worker skips routes through a gateway that is
+//     down when it selects, within a loop iteration of the failure.
+//     `down_events` counts the sets, for control.
 #pragma once
 
 #include <atomic>
@@ -38,8 +59,10 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 1;
+inline constexpr std::uint32_t kShmLayoutVersion = 2;
 inline constexpr std::uint32_t kMaxWorkers = 128;
+inline constexpr std::uint32_t kMaxGateways = 256;
+inline constexpr std::uint32_t kPingNis = 16;  // NIs of a gateway's ping reply kept
 inline constexpr std::uint32_t kRouteSlots = 4;
 inline constexpr std::uint64_t kNoVersion = 0;  // held_version of a worker holding nothing
 
@@ -62,6 +85,9 @@ struct alignas(64) ShmHeader {
   std::uint64_t slot_bytes;        // bytes per route slot
   std::uint64_t workers_offset;    // of WorkerShm[0]
   std::uint64_t slots_offset;      // of route slot 0
+  std::uint32_t n_gateways;        // GatewayShm entries (kMaxGateways)
+  std::uint32_t reserved;
+  std::uint64_t gateways_offset;   // of GatewayShm[0]
 
   // Written by control.
   alignas(64) std::atomic<std::uint64_t> published;   // pack_published(version, slot); 0: none yet
@@ -76,8 +102,51 @@ struct alignas(64) WorkerShm {
   std::atomic<std::uint64_t> reading_version;  // the snapshot it is checking (kNoVersion: none)
   std::atomic<std::uint64_t> adopted;       // snapshots adopted since start
   std::atomic<std::uint64_t> rejected;      // snapshots refused as malformed
+  // Written by control: incremented after it asks for pings of gateways
+  // this worker owns.
+  alignas(64) std::atomic<std::uint64_t> ping_requests;
 };
 static_assert(std::is_standard_layout_v<WorkerShm>);
+
+// What a gateway's ping reply said (or why there is none).
+struct PingNiEntry {
+  Nid nid;
+  std::uint32_t status;  // kNiStatusUp / kNiStatusDown / other as received
+};
+
+enum class PingOutcome : std::uint32_t {
+  none,        // nothing answered yet
+  answered,    // a valid ping info came back
+  send_failed, // the GET could not be sent (no connection could be made)
+  bad_reply,   // the REPLY did not hold a valid ping info
+};
+
+struct PingResult {
+  std::uint64_t seq;         // the request it answers
+  PingOutcome outcome;
+  std::uint32_t features;    // pi_features of the reply
+  std::int64_t sent_ns;      // steady clock of the send
+  std::int64_t done_ns;      // steady clock of the answer
+  std::uint32_t n_nis;       // entries kept in nis (0@lo excluded)
+  std::uint32_t more_nis;    // entries the reply listed beyond kPingNis
+  PingNiEntry nis[kPingNis];
+};
+static_assert(std::is_trivially_copyable_v<PingResult>);
+
+struct alignas(64) GatewayShm {
+  // Written by control.
+  Nid nid;
+  std::uint32_t owner;                    // the worker that pings it
+  std::atomic<std::uint32_t> assigned;    // 1 once nid and owner are written
+  std::atomic<std::uint64_t> request;     // the latest ping asked for (0: none)
+  // Written by the owner worker.
+  alignas(64) std::atomic<std::uint64_t> result_gen;  // seqlock over result
+  PingResult result;
+  std::atomic<std::uint32_t> down;        // 1: every connection to it failed, nothing heard since
+  std::atomic<std::uint64_t> down_events; // times `down` was set
+  std::atomic<std::uint64_t> pings_sent;
+};
+static_assert(std::is_standard_layout_v<GatewayShm>);
 
 struct RouteSlotHeader {
   std::uint64_t version;
@@ -90,8 +159,14 @@ static_assert(std::is_trivially_copyable_v<Net> && std::is_trivially_copyable_v<
 constexpr std::uint64_t align8(std::uint64_t n) noexcept { return (n + 7) & ~std::uint64_t{7}; }
 
 // Bytes a region with these parameters takes.
+constexpr std::uint64_t gateways_offset(std::uint32_t n_workers) noexcept {
+  return sizeof(ShmHeader) + std::uint64_t{n_workers} * sizeof(WorkerShm);
+}
+constexpr std::uint64_t slots_offset(std::uint32_t n_workers) noexcept {
+  return gateways_offset(n_workers) + std::uint64_t{kMaxGateways} * sizeof(GatewayShm);
+}
 constexpr std::uint64_t region_size(std::uint32_t n_workers, std::uint64_t slot_bytes) noexcept {
-  return sizeof(ShmHeader) + std::uint64_t{n_workers} * sizeof(WorkerShm) + kRouteSlots * slot_bytes;
+  return slots_offset(n_workers) + kRouteSlots * slot_bytes;
 }
 
 }  // namespace lnetr::shm

@@ -46,6 +46,15 @@ WorkerShm& Region::worker(std::uint32_t i) const noexcept {
   return reinterpret_cast<WorkerShm*>(static_cast<std::uint8_t*>(base_) + header().workers_offset)[i];
 }
 
+GatewayShm& Region::gateway(std::uint32_t i) const noexcept {
+  return reinterpret_cast<GatewayShm*>(static_cast<std::uint8_t*>(base_) + header().gateways_offset)[i];
+}
+
+std::span<GatewayShm> Region::gateways() const noexcept {
+  if (!base_) return {};
+  return {&gateway(0), header().n_gateways};
+}
+
 std::uint8_t* Region::slot(std::uint32_t i) const noexcept {
   return static_cast<std::uint8_t*>(base_) + header().slots_offset + i * header().slot_bytes;
 }
@@ -89,9 +98,13 @@ Region Region::create(const std::string& name, std::uint32_t n_workers, std::uin
   h->n_route_slots = kRouteSlots;
   h->slot_bytes = slot_bytes;
   h->workers_offset = sizeof(ShmHeader);
-  h->slots_offset = sizeof(ShmHeader) + std::uint64_t{n_workers} * sizeof(WorkerShm);
+  h->n_gateways = kMaxGateways;
+  h->gateways_offset = gateways_offset(n_workers);
+  h->slots_offset = slots_offset(n_workers);
   for (std::uint32_t i = 0; i < n_workers; ++i)
     new (static_cast<std::uint8_t*>(base) + h->workers_offset + i * sizeof(WorkerShm)) WorkerShm{};
+  for (std::uint32_t i = 0; i < kMaxGateways; ++i)
+    new (static_cast<std::uint8_t*>(base) + h->gateways_offset + i * sizeof(GatewayShm)) GatewayShm{};
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kShmMagic;
   return Region(base, size);
@@ -126,7 +139,8 @@ Region Region::attach(const std::string& name, std::string& err) {
   } else if (h.n_workers == 0 || h.n_workers > kMaxWorkers || h.n_route_slots != kRouteSlots ||
              h.slot_bytes < sizeof(RouteSlotHeader) || h.total_size != size ||
              h.workers_offset != sizeof(ShmHeader) ||
-             h.slots_offset != sizeof(ShmHeader) + std::uint64_t{h.n_workers} * sizeof(WorkerShm) ||
+             h.n_gateways != kMaxGateways || h.gateways_offset != gateways_offset(h.n_workers) ||
+             h.slots_offset != slots_offset(h.n_workers) ||
              region_size(h.n_workers, h.slot_bytes) != size) {
     err = "shared memory " + name + " has inconsistent sizes";
   } else {
@@ -136,6 +150,26 @@ Region Region::attach(const std::string& name, std::string& err) {
 }
 
 void Region::unlink(const std::string& name) noexcept { ::shm_unlink(name.c_str()); }
+
+// ---- gateway ping results ---------------------------------------------------------
+
+void store_result(GatewayShm& g, const PingResult& r) noexcept {
+  const std::uint64_t gen = g.result_gen.load(std::memory_order_relaxed);
+  g.result_gen.store(gen + 1, std::memory_order_relaxed);  // odd: being written
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(&g.result, &r, sizeof r);
+  g.result_gen.store(gen + 2, std::memory_order_release);
+}
+
+PingResult load_result(const GatewayShm& g) noexcept {
+  PingResult r;
+  for (;;) {
+    const std::uint64_t before = g.result_gen.load(std::memory_order_acquire);
+    std::memcpy(&r, &g.result, sizeof r);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if ((before & 1) == 0 && g.result_gen.load(std::memory_order_relaxed) == before) return r;
+  }
+}
 
 // ---- publication ---------------------------------------------------------------
 

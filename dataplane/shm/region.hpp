@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,8 @@ class Region {
   explicit operator bool() const noexcept { return base_ != nullptr; }
   ShmHeader& header() const noexcept { return *static_cast<ShmHeader*>(base_); }
   WorkerShm& worker(std::uint32_t i) const noexcept;
+  GatewayShm& gateway(std::uint32_t i) const noexcept;
+  std::span<GatewayShm> gateways() const noexcept;  // empty when not mapped
   std::uint8_t* slot(std::uint32_t i) const noexcept;
   std::uint64_t size() const noexcept { return size_; }
 
@@ -43,6 +46,11 @@ class Region {
   void* base_ = nullptr;
   std::uint64_t size_ = 0;
 };
+
+// The seqlock over GatewayShm::result.  The owner worker stores (never
+// blocks); control loads (retries while a store is in progress).
+void store_result(GatewayShm& g, const PingResult& r) noexcept;
+PingResult load_result(const GatewayShm& g) noexcept;
 
 enum class PublishResult : std::uint8_t {
   published,

@@ -13,6 +13,7 @@
 
 #include "router/local_msgs.hpp"
 #include "router/ping_info.hpp"
+#include "dataplane/shm/region.hpp"
 
 namespace lnetr::dp {
 namespace {
@@ -342,6 +343,156 @@ TEST(Forwarder, AdoptedSnapshotRoutesFromThenOn) {
   EXPECT_EQ(next_hop_with(both), kGw1);
   const RouteTable only_gw2 = make_routes(r.setup, {{Net{2, 7}, kGw2, 1, 1}});
   EXPECT_EQ(next_hop_with(only_gw2), kGw2);
+  r.expect_idle();
+}
+
+// ---- gateway checks for lnetr-control (shared-memory board) ------------------------
+
+// A board of gateway slots in plain memory, as lnetr-control fills it.
+struct Board {
+  std::unique_ptr<shm::GatewayShm[]> slots = std::make_unique<shm::GatewayShm[]>(4);
+  std::span<shm::GatewayShm> span() { return {slots.get(), 4}; }
+  void assign(std::uint32_t i, const Nid& gw) {
+    slots[i].nid = gw;
+    slots[i].owner = 0;
+    slots[i].assigned = 1;
+  }
+  void ask(std::uint32_t i) { slots[i].request.fetch_add(1); }
+};
+
+// The REPLY a gateway sends to `get` with its ping info listing `nis`.
+sock::Rx& ping_reply(Rig& r, const sock::Tx& get, std::initializer_list<PingNi> nis, std::vector<std::uint8_t>& bytes,
+                     std::uint32_t features = ping_feature::ni_status | ping_feature::multi_rail) {
+  bytes.assign(512, 0);
+  const std::vector<PingNi> list(nis);
+  auto n = encode_ping_info({features, kPidLustre, 3, list}, bytes);
+  EXPECT_TRUE(n);
+  bytes.resize(n ? *n : 0);
+  sock::Rx& rx = r.head(get.hdr.dest_nid, get.hdr.src_nid, get.hdr.src_nid, 0);
+  rx.hdr = make_reply(get.hdr, get.hdr.dest_nid, static_cast<std::uint32_t>(bytes.size()));
+  return rx;
+}
+
+// Deliver `rx` with `payload` as socklnd would: head, bytes into the sink, end.
+void deliver(Rig& r, sock::Rx& rx, const std::vector<std::uint8_t>& payload, sock::RxVerdict expect) {
+  ASSERT_EQ(r.fwd->on_head(rx), expect);
+  if (expect != sock::RxVerdict::accept || rx.discard) return r.fwd->on_received(rx);
+  ASSERT_EQ(rx.sink.size(), payload.size());
+  std::copy(payload.begin(), payload.end(), rx.sink.begin());
+  r.fwd->on_received(rx);
+}
+
+TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
+  Rig r(make_setup());
+  Board b;
+  b.assign(2, kGw1);
+  r.fwd->attach_gateways(b.span());
+  EXPECT_EQ(r.fwd->send_pings(), 0u);  // assigned, nothing asked yet
+  b.ask(2);
+  ASSERT_EQ(r.fwd->send_pings(), 1u);
+  EXPECT_EQ(r.fwd->send_pings(), 0u);  // once per request
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  const sock::Tx get = *r.ports.sent[0].tx;
+  EXPECT_EQ(r.ports.sent[0].to, kGw1);
+  EXPECT_TRUE(is_ping(get.hdr));
+  EXPECT_EQ(get.hdr.src_nid, kNiB);  // our NI on the gateway's net
+  EXPECT_EQ(get.hdr.dest_nid, kGw1);
+  EXPECT_EQ(get.hdr.get().sink_length, 512u);
+  EXPECT_EQ(b.slots[2].pings_sent.load(), 1u);
+  r.complete();
+
+  std::vector<std::uint8_t> info;
+  const Nid far = nid("10.7.0.1@tcp7");
+  sock::Rx& rx = ping_reply(r, get, {{kGw1, kNiStatusUp}, {far, kNiStatusDown}}, info);
+  deliver(r, rx, info, sock::RxVerdict::accept);
+  const shm::PingResult res = shm::load_result(b.slots[2]);
+  EXPECT_EQ(res.seq, 1u);
+  EXPECT_EQ(res.outcome, shm::PingOutcome::answered);
+  EXPECT_EQ(res.features, ping_feature::ni_status | ping_feature::multi_rail);
+  ASSERT_EQ(res.n_nis, 2u);
+  EXPECT_EQ(res.nis[0].nid, kGw1);
+  EXPECT_EQ(res.nis[0].status, kNiStatusUp);
+  EXPECT_EQ(res.nis[1].nid, far);
+  EXPECT_EQ(res.nis[1].status, kNiStatusDown);
+  EXPECT_GE(res.done_ns, res.sent_ns);
+  r.expect_idle();
+}
+
+TEST(Forwarder, LateOrForeignGatewayAnswersAreDroppedAndFailuresPosted) {
+  Rig r(make_setup());
+  Board b;
+  b.assign(0, kGw1);
+  r.fwd->attach_gateways(b.span());
+  b.ask(0);
+  r.fwd->send_pings();
+  const sock::Tx first = *r.ports.sent[0].tx;
+  r.complete();
+  b.ask(0);
+  r.fwd->send_pings();
+  r.complete(-ECONNREFUSED);  // the second could not be sent
+  shm::PingResult res = shm::load_result(b.slots[0]);
+  EXPECT_EQ(res.seq, 2u);
+  EXPECT_EQ(res.outcome, shm::PingOutcome::send_failed);
+  // The answer to the first request comes late: dropped, nothing posted.
+  std::vector<std::uint8_t> info;
+  sock::Rx& late = ping_reply(r, first, {{kGw1, kNiStatusUp}}, info);
+  ASSERT_EQ(r.fwd->on_head(late), sock::RxVerdict::accept);
+  EXPECT_TRUE(late.discard);
+  r.fwd->on_received(late);
+  EXPECT_EQ(shm::load_result(b.slots[0]).outcome, shm::PingOutcome::send_failed);
+  // Neither is a REPLY from another NID with our cookie.
+  b.ask(0);
+  r.fwd->send_pings();
+  const sock::Tx third = *r.ports.sent[0].tx;
+  r.complete();
+  sock::Rx& forged = ping_reply(r, third, {{kGw2, kNiStatusUp}}, info);
+  forged.hdr.src_nid = kGw2;
+  ASSERT_EQ(r.fwd->on_head(forged), sock::RxVerdict::accept);
+  EXPECT_TRUE(forged.discard);
+  r.fwd->on_received(forged);
+  // A reply that is not a ping info is reported as such.
+  sock::Rx& bad = ping_reply(r, third, {{kGw1, kNiStatusUp}}, info);
+  info[0] ^= 0xff;  // magic
+  deliver(r, bad, info, sock::RxVerdict::accept);
+  res = shm::load_result(b.slots[0]);
+  EXPECT_EQ(res.seq, 3u);
+  EXPECT_EQ(res.outcome, shm::PingOutcome::bad_reply);
+  EXPECT_EQ(r.drops(DropReason::not_for_us), 2u);
+  r.expect_idle();
+}
+
+TEST(Forwarder, AGatewayWhoseConnectionsFailIsSkippedUntilHeardFrom) {
+  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
+  Board b;
+  b.assign(0, kGw1);
+  b.assign(1, kGw2);
+  r.fwd->attach_gateways(b.span());
+  r.fwd->adopt(r.routes.view());  // maps the snapshot's gateways to the board
+  b.ask(0);
+  r.fwd->send_pings();
+  const sock::Tx get = *r.ports.sent[0].tx;
+  r.complete();
+  auto next_hop = [&r] {
+    sock::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+    EXPECT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+    r.fwd->on_received(rx);
+    EXPECT_EQ(r.ports.sent.size(), 1u);
+    const Nid to = r.ports.sent.empty() ? Nid{} : r.ports.sent[0].to;
+    r.complete();
+    return to;
+  };
+  EXPECT_EQ(next_hop(), kGw1);  // priority 0
+  r.fwd->on_peer_down(kGw1);
+  EXPECT_EQ(b.slots[0].down.load(), 1u);
+  EXPECT_EQ(b.slots[0].down_events.load(), 1u);
+  EXPECT_EQ(next_hop(), kGw2);  // at once, without a new snapshot
+  EXPECT_EQ(r.drops(DropReason::peer_down), 0u);
+  // Its answer to a ping makes it usable again.
+  std::vector<std::uint8_t> info;
+  sock::Rx& rx = ping_reply(r, get, {{kGw1, kNiStatusUp}}, info);
+  deliver(r, rx, info, sock::RxVerdict::accept);
+  EXPECT_EQ(b.slots[0].down.load(), 0u);
+  EXPECT_EQ(next_hop(), kGw1);
   r.expect_idle();
 }
 

@@ -238,5 +238,50 @@ TEST_F(Shm, ReadersNeverSeeATornTableWhileControlPublishes) {
   RecordProperty("busy_retries", static_cast<int>(busy));
 }
 
+TEST_F(Shm, GatewayBoardIsSharedAndResultsAreNeverTorn) {
+  Region dp = make(2);
+  std::string err;
+  Region control = Region::attach(name, err);
+  ASSERT_TRUE(control) << err;
+  ASSERT_EQ(control.gateways().size(), kMaxGateways);
+  // What control writes, the dataplane's mapping sees.
+  control.gateway(5).nid = nid("10.0.1.1@tcp1");
+  control.gateway(5).owner = 1;
+  control.gateway(5).assigned.store(1);
+  EXPECT_EQ(dp.gateway(5).nid, nid("10.0.1.1@tcp1"));
+  EXPECT_EQ(dp.gateway(5).assigned.load(), 1u);
+  // A worker storing results as fast as it can; control reads each whole:
+  // every field of result n says n.
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    for (std::uint64_t n = 1; !stop.load(); ++n) {
+      PingResult r{};
+      r.seq = n;
+      r.features = static_cast<std::uint32_t>(n);
+      r.sent_ns = static_cast<std::int64_t>(n);
+      r.done_ns = static_cast<std::int64_t>(n);
+      r.n_nis = kPingNis;
+      for (auto& e : r.nis) e.status = static_cast<std::uint32_t>(n);
+      store_result(dp.gateway(5), r);
+    }
+  });
+  std::uint64_t torn = 0, last = 0, reads = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < end) {
+    const PingResult r = load_result(control.gateway(5));
+    ++reads;
+    bool whole = r.features == static_cast<std::uint32_t>(r.seq) && r.sent_ns == static_cast<std::int64_t>(r.seq) &&
+                 r.done_ns == r.sent_ns;
+    for (const auto& e : r.nis) whole = whole && e.status == static_cast<std::uint32_t>(r.seq);
+    if (!whole) ++torn;
+    EXPECT_GE(r.seq, last);
+    last = r.seq;
+  }
+  stop.store(true);
+  worker.join();
+  EXPECT_EQ(torn, 0u) << "of " << reads << " reads";
+  EXPECT_GT(last, 0u);
+}
+
 }  // namespace
 }  // namespace lnetr::shm

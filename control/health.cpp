@@ -1,0 +1,133 @@
+#include "control/health.hpp"
+
+#include <algorithm>
+
+namespace lnetr::control {
+
+LNETR_ENUM_NAMES(, GatewayReason, LNETR_GATEWAY_REASONS)
+LNETR_ENUM_NAMES(, RouteState, LNETR_ROUTE_STATES)
+
+namespace {
+
+// The recovery backoff: 1, 2, 4 ... s after failures in a row, capped by the
+// check interval.
+Clock::duration retry_after(unsigned failures, Clock::duration interval) {
+  const unsigned shift = std::min(failures > 0 ? failures - 1 : 0u, 10u);
+  return std::min<Clock::duration>(std::chrono::seconds(1u << shift), interval);
+}
+
+bool any_up_on(const Gateway& g, Net net, bool* listed = nullptr) {
+  bool up = false, any = false;
+  for (const GatewayNi& ni : g.nis) {
+    if (ni.nid.net() != net) continue;
+    any = true;
+    up = up || ni.up;
+  }
+  if (listed) *listed = any;
+  return up;
+}
+
+}  // namespace
+
+void GatewayHealth::set_gateways(std::span<const Nid> nids, Clock::time_point now) {
+  std::vector<Gateway> next;
+  next.reserve(nids.size());
+  for (const Nid& nid : nids) {
+    if (auto i = find(nid)) {
+      next.push_back(std::move(gateways_[*i]));
+    } else {
+      Gateway g;
+      g.nid = nid;
+      g.next_check = now;
+      next.push_back(std::move(g));
+    }
+  }
+  gateways_ = std::move(next);
+}
+
+std::optional<std::size_t> GatewayHealth::find(const Nid& nid) const noexcept {
+  for (std::size_t i = 0; i < gateways_.size(); ++i)
+    if (gateways_[i].nid == nid) return i;
+  return std::nullopt;
+}
+
+std::vector<std::size_t> GatewayHealth::due(Clock::time_point now) const {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < gateways_.size(); ++i)
+    if (gateways_[i].outstanding == 0 && now >= gateways_[i].next_check) out.push_back(i);
+  return out;
+}
+
+void GatewayHealth::sent(std::size_t gw, std::uint64_t seq, Clock::time_point now) {
+  Gateway& g = gateways_[gw];
+  g.outstanding = seq;
+  g.sent_at = now;
+  ++g.pings;
+}
+
+bool GatewayHealth::answered(std::size_t gw, const PingAnswer& a, Clock::time_point now) {
+  Gateway& g = gateways_[gw];
+  const bool was = g.alive;
+  g.outstanding = 0;
+  g.alive = true;
+  g.reason = GatewayReason::answered;
+  g.health = kMaxHealth;
+  g.answered_once = true;
+  g.features = a.features;
+  g.nis = a.nis;
+  g.last_rtt = a.rtt;
+  g.recovery = 0;
+  g.next_check = now + params_.check_interval;
+  return !was;
+}
+
+bool GatewayHealth::fail(Gateway& g, GatewayReason why, Clock::time_point now) {
+  const bool was = g.alive;
+  g.outstanding = 0;
+  g.alive = false;
+  g.reason = why;
+  g.health = g.health > params_.sensitivity ? g.health - params_.sensitivity : 0;
+  ++g.failures;
+  ++g.recovery;
+  g.next_check = now + retry_after(g.recovery, params_.check_interval);
+  return was;
+}
+
+bool GatewayHealth::failed(std::size_t gw, GatewayReason why, Clock::time_point now) {
+  return fail(gateways_[gw], why, now);
+}
+
+std::vector<std::size_t> GatewayHealth::expire(Clock::time_point now) {
+  std::vector<std::size_t> changed;
+  for (std::size_t i = 0; i < gateways_.size(); ++i) {
+    Gateway& g = gateways_[i];
+    if (g.outstanding != 0 && now - g.sent_at >= params_.ping_timeout &&
+        fail(g, GatewayReason::ping_timeout, now))
+      changed.push_back(i);
+  }
+  return changed;
+}
+
+RouteState GatewayHealth::route_state(const Route& r) const noexcept {
+  const auto i = find(r.gateway);
+  if (!i) return RouteState::up;  // not watched: as configured
+  const Gateway& g = gateways_[*i];
+  if (!g.alive) return RouteState::gateway_dead;
+  if (!g.answered_once) return RouteState::up;
+  if (g.rte_disabled()) return RouteState::rte_disabled;
+  if (!any_up_on(g, r.gateway.net())) return RouteState::no_local_ni_up;
+  bool listed = false;
+  const bool remote_up = any_up_on(g, r.net, &listed);
+  if (params_.avoid_asym && (r.hops == 1 || listed) && !remote_up) return RouteState::remote_ni_down;
+  return RouteState::up;
+}
+
+SingleHop GatewayHealth::single_hop(const Route& r) const noexcept {
+  const auto i = find(r.gateway);
+  if (!i || !gateways_[*i].answered_once) return SingleHop::unknown;
+  bool listed = false;
+  any_up_on(gateways_[*i], r.net, &listed);
+  return listed ? SingleHop::yes : SingleHop::no;
+}
+
+}  // namespace lnetr::control

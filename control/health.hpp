@@ -1,0 +1,158 @@
+// Gateway health as lnetr-control keeps it (ping-discovery-health.md §5 and
+// §7): which gateway to ping when, what each answer or failure means for
+// the gateway, and whether each route through it is up.
+//
+// Pure logic over a caller-supplied clock: main.cpp moves requests and
+// results through shared memory (shm/abi.hpp) and logs what changes; the
+// unit tests drive it with a hand-advanced clock.
+//
+// A gateway is pinged every check_interval while it is alive.  A failure -
+// no answer within ping_timeout, a ping that could not be sent, a reply
+// that is not a ping info, or the dataplane's report that every connection
+// to it failed - makes it dead and costs `sensitivity` health (0..1000);
+// a dead gateway is pinged again after 1, 2, 4 ... s, never later than the
+// check interval.  An answer makes it alive with full health (a router
+// resets a gateway's health on any reception, §7).  Before its first check
+// a gateway counts as alive (check_routers_before_use = 0).
+//
+// A route (remote net R, gateway G reached over local net L) is up iff G is
+// alive and, once G answered a ping: G's ping info does not carry
+// RTE_DISABLED, lists an UP NI on L, and - with avoid_asym_router_failure,
+// for a single-hop route (hop 1, or G lists an NI on R) - lists an UP NI on
+// R (§5.2).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "router/enum_names.hpp"
+#include "router/nid.hpp"
+#include "router/ping_info.hpp"
+#include "router/route_table.hpp"
+
+namespace lnetr::control {
+
+using Clock = std::chrono::steady_clock;
+
+inline constexpr std::uint32_t kMaxHealth = 1000;
+
+struct HealthParams {
+  Clock::duration check_interval = std::chrono::seconds(60);  // alive_router_check_interval
+  Clock::duration ping_timeout = std::chrono::seconds(50);    // router_ping_timeout
+  std::uint32_t sensitivity = 100;                            // health_sensitivity (0..1000)
+  bool avoid_asym = true;                                     // avoid_asym_router_failure
+};
+
+// What the last event concluded about a gateway.
+#define LNETR_GATEWAY_REASONS(X)                                                          \
+  X(unchecked, "not checked yet (used meanwhile)")                                      \
+  X(answered, "it answered its last ping")                                              \
+  X(ping_timeout, "no answer to a ping within router_ping_timeout")                     \
+  X(send_failed, "a ping could not be sent to it (no connection could be made)")        \
+  X(bad_reply, "its ping reply did not hold a valid ping info")                         \
+  X(connections_failed, "every connection to it failed")
+
+enum class GatewayReason : std::uint8_t {
+#define LNETR_X(n, text) n,
+  LNETR_GATEWAY_REASONS(LNETR_X)
+#undef LNETR_X
+};
+std::string_view name(GatewayReason r) noexcept;
+std::string_view describe(GatewayReason r) noexcept;
+
+// Why a route is down (or `up`).
+#define LNETR_ROUTE_STATES(X)                                                               \
+  X(up, "up")                                                                             \
+  X(gateway_dead, "its gateway is dead")                                                  \
+  X(rte_disabled, "its gateway's ping info says routing is disabled")                     \
+  X(no_local_ni_up, "its gateway's ping info lists no UP NI on the net we reach it by")   \
+  X(remote_ni_down, "its gateway's ping info lists no UP NI on the remote net (asymmetric failure)")
+
+enum class RouteState : std::uint8_t {
+#define LNETR_X(n, text) n,
+  LNETR_ROUTE_STATES(LNETR_X)
+#undef LNETR_X
+};
+std::string_view name(RouteState s) noexcept;
+std::string_view describe(RouteState s) noexcept;
+
+struct GatewayNi {
+  Nid nid;
+  bool up = false;
+};
+
+struct Gateway {
+  Nid nid;
+  bool alive = true;
+  GatewayReason reason = GatewayReason::unchecked;
+  std::uint32_t health = kMaxHealth;
+  // From the last ping info (valid once answered_once).
+  bool answered_once = false;
+  std::uint32_t features = 0;
+  std::vector<GatewayNi> nis;
+  std::chrono::nanoseconds last_rtt{0};
+  // Checking.
+  std::uint64_t outstanding = 0;  // sequence of the ping awaited (0: none)
+  Clock::time_point sent_at{};
+  Clock::time_point next_check{};  // when the next ping is due
+  unsigned recovery = 0;           // failures in a row (recovery backoff)
+  std::uint64_t pings = 0, failures = 0;
+
+  bool rte_disabled() const noexcept { return answered_once && (features & ping_feature::rte_disabled) != 0; }
+};
+
+// A ping's result as the dataplane reported it.
+struct PingAnswer {
+  std::uint32_t features = 0;
+  std::vector<GatewayNi> nis;
+  std::chrono::nanoseconds rtt{0};
+};
+
+class GatewayHealth {
+ public:
+  explicit GatewayHealth(HealthParams params) : params_(params) {}
+
+  const HealthParams& params() const noexcept { return params_; }
+  void set_params(const HealthParams& p) noexcept { params_ = p; }
+
+  // Watch exactly these gateways: new ones start unchecked and are due at
+  // once; ones no longer listed are forgotten.
+  void set_gateways(std::span<const Nid> nids, Clock::time_point now);
+  std::span<const Gateway> gateways() const noexcept { return gateways_; }
+  std::optional<std::size_t> find(const Nid& nid) const noexcept;
+
+  // Gateways whose ping is due: nothing outstanding and next_check reached.
+  std::vector<std::size_t> due(Clock::time_point now) const;
+  // A ping with sequence `seq` was asked of the dataplane.
+  void sent(std::size_t gw, std::uint64_t seq, Clock::time_point now);
+
+  // Events; each returns true when the gateway's alive flag changed.
+  // The awaited ping was answered with a valid ping info.
+  bool answered(std::size_t gw, const PingAnswer& a, Clock::time_point now);
+  // The awaited ping failed (send_failed or bad_reply), or every connection
+  // to the gateway failed (connections_failed, with or without a ping
+  // outstanding: it is then abandoned).
+  bool failed(std::size_t gw, GatewayReason why, Clock::time_point now);
+  // Outstanding pings older than ping_timeout fail; the gateways whose alive
+  // flag changed.
+  std::vector<std::size_t> expire(Clock::time_point now);
+
+  // The state of a route (§5.2) through a watched gateway, given its local
+  // net (the gateway's net); and whether its ping info lists an NI on the
+  // route's remote net (unknown before the first answer).
+  RouteState route_state(const Route& r) const noexcept;
+  SingleHop single_hop(const Route& r) const noexcept;
+
+ private:
+  bool fail(Gateway& g, GatewayReason why, Clock::time_point now);
+
+  HealthParams params_;
+  std::vector<Gateway> gateways_;
+};
+
+}  // namespace lnetr::control

@@ -1,0 +1,161 @@
+// Gateway health (control/health.hpp) on a hand-advanced clock: when pings
+// are due, what answers, failures and timeouts do to a gateway, and the
+// route states LNet's rules give (ping-discovery-health.md §5.2).
+#include "control/health.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace lnetr::control {
+namespace {
+
+using namespace std::chrono_literals;
+
+Nid nid(std::string_view s) { return *parse_nid(s); }
+
+const Nid kGw1 = nid("10.2.0.9@tcp1");
+const Nid kGw2 = nid("10.2.0.10@tcp1");
+const Nid kGw1Far = nid("10.3.0.9@tcp2");
+const Net kTcp2 = kGw1Far.net();
+
+HealthParams params() {
+  HealthParams p;
+  p.check_interval = 10s;
+  p.ping_timeout = 3s;
+  p.sensitivity = 300;
+  return p;
+}
+
+Route route(const Nid& gw, Net net, std::uint32_t hops = kHopsUndefined) {
+  Route r;
+  r.gateway = gw;
+  r.net = net;
+  r.hops = hops;
+  return r;
+}
+
+PingAnswer answer(std::vector<GatewayNi> nis, std::uint32_t features = ping_feature::ni_status) {
+  PingAnswer a;
+  a.features = features;
+  a.nis = std::move(nis);
+  a.rtt = 250us;
+  return a;
+}
+
+struct HealthTest : ::testing::Test {
+  Clock::time_point t0 = Clock::time_point{} + 1000s;
+  GatewayHealth h{params()};
+  void SetUp() override {
+    const Nid gws[] = {kGw1, kGw2};
+    h.set_gateways(gws, t0);
+  }
+  const Gateway& g(std::size_t i) const { return h.gateways()[i]; }
+  bool is_due(std::size_t i, Clock::time_point t) const {
+    const auto d = h.due(t);
+    return std::find(d.begin(), d.end(), i) != d.end();
+  }
+};
+
+TEST_F(HealthTest, NewGatewaysAreUsedAndDueAtOnceThenEveryInterval) {
+  EXPECT_TRUE(g(0).alive);
+  EXPECT_EQ(g(0).reason, GatewayReason::unchecked);
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::up);
+  EXPECT_EQ(h.due(t0), (std::vector<std::size_t>{0, 1}));
+  h.sent(0, 7, t0);
+  EXPECT_EQ(h.due(t0), (std::vector<std::size_t>{1}));  // one outstanding ping at a time
+  EXPECT_FALSE(h.answered(0, answer({{kGw1, true}, {kGw1Far, true}}), t0 + 1ms));  // alive already
+  EXPECT_EQ(g(0).reason, GatewayReason::answered);
+  EXPECT_EQ(g(0).last_rtt, 250us);
+  EXPECT_FALSE(is_due(0, t0 + 10s));  // the interval counts from the answer
+  EXPECT_TRUE(is_due(0, t0 + 10s + 1ms));
+}
+
+TEST_F(HealthTest, TimeoutKillsCostsHealthAndRecoveryBacksOff) {
+  h.sent(0, 1, t0);
+  EXPECT_TRUE(h.expire(t0 + 2999ms).empty());
+  EXPECT_EQ(h.expire(t0 + 3s), std::vector<std::size_t>{0});
+  EXPECT_FALSE(g(0).alive);
+  EXPECT_EQ(g(0).reason, GatewayReason::ping_timeout);
+  EXPECT_EQ(g(0).health, 700u);
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::gateway_dead);
+  // Recovery pings after 1 s, then 2 s, then 4 s, capped by the interval.
+  auto t = t0 + 3s;
+  for (auto wait : {1s, 2s, 4s, 8s, 10s, 10s}) {
+    EXPECT_FALSE(is_due(0, t + wait - 1ms));
+    EXPECT_TRUE(is_due(0, t + wait));
+    t += wait;
+    h.sent(0, 2, t);
+    EXPECT_FALSE(h.failed(0, GatewayReason::send_failed, t));  // dead already: no change
+  }
+  EXPECT_EQ(g(0).health, 0u);  // floored
+  // An answer brings it back with full health.
+  h.sent(0, 3, t + 10s);
+  EXPECT_TRUE(h.answered(0, answer({{kGw1, true}}), t + 10s));
+  EXPECT_TRUE(g(0).alive);
+  EXPECT_EQ(g(0).health, kMaxHealth);
+  EXPECT_EQ(g(0).failures, 7u);
+}
+
+TEST_F(HealthTest, ConnectionFailureAbandonsTheOutstandingPing) {
+  h.sent(1, 4, t0);
+  EXPECT_TRUE(h.failed(1, GatewayReason::connections_failed, t0 + 5ms));
+  EXPECT_EQ(g(1).outstanding, 0u);
+  EXPECT_TRUE(h.expire(t0 + 10s).empty());
+  EXPECT_EQ(g(1).reason, GatewayReason::connections_failed);
+}
+
+TEST_F(HealthTest, RouteStatesFollowThePingInfo) {
+  const Route multi = route(kGw1, kTcp2);
+  const Route hop1 = route(kGw1, kTcp2, 1);
+  const Route other = route(kGw1, nid("10.9.0.1@tcp9").net());
+  h.sent(0, 1, t0);
+  // Lists its NI on tcp2 (so single-hop), DOWN: the asymmetric failure.
+  h.answered(0, answer({{kGw1, true}, {kGw1Far, false}}), t0);
+  EXPECT_EQ(h.single_hop(multi), SingleHop::yes);
+  EXPECT_EQ(h.route_state(multi), RouteState::remote_ni_down);
+  EXPECT_EQ(h.route_state(other), RouteState::up);  // no NI on tcp9 listed: multi-hop, not checked
+  EXPECT_EQ(h.single_hop(other), SingleHop::no);
+  // Hop 1 configured: checked even if the far NI is not listed at all.
+  h.answered(0, answer({{kGw1, true}}), t0);
+  EXPECT_EQ(h.route_state(hop1), RouteState::remote_ni_down);
+  EXPECT_EQ(h.route_state(multi), RouteState::up);
+  // avoid_asym_router_failure off: not checked.
+  HealthParams p = params();
+  p.avoid_asym = false;
+  h.set_params(p);
+  EXPECT_EQ(h.route_state(hop1), RouteState::up);
+  h.set_params(params());
+  // Its NI on our side DOWN.
+  h.answered(0, answer({{kGw1, false}, {kGw1Far, true}}), t0);
+  EXPECT_EQ(h.route_state(multi), RouteState::no_local_ni_up);
+  // Routing disabled trumps the NIs.
+  h.answered(0, answer({{kGw1, true}, {kGw1Far, true}}, ping_feature::ni_status | ping_feature::rte_disabled), t0);
+  EXPECT_EQ(h.route_state(multi), RouteState::rte_disabled);
+  h.answered(0, answer({{kGw1, true}, {kGw1Far, true}}), t0);
+  EXPECT_EQ(h.route_state(multi), RouteState::up);
+  EXPECT_EQ(h.route_state(route(nid("10.2.0.77@tcp1"), kTcp2)), RouteState::up);  // not watched
+}
+
+TEST_F(HealthTest, SetGatewaysKeepsKnownStateAndForgetsTheRest) {
+  h.sent(0, 1, t0);
+  h.expire(t0 + 3s);
+  const Nid kGw3 = nid("10.2.0.11@tcp1");
+  const Nid next[] = {kGw3, kGw1};
+  h.set_gateways(next, t0 + 4s);
+  ASSERT_EQ(h.gateways().size(), 2u);
+  EXPECT_EQ(g(0).nid, kGw3);
+  EXPECT_EQ(g(0).reason, GatewayReason::unchecked);
+  EXPECT_EQ(g(1).nid, kGw1);
+  EXPECT_FALSE(g(1).alive);
+  EXPECT_FALSE(h.find(kGw2));
+}
+
+TEST(GatewayReasonNames, AreDistinctAndDescribed) {
+  EXPECT_EQ(name(GatewayReason::ping_timeout), "ping_timeout");
+  EXPECT_NE(describe(GatewayReason::ping_timeout), describe(GatewayReason::send_failed));
+  EXPECT_EQ(name(RouteState::remote_ni_down), "remote_ni_down");
+}
+
+}  // namespace
+}  // namespace lnetr::control
