@@ -103,12 +103,13 @@ class Controller {
       if (r.seq != g.outstanding) continue;
       switch (r.outcome) {
         case shm::PingOutcome::answered: {
+          const bool first = g.reason == GatewayReason::unchecked;
           PingAnswer a;
           a.features = r.features;
           for (std::uint32_t k = 0; k < r.n_nis && k < shm::kPingNis; ++k)
             a.nis.push_back({r.nis[k].nid, r.nis[k].status == kNiStatusUp});
           a.rtt = std::chrono::nanoseconds(r.done_ns - r.sent_ns);
-          gateway_event(i, health_.answered(i, a, now));
+          gateway_event(i, health_.answered(i, a, now) || first);
           break;
         }
         case shm::PingOutcome::send_failed:

@@ -341,7 +341,7 @@ std::string Control::status() {
   }
   j.end_array();
 
-  std::uint64_t route_count = 0, route_length = 0, drop_count = 0, drop_length = 0, recv = 0, send = 0;
+  std::uint64_t route_count = 0, route_length = 0, drop_count = 0, drop_length = 0, recv = 0, send = 0, reroutes = 0;
   std::array<std::uint64_t, kDropReasonCount> drops{};
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
     const WorkerCounters& c = shared_.counters[w];
@@ -351,12 +351,14 @@ std::string Control::status() {
     drop_length += c.drop_length.get();
     recv += c.recv_count.get();
     send += c.send_count.get();
+    reroutes += c.reroutes.get();
     for (std::size_t r = 0; r < kDropReasonCount; ++r) drops[r] += c.drops[r].get();
   }
   j.key("statistics").begin_object();
   j.key("route_count").value(route_count).key("route_length").value(route_length);
   j.key("drop_count").value(drop_count).key("drop_length").value(drop_length);
   j.key("recv_count").value(recv).key("send_count").value(send);
+  j.key("reroute_count").value(reroutes);
   j.end_object();
   j.key("drops").begin_object();
   for (std::size_t r = 0; r < kDropReasonCount; ++r) j.key(std::string(name(static_cast<DropReason>(r)))).value(drops[r]);

@@ -450,19 +450,52 @@ void Forwarder::route(RouterMsg* m) {
     }
     m->next_hop = (*r)->gateway;
   }
-  m->ni = ni_index(m->next_hop);
   m->tx.hdr = m->rx.hdr;  // forwarded unchanged, byte for byte
   m->tx.payload = ByteSpan(m->buf, m->rx.hdr.payload_length);
   m->tx.cookie = m;
+  dispatch(m);
+}
+
+// To the worker that owns the next hop.
+void Forwarder::dispatch(RouterMsg* m) {
+  m->ni = ni_index(m->next_hop);
   const std::uint32_t owner = cpt_of(m->next_hop, ncpts_);
   if (owner == index_) return send_out(m);
-  // Rings hold every message a worker can have in flight: never full.
+  // Rings hold every message in the router: never full.
   ports_.post(owner, {RingItem::Kind::send, m});
+}
+
+// A routed message could not go to its gateway (every connection failed, or
+// the gateway is down): choose again among the other gateways, with this
+// worker's cursor, rather than drop a message the router accepted.  Any
+// worker may do this (selection reads only the snapshot and the cursor).
+// False if the message goes to its final destination, was re-routed once
+// already (a second failure in a row means more than one gateway is going
+// down: the message is dropped as a kernel router would), or no other
+// gateway is usable.
+bool Forwarder::reroute(RouterMsg* m) {
+  const Net dest = m->rx.hdr.dest_nid.net();
+  if (locals_.on_local_net(dest) || m->reroutes != 0) return false;
+  const Nid failed = m->next_hop;
+  auto usable = [this, &failed](const Route& route) noexcept {
+    return nets_up_(route) && !gateway_down(route) && !(route.gateway == failed);
+  };
+  auto r = routes_.select(dest, cursor_, usable, [this](const Route& route) {
+    auto it = peers_.find(route.gateway);
+    return it == peers_.end() ? 0 : it->second->tx.cur;
+  });
+  if (!r) return false;
+  ++m->reroutes;
+  counters().reroutes.add();
+  m->next_hop = (*r)->gateway;
+  dispatch(m);
+  return true;
 }
 
 void Forwarder::send_out(RouterMsg* m) {
   PeerNi& p = peer_ni(m->next_hop);
   if (!p.alive && setup_.nis[p.ni].peer_timeout > 0) {
+    if (reroute(m)) return;
     ++p.drop_count;
     count_drop(DropReason::peer_down, m->rx.hdr.payload_length);
     return give_back(m);
@@ -510,6 +543,7 @@ void Forwarder::on_sent(sock::Tx& tx, int status) {
     counters().route_count.add();
     counters().route_length.add(m->rx.hdr.payload_length);
   } else {
+    if (reroute(m)) return;
     ++p.drop_count;
     count_drop(DropReason::send_failed, m->rx.hdr.payload_length);
   }

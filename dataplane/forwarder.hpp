@@ -112,6 +112,8 @@ class Forwarder final : public sock::Upper {
   void start_send(RouterMsg* m, PeerNi& p);
   void transmit(RouterMsg* m);
   void give_back(RouterMsg* m);
+  bool reroute(RouterMsg* m);
+  void dispatch(RouterMsg* m);
   // Descriptors.
   RouterMsg* alloc_msg();
   void free_msg(RouterMsg* m);

@@ -153,11 +153,13 @@ int run(const Setup& setup) {
     return 1;
   }
 
-  // Rings: every worker can have all its buffers' messages in flight to one
-  // other worker, plus accepted connections; round up to a power of two.
+  // Rings: every message in the router can be on one ring at once (a
+  // message re-routed after a failed send travels from its sender to the
+  // new gateway's worker whatever its home), plus accepted connections;
+  // round up to a power of two.
   std::uint32_t per_cpt = 0;
   for (std::uint32_t b : setup.buffers) per_cpt += std::max<std::uint32_t>(b / n, 1);
-  const std::uint32_t ring_size = rte_align32pow2(per_cpt + 1024);
+  const std::uint32_t ring_size = rte_align32pow2(per_cpt * n + 1024);
   Fabric fabric;
   fabric.n = n;
   fabric.rings.assign(std::size_t{n} * n, nullptr);

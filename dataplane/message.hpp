@@ -54,6 +54,7 @@ struct RouterMsg {
   Stage stage = Stage::wait_rtr;
   bool aborted = false;       // the connection died while it waited
   bool is_push = false;       // discard kind: ACK it once received
+  std::uint8_t reroutes = 0;  // times sent to another gateway after a failure
   std::uint16_t home = 0;     // receiving worker
   PoolClass pool = PoolClass::tiny;
   PeerNi* src = nullptr;      // previous hop (owned by home)

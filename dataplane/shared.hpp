@@ -36,7 +36,8 @@ struct alignas(64) WorkerCounters {
   Counter drop_length;
   std::array<Counter, kDropReasonCount> drops;  // by reason
   Counter recv_count;   // messages for the router itself (pings, pushes)
-  Counter send_count;   // messages the router originated (replies, ACKs)
+  Counter send_count;   // messages the router originated (replies, ACKs, pings)
+  Counter reroutes;     // forwarded messages sent to another gateway after theirs failed
   Counter loops;        // worker loop iterations
   Counter busy_loops;   // iterations that found work
 };

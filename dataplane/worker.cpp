@@ -153,7 +153,10 @@ bool Worker::sleep_if_idle(unsigned work) {
   bool pending = false;
   for (std::uint32_t from = 0; from < fabric_.n && !pending; ++from)
     if (from != index_ && rte_ring_count(fabric_.ring(from, index_)) > 0) pending = true;
-  if (!pending && rte_ring_count(fabric_.commands[index_]) == 0) poller_.poll(kSleepMs);
+  // Wait without dispatching: what wakes us is handled at the top of the
+  // loop, after the worker has adopted any route snapshot published while
+  // it slept.
+  if (!pending && rte_ring_count(fabric_.commands[index_]) == 0) poller_.wait(kSleepMs);
   sleeping_.store(false, std::memory_order_relaxed);
   idle_ = 0;
   return true;

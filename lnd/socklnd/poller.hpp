@@ -29,11 +29,17 @@ class Poller {
   // Dispatch ready events; timeout_ms 0 polls, -1 waits.  Returns the
   // number of events dispatched.
   int poll(int timeout_ms) noexcept;
+  // Block until an event is ready (or timeout_ms passes) without
+  // dispatching it: the next poll() does, so the caller can look at other
+  // state first (a worker adopts a new route snapshot before it routes what
+  // woke it).  True if something is ready.
+  bool wait(int timeout_ms) noexcept;
 
   bool ok() const noexcept { return epfd_ >= 0; }
 
  private:
   int epfd_ = -1;
+  int waitfd_ = -1;  // an epoll set holding epfd_ (level-triggered), for wait()
 };
 
 }  // namespace lnetr::sock

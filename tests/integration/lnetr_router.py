@@ -33,6 +33,22 @@ def ip(*args):
     subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def control_request(path, line):
+    """One request on a dataplane's control socket `path`; its JSON answer."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(path)
+    s.sendall((line + "\n").encode())
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    return json.loads(data)
+
+
 class Topology:
     """Namespaces <tag>a, <tag>r, <tag>b and their links; removed by down()."""
 
@@ -150,18 +166,7 @@ class Router:
 
     def control(self, line):
         """One request on the control socket; its JSON answer."""
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(10)
-        s.connect(self.sock)
-        s.sendall((line + "\n").encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        s.close()
-        return json.loads(data)
+        return control_request(self.sock, line)
 
     def status(self):
         return self.control("status")

@@ -93,6 +93,29 @@ class Proc:
     def pid(self):
         return self.popen.pid
 
+    @property
+    def stderr_so_far(self):
+        """What the wait_stderr*() calls have read (all of stderr once stopped)."""
+        return self.stderr if self.stderr is not None else self._err_text
+
+    def wait_stderr_text(self, pred, timeout=10.0):
+        """Read stderr until pred(everything read so far) is true; False on
+        timeout or exit.  Independent of wait_stderr()'s position."""
+        end = time.monotonic() + timeout
+        fd = self.popen.stderr.fileno()
+        while not pred(self._err_text):
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                return False
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return pred(self._err_text)
+            self._err_text += chunk.decode(errors="replace")
+        return True
+
     def wait_stderr(self, needle, timeout=10.0):
         """Read stderr until a line contains `needle`; False on timeout or exit.
 

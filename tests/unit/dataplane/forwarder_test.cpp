@@ -312,11 +312,19 @@ TEST(Forwarder, GatewayRoutesAndDeadPeers) {
   EXPECT_EQ(r.ports.sent[0].to, kGw2);  // priority 0 beats 1
   EXPECT_EQ(r.ports.sent[0].tx->hdr.dest_nid, nid("10.7.0.5@tcp7"));  // not the next hop
   r.complete();
-  // A next hop reported down (peer_timeout > 0): fail fast.
+  // A next hop reported down (peer_timeout > 0): the other gateway instead.
   r.fwd->on_peer_down(kGw2);
   sock::Rx& again = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
   ASSERT_EQ(r.fwd->on_head(again), sock::RxVerdict::accept);
   r.fwd->on_received(again);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  EXPECT_EQ(r.ports.sent[0].to, kGw1);
+  r.complete();
+  // Both down: fail fast.
+  r.fwd->on_peer_down(kGw1);
+  sock::Rx& lost = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  ASSERT_EQ(r.fwd->on_head(lost), sock::RxVerdict::accept);
+  r.fwd->on_received(lost);
   EXPECT_TRUE(r.ports.sent.empty());
   EXPECT_EQ(r.drops(DropReason::peer_down), 1u);
   r.expect_idle();
@@ -493,6 +501,37 @@ TEST(Forwarder, AGatewayWhoseConnectionsFailIsSkippedUntilHeardFrom) {
   deliver(r, rx, info, sock::RxVerdict::accept);
   EXPECT_EQ(b.slots[0].down.load(), 0u);
   EXPECT_EQ(next_hop(), kGw1);
+  r.expect_idle();
+}
+
+TEST(Forwarder, AFailedSendToAGatewayGoesThroughAnotherInsteadOfBeingDropped) {
+  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
+  sock::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 3000);
+  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+  r.fwd->on_received(rx);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  EXPECT_EQ(r.ports.sent[0].to, kGw1);
+  r.complete(-ECONNRESET);  // kGw1's connection died under it
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  EXPECT_EQ(r.ports.sent[0].to, kGw2);
+  EXPECT_EQ(r.ports.sent[0].tx->hdr.dest_nid, nid("10.7.0.5@tcp7"));
+  EXPECT_EQ(r.ports.sent[0].tx->payload.size(), 3000u);
+  EXPECT_EQ(r.shared.counters[0].reroutes.get(), 1u);
+  // When the other fails too there is nowhere left: dropped, counted.
+  r.complete(-ECONNRESET);
+  EXPECT_TRUE(r.ports.sent.empty());
+  EXPECT_EQ(r.drops(DropReason::send_failed), 1u);
+  // A message for a peer on a local net is never re-routed.
+  sock::Rx& first = r.head(kA, kNiA, kB, 10);
+  ASSERT_EQ(r.fwd->on_head(first), sock::RxVerdict::accept);
+  r.fwd->on_received(first);
+  r.complete();
+  r.fwd->on_peer_down(kB);
+  sock::Rx& direct = r.head(kA, kNiA, kB, 10);
+  ASSERT_EQ(r.fwd->on_head(direct), sock::RxVerdict::accept);
+  r.fwd->on_received(direct);
+  EXPECT_EQ(r.drops(DropReason::peer_down), 1u);
+  EXPECT_EQ(r.shared.counters[0].reroutes.get(), 1u);
   r.expect_idle();
 }
 

@@ -631,3 +631,33 @@ TEST_F(Engine, ShutdownFailsQueuedMessages) {
 
 }  // namespace
 }  // namespace lnetr::sock
+
+namespace lnetr::sock {
+namespace {
+
+// wait() blocks until an edge-triggered event is ready without using it up:
+// the next poll() still dispatches it.
+TEST(Poller, WaitLeavesTheEventForPoll) {
+  struct Counting final : IoHandler {
+    int calls = 0;
+    void on_io(std::uint32_t) override { ++calls; }
+  } h;
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+  Poller p;
+  ASSERT_TRUE(p.add(fds[0], &h));
+  EXPECT_EQ(p.poll(0), 1);  // the initial write readiness
+  EXPECT_FALSE(p.wait(20));  // nothing new: times out
+  ASSERT_EQ(::write(fds[1], "x", 1), 1);
+  EXPECT_TRUE(p.wait(1000));
+  EXPECT_TRUE(p.wait(0));  // still ready: not consumed
+  EXPECT_EQ(h.calls, 1);
+  EXPECT_EQ(p.poll(0), 1);
+  EXPECT_EQ(h.calls, 2);
+  EXPECT_FALSE(p.wait(0));  // dispatched (edge-triggered): gone
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+}  // namespace
+}  // namespace lnetr::sock

@@ -1,0 +1,202 @@
+"""lnetr-control's gateway health with real gateways (lnetr_gateways.py):
+R reaches tcp2 through G1 (priority 0) and G2 (priority 1), both real lnetr
+routers; A on tcp writes to B on tcp2 through R and a gateway.
+
+* Failover: under a continuous PUT load G1 is killed; traffic moves to G2
+  within alive_router_check_interval + router_ping_timeout, R drops nothing
+  it accepted, and traffic moves back once G1 returns.
+* Asymmetric failure: G1's link to tcp2 goes down while G1 itself still
+  answers; its ping reply shows its tcp2 NI DOWN and R stops using it.
+
+Every check reads what the processes report: lnetr-control's log, the
+dataplanes' status documents (control socket), lnetr-peer's JSON and YAML.
+"""
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+import unittest
+
+from lnetr_gateways import GatewayTopology
+from lnetr_router import control_request, dataplane_binary, not_at_rest
+from lnetr_test import PeerTestCase
+
+CHECK = 1    # R: alive_router_check_interval = router_ping_timeout (s)
+G_CHECK = 2  # the gateways' (their NI-status timeout is twice this)
+
+
+class GatewayTestCase(PeerTestCase):
+
+    def setUp(self):
+        super().setUp()
+        if not os.access(dataplane_binary(), os.X_OK):
+            self.fail("lnetr-dataplane not found at %s" % dataplane_binary())
+        self.topo = t = GatewayTopology()
+        t.up()
+        self.addCleanup(t.down)
+        self.dir = tempfile.mkdtemp(prefix="lnetr-gateways-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.g1, self.g2 = t.g_nid["g1"]["tcp1"], t.g_nid["g2"]["tcp1"]
+        self.cfg = {"r": t.write_config("r", self.dir, [("tcp2", self.g1, 0), ("tcp2", self.g2, 1)], (0, 1),
+                                        CHECK, CHECK)}
+        for g, core in (("g1", 0), ("g2", 1)):
+            self.cfg[g] = t.write_config(g, self.dir, [("tcp", t.r_nid["tcp1"], 0)], (core,), G_CHECK, G_CHECK)
+        self.dp = {}
+        for name in ("g1", "g2", "r"):
+            self.start_dataplane(name)
+        self.b = self.start_server(t.b_nid, self.b_options(), host=t.host("b"))
+        self.ctl = t.start_control(self.procs, self.cfg["r"])
+        both = ["gateway %s: alive" % self.g1, "gateway %s: alive" % self.g2]
+        if not self.ctl.wait_stderr_text(lambda text: all(n in text for n in both), timeout=15):
+            self.ctl.stop()
+            self.fail("lnetr-control did not report both gateways alive:\n" + self.ctl.stderr_so_far)
+
+    def start_dataplane(self, name):
+        p, err = self.topo.start_dataplane(self.procs, name, self.cfg[name])
+        if err:
+            self.fail(err)
+        self.dp[name] = p
+
+    def a_options(self):
+        return ["--route", "tcp2=%s" % self.topo.r_nid["tcp"], "--router-check-interval", "1"]
+
+    def b_options(self):
+        t = self.topo
+        return ["--route", "tcp=%s" % t.g_nid["g1"]["tcp2"], "--route", "tcp=%s" % t.g_nid["g2"]["tcp2"],
+                "--router-check-interval", "1"]
+
+    def status(self, name):
+        return control_request(os.path.join(self.dir, name + ".sock"), "status")
+
+    def forwarded(self, name):
+        """Messages router `name` forwarded so far (None if it is not running)."""
+        try:
+            return self.status(name)["statistics"]["route_count"]
+        except OSError:
+            return None
+
+    def wait_for(self, pred, timeout, step=0.02):
+        """Seconds until pred() held, or None on timeout."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if pred():
+                return time.monotonic() - start
+            time.sleep(step)
+        return None
+
+    def start_load(self, json_path, duration, concurrency=8, size=4096, timeout=5):
+        argv = self.peer_argv(self.topo.a_nid, ["brw", self.topo.b_nid, "--op", "write", "--size", str(size),
+                                                "--concurrency", str(concurrency), "--duration", str(duration),
+                                                "--timeout", str(timeout), "--json", json_path], self.a_options())
+        return self.procs.start(argv, host=self.topo.host("a"))
+
+    def finish_load(self, load, json_path, timeout=120):
+        load.wait(timeout=timeout)
+        with open(json_path) as f:
+            return json.load(f)
+
+    def assert_r_idle(self, timeout=15):
+        end = time.monotonic() + timeout
+        while True:
+            problems = not_at_rest(self.status("r"))
+            if not problems:
+                return
+            if time.monotonic() > end:
+                self.fail("router R not idle: " + "; ".join(problems))
+            time.sleep(0.2)
+
+    def finish(self):
+        rc, stats = self.stop_server(self.b)
+        self.assertEqual(stats["server"]["pattern_errors"], 0, stats)
+        self.assert_r_idle()
+        self.ctl.stop(signal.SIGTERM)
+        self.assertEqual(self.ctl.returncode, 0, self.ctl.stderr_so_far)
+
+
+class Failover(GatewayTestCase):
+
+    def test_traffic_moves_to_the_other_gateway_and_back(self):
+        json_path = os.path.join(self.dir, "load.json")
+        load = self.start_load(json_path, duration=14)
+        # Priority 0 first: everything goes through G1.
+        self.assertIsNotNone(self.wait_for(lambda: (self.forwarded("g1") or 0) > 300, 10), "no traffic via G1")
+        self.assertEqual(self.forwarded("g2"), 0)
+
+        self.dp["g1"].stop(signal.SIGKILL)
+        killed = time.monotonic()
+        # A probe client pings B through R until an answer comes back: the
+        # load's own messages lost with G1 stall it for its timeout.
+        moved = None
+        while time.monotonic() - killed < 10:
+            rc, doc, _ = self.run_peer(self.topo.probe_nid, ["ping", self.topo.b_nid, "--timeout", "0.5"],
+                                       self.a_options(), host=self.topo.host("a"), timeout=30)
+            if rc == 0:
+                moved = time.monotonic() - killed
+                break
+        self.assertIsNotNone(moved, "B unreachable after G1 was killed")
+        print("\nfailover: B answers through G2 %.3f s after G1 was killed (probe ping)" % moved)
+        self.assertLess(moved, 2 * CHECK, "slower than alive_router_check_interval + router_ping_timeout")
+        self.assertGreater(self.forwarded("g2"), 0)
+
+        time.sleep(1.5)
+        self.start_dataplane("g1")  # a new incarnation, counters from 0
+        back = self.wait_for(lambda: (self.forwarded("g1") or 0) > 50, 15)
+        self.assertIsNotNone(back, "traffic did not move back to G1:\n" + self.ctl.stderr_so_far)
+        print("failback: traffic through G1 %.3f s after it restarted" % back)
+        # Back to priority 0 entirely: G2 forwards nothing more.
+        g2 = self.forwarded("g2")
+        time.sleep(1)
+        self.assertEqual(self.forwarded("g2"), g2)
+
+        res = self.finish_load(load, json_path)
+        st = self.status("r")["statistics"]
+        print("load: %d ops, %d errors; R re-routed %d, dropped %d" %
+              (res["ops"], res["errors"], st["reroute_count"], st["drop_count"]))
+        # What R accepted it delivered (re-routing what G1 could no longer
+        # take); only what G1 held when it died is lost, at most the load's
+        # messages in flight.
+        self.assertEqual(st["drop_count"], 0, self.status("r")["drops"])
+        self.assertLessEqual(res["errors"], 8, res)
+        self.assertGreater(res["ops"], 1000, res)
+        self.finish()
+        log = self.ctl.stderr_so_far
+        self.assertIn("gateway %s: dead (" % self.g1, log)
+        self.assertIn("route tcp2 via %s: down (its gateway is dead)" % self.g1, log)
+        self.assertIn("route tcp2 via %s: up" % self.g1, log)
+        self.assertNotIn("gateway %s: dead" % self.g2, log)
+
+
+class AsymmetricFailure(GatewayTestCase):
+
+    def test_a_gateway_whose_far_ni_is_down_is_not_used(self):
+        down_line = "route tcp2 via %s: down (its gateway's ping info lists no UP NI on the remote net" % self.g1
+        self.topo.set_link("g1", "eth1", False)
+        seen = self.ctl.wait_stderr_text(lambda text: down_line in text, timeout=10)
+        self.assertTrue(seen, self.ctl.stderr_so_far)
+        # G1 still answers: it is alive, only its route is down.
+        self.assertNotIn("gateway %s: dead" % self.g1, self.ctl.stderr_so_far)
+
+        g1, g2 = self.forwarded("g1"), self.forwarded("g2")
+        json_path = os.path.join(self.dir, "asym.json")
+        res = self.finish_load(self.start_load(json_path, duration=2, concurrency=4), json_path)
+        self.assertEqual(res["errors"], 0, res)
+        self.assertGreater(res["ops"], 100, res)
+        self.assertEqual(self.forwarded("g1") - g1, 0)
+        self.assertGreaterEqual(self.forwarded("g2") - g2, res["ops"])
+
+        self.topo.set_link("g1", "eth1", True)
+        up_line = "route tcp2 via %s: up" % self.g1
+        self.assertTrue(self.ctl.wait_stderr_text(lambda text: up_line in text, timeout=15), self.ctl.stderr_so_far)
+        g1 = self.forwarded("g1")
+        json_path = os.path.join(self.dir, "again.json")
+        res = self.finish_load(self.start_load(json_path, duration=2, concurrency=4), json_path)
+        self.assertEqual(res["errors"], 0, res)
+        self.assertGreaterEqual(self.forwarded("g1") - g1, res["ops"])
+        self.finish()
+
+
+if __name__ == "__main__":
+    unittest.main()
