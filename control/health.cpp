@@ -86,7 +86,8 @@ bool GatewayHealth::fail(Gateway& g, GatewayReason why, Clock::time_point now) {
   g.outstanding = 0;
   g.alive = false;
   g.reason = why;
-  g.health = g.health > params_.sensitivity ? g.health - params_.sensitivity : 0;
+  const std::uint32_t cost = sensitivity(g);
+  g.health = g.health > cost ? g.health - cost : 0;
   ++g.failures;
   ++g.recovery;
   g.next_check = now + retry_after(g.recovery, params_.check_interval);

@@ -91,6 +91,9 @@ struct Gateway {
   bool alive = true;
   GatewayReason reason = GatewayReason::unchecked;
   std::uint32_t health = kMaxHealth;
+  // What a failure costs: its routes' health_sensitivity if one was given,
+  // else the global one (HealthParams::sensitivity).
+  std::optional<std::uint32_t> sensitivity;
   // From the last ping info (valid once answered_once).
   bool answered_once = false;
   std::uint32_t features = 0;
@@ -125,6 +128,8 @@ class GatewayHealth {
   void set_gateways(std::span<const Nid> nids, Clock::time_point now);
   std::span<const Gateway> gateways() const noexcept { return gateways_; }
   std::optional<std::size_t> find(const Nid& nid) const noexcept;
+  void set_sensitivity(std::size_t gw, std::optional<std::uint32_t> s) noexcept { gateways_[gw].sensitivity = s; }
+  std::uint32_t sensitivity(const Gateway& g) const noexcept { return g.sensitivity.value_or(params_.sensitivity); }
 
   // Gateways whose ping is due: nothing outstanding and next_check reached.
   std::vector<std::size_t> due(Clock::time_point now) const;

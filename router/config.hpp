@@ -235,6 +235,21 @@ struct DataplaneConfig {
   std::uint32_t effective_main_core(std::uint32_t online_cpus) const;
 };
 
+// ---- control (lnetr's own: lnetr-control) ----------------------------------
+
+struct ControlConfig {
+  static constexpr std::string_view kDefaultSocket = "/run/lnetr/control.sock";
+  static constexpr std::string_view kDefaultMetrics = "127.0.0.1:9798";
+  // The management API's Unix socket (mode 0660).
+  Field<std::string> socket{std::string(kDefaultSocket)};
+  // The group that owns it (operators in it may use lnetrctl); empty: the
+  // process's own group.
+  Field<std::string> socket_group;
+  // The Prometheus exposer's "address:port" (loopback unless configured),
+  // or "off".
+  Field<std::string> metrics{std::string(kDefaultMetrics)};
+};
+
 // ---- the whole ---------------------------------------------------------------
 
 struct Config {
@@ -245,6 +260,7 @@ struct Config {
   std::vector<PeerConfig> peers;
   GlobalConfig global;
   DataplaneConfig dataplane;
+  ControlConfig control;
   Source net_section;  // the `net` key, if present (for document-level errors)
 
   const NetConfig* find_net(Net net) const noexcept;

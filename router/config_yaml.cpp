@@ -269,6 +269,7 @@ class Loader {
   void peers(const Node& n, const std::string& path, Config& cfg);
   void global(const Node& n, const std::string& path, GlobalConfig& out);
   void dataplane(const Node& n, const std::string& path, DataplaneConfig& out);
+  void control(const Node& n, const std::string& path, ControlConfig& out);
   void socklnd(const Node& n, const std::string& path, SocklndParams& out);
 };
 
@@ -305,6 +306,8 @@ void Loader::load(const Node& root, Config& cfg) {
       });
     } else if (k == "dataplane") {
       dataplane(e.value, p, cfg.dataplane);
+    } else if (k == "control") {
+      control(e.value, p, cfg.control);
     } else if (k == "statistics") {
       // output of `lnetctl stats show`; lnetctl import ignores it too
     } else if (k == "ping" || k == "discover") {
@@ -844,6 +847,29 @@ void Loader::dataplane(const Node& n, const std::string& path, DataplaneConfig& 
       integer(e.value, p, 0, kI32Max, out.peer_buffer_credits);
     } else if (k == "socklnd") {
       socklnd(e.value, p, out.socklnd);
+    } else {
+      unknown(e, p);
+    }
+  });
+}
+
+void Loader::control(const Node& n, const std::string& path, ControlConfig& out) {
+  each_entry(n, path, [&](const Entry& e, const std::string& p) {
+    const std::string_view k = e.key;
+    if (k == "socket") {
+      text(e.value, p, "a socket path", kMaxSocketPath, out.socket);
+    } else if (k == "socket_group") {
+      text(e.value, p, "a group name", 64, out.socket_group);
+    } else if (k == "metrics") {
+      // "off", or ADDRESS:PORT with a port 1..65535 (an IPv6 address in []).
+      const std::string& v = e.value.text;
+      const std::size_t colon = v.rfind(':');
+      const auto port = colon == std::string::npos ? std::nullopt : parse_int(std::string_view(v).substr(colon + 1));
+      if (e.value.kind == Node::Kind::scalar && (v == "off" || (colon != std::string::npos && colon > 0 && port &&
+                                                                *port >= 1 && *port <= 65535)))
+        text(e.value, p, "an address:port", 128, out.metrics);
+      else
+        error(e.value.mark, p, "expected ADDRESS:PORT (e.g. 127.0.0.1:9798) or off, got " + describe(e.value));
     } else {
       unknown(e, p);
     }

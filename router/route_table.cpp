@@ -93,6 +93,17 @@ bool RouteTableView::well_formed() const noexcept {
 
 // ---- RouteTable --------------------------------------------------------------
 
+RouteTable RouteTable::copy_of(const RouteTableView& v) {
+  RouteTable t;
+  t.version_ = v.version();
+  t.local_nets_.assign(v.local_nets().begin(), v.local_nets().end());
+  t.nets_.assign(v.nets().begin(), v.nets().end());
+  t.routes_.assign(v.routes().begin(), v.routes().end());
+  t.gateways_.assign(v.gateways().begin(), v.gateways().end());
+  t.repoint();
+  return t;
+}
+
 RouteTable::RouteTable(const RouteTable& o)
     : version_(o.version_), local_nets_(o.local_nets_), nets_(o.nets_), routes_(o.routes_), gateways_(o.gateways_) {
   repoint();
@@ -186,6 +197,8 @@ Result<Route, RouteError> RouteTableBuilder::add(const RouteSpec& spec) {
   if (spec.net.lnd() == LndType::any || spec.net.lnd() == LndType::lo) return fail(RouteError::bad_net);
   if (spec.gateway.net() == spec.net) return fail(RouteError::gateway_on_remote_net);
   if (spec.hops != kHopsUndefined && (spec.hops < 1 || spec.hops > kHopsMax)) return fail(RouteError::bad_hops);
+  if (spec.health_sensitivity != kSensitivityGlobal && spec.health_sensitivity > kSensitivityMax)
+    return fail(RouteError::bad_sensitivity);
   if (slot_of(spec.net)) return fail(RouteError::net_is_local);
   const std::optional<std::uint8_t> slot = slot_of(spec.gateway.net());
   if (!slot) return fail(RouteError::gateway_unreachable);
@@ -205,6 +218,7 @@ Result<Route, RouteError> RouteTableBuilder::add(const RouteSpec& spec) {
   r.net = spec.net;
   r.hops = spec.hops;
   r.priority = spec.priority;
+  r.health_sensitivity = spec.health_sensitivity;
   r.local_slot = *slot;
   const auto count = static_cast<std::uint64_t>(hi - lo);
   const auto pos = static_cast<std::ptrdiff_t>(next_random() % (count + 1));

@@ -53,6 +53,9 @@ inline constexpr std::uint32_t kHopsMax = 255;
 // Local nets are numbered 0..63 in a snapshot so that "which local nets have
 // an NI up" is one 64-bit mask (LocalNetMask).
 inline constexpr std::size_t kMaxLocalNets = 64;
+// A route's health_sensitivity when none was given: use the global one.
+inline constexpr std::uint16_t kSensitivityGlobal = 0xffff;
+inline constexpr std::uint16_t kSensitivityMax = 1000;
 
 // Why a route could not be added (or a builder created), with the errno Linux
 // returns for it.  Config loaders ignore the EEXIST and EHOSTUNREACH cases
@@ -62,6 +65,7 @@ inline constexpr std::size_t kMaxLocalNets = 64;
   X(bad_net, EINVAL, "the net is the wildcard net or the loopback net")                            \
   X(gateway_on_remote_net, EINVAL, "the gateway is on the remote net itself")                      \
   X(bad_hops, EINVAL, "the hop count must be 1..255 or undefined (-1)")                            \
+  X(bad_sensitivity, EINVAL, "the health sensitivity must be 0..1000")                              \
   X(net_is_local, EEXIST, "the remote net is a local net: it needs no route")                      \
   X(gateway_unreachable, EHOSTUNREACH, "the gateway is not on a local net")                        \
   X(duplicate, EEXIST, "a route to this net through this gateway exists already")                  \
@@ -110,9 +114,13 @@ struct Route {
   bool alive = true;                  // route aliveness, kept by gateway health
   SingleHop single_hop = SingleHop::unknown;
   std::uint8_t reserved = 0;
+  // What a failed check of the gateway costs its health (0..1000), or
+  // kSensitivityGlobal: the global health_sensitivity.
+  std::uint16_t health_sensitivity = kSensitivityGlobal;
+  std::uint16_t reserved2 = 0;
 };
 static_assert(std::is_trivially_copyable_v<Route> && std::is_standard_layout_v<Route>);
-static_assert(sizeof(Route) == 40);
+static_assert(sizeof(Route) == 44);
 
 // Hops as selection compares them: undefined counts as 1.
 constexpr std::uint32_t rank_hops(const Route& r) noexcept {
@@ -282,6 +290,9 @@ class RouteTable {
 
   const RouteTableView& view() const noexcept { return view_; }
   std::uint64_t version() const noexcept { return view_.version(); }
+  // A table owning copies of a view's arrays (e.g. one read from shared
+  // memory), with its version.
+  static RouteTable copy_of(const RouteTableView& v);
 
  private:
   friend class RouteTableBuilder;
@@ -301,6 +312,7 @@ struct RouteSpec {
   Nid gateway;
   std::uint32_t hops = kHopsUndefined;
   std::uint32_t priority = 0;
+  std::uint16_t health_sensitivity = kSensitivityGlobal;  // 0..1000 or global
 };
 
 // Builds snapshots.  Starts from a set of local nets (empty table) or from an

@@ -59,7 +59,7 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 2;
+inline constexpr std::uint32_t kShmLayoutVersion = 3;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 inline constexpr std::uint32_t kMaxGateways = 256;
 inline constexpr std::uint32_t kPingNis = 16;  // NIs of a gateway's ping reply kept

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <utility>
 
 namespace lnetr::shm {
@@ -256,9 +257,12 @@ bool RouteReader::poll() noexcept {
   return ok;
 }
 
-bool RouteReader::read_slot(std::uint32_t slot, std::uint64_t version) noexcept {
-  const std::uint8_t* base = region_.slot(slot);
-  const std::uint64_t cap = region_.header().slot_bytes;
+namespace {
+
+// The table in `slot` if it is the well-formed table of `version`.
+std::optional<RouteTableView> view_of_slot(const Region& region, std::uint32_t slot, std::uint64_t version) noexcept {
+  const std::uint8_t* base = region.slot(slot);
+  const std::uint64_t cap = region.header().slot_bytes;
   RouteSlotHeader sh;
   std::memcpy(&sh, base, sizeof sh);
   auto fits = [cap](std::uint64_t off, std::uint64_t n, std::uint64_t elem) {
@@ -267,14 +271,31 @@ bool RouteReader::read_slot(std::uint32_t slot, std::uint64_t version) noexcept 
   if (sh.version != version || !fits(sh.local_nets_offset, sh.n_local_nets, sizeof(Net)) ||
       !fits(sh.nets_offset, sh.n_nets, sizeof(RouteNet)) || !fits(sh.routes_offset, sh.n_routes, sizeof(Route)) ||
       !fits(sh.gateways_offset, sh.n_gateways, sizeof(Nid)))
-    return false;
+    return std::nullopt;
   RouteTableView v(version, {reinterpret_cast<const Net*>(base + sh.local_nets_offset), sh.n_local_nets},
                    {reinterpret_cast<const RouteNet*>(base + sh.nets_offset), sh.n_nets},
                    {reinterpret_cast<const Route*>(base + sh.routes_offset), sh.n_routes},
                    {reinterpret_cast<const Nid*>(base + sh.gateways_offset), sh.n_gateways});
-  if (!v.well_formed()) return false;
-  view_ = v;
+  if (!v.well_formed()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+bool RouteReader::read_slot(std::uint32_t slot, std::uint64_t version) noexcept {
+  const auto v = view_of_slot(region_, slot, version);
+  if (!v) return false;
+  view_ = *v;
   return true;
+}
+
+std::optional<RouteTable> published_table(const Region& region) {
+  const std::uint64_t p = region.header().published.load(std::memory_order_seq_cst);
+  const std::uint64_t version = published_version(p);
+  if (version == kNoVersion || published_slot(p) >= kRouteSlots) return std::nullopt;
+  const auto v = view_of_slot(region, published_slot(p), version);
+  if (!v) return std::nullopt;
+  return RouteTable::copy_of(*v);
 }
 
 }  // namespace lnetr::shm

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +62,10 @@ enum class PublishResult : std::uint8_t {
 // Control: copy `table` into a slot no worker holds and make it current.
 // Versions must increase; the table's own version is used.
 PublishResult publish(Region& region, const RouteTableView& table) noexcept;
+
+// Control, re-attaching: a copy of the table published now (nullopt if none
+// or malformed).  Only safe for the one publisher (nobody else reuses slots).
+std::optional<RouteTable> published_table(const Region& region);
 
 // Worker: follows the published snapshot.  poll() at the top of the loop:
 // true when it adopted a new one (then re-attach the route cursor).  A

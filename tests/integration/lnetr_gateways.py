@@ -52,6 +52,9 @@ dataplane:
     sock_timeout: 10
     min_reconnectms: 200
     max_reconnectms: 1000
+control:
+  socket: {api_sock}
+  metrics: "off"
 """
 
 
@@ -137,7 +140,8 @@ class GatewayTopology:
             f.write(DATAPLANE_CONFIG.format(net0=nets[0], net1=nets[1], routes="\n".join(lines),
                                             cores=", ".join(map(str, cores)), main_core=cores[0],
                                             sock=os.path.join(workdir, name + ".sock"),
-                                            shm=self.tag + name, check=check, timeout=timeout))
+                                            shm=self.tag + name, check=check, timeout=timeout,
+                                            api_sock=os.path.join(workdir, name + "-control.sock")))
         return path
 
     def start_dataplane(self, procs, name, config, timeout=30):

@@ -49,6 +49,25 @@ def control_request(path, line):
     return json.loads(data)
 
 
+def api_request(path, command=None, args=None, text=None, timeout=10):
+    """One management-API request on lnetr-control's socket `path` (a
+    command and its args, or a raw request text); the response document."""
+    doc = text if text is not None else json.dumps({"version": 1, "command": command, "args": args or {}})
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(path)
+    s.sendall(doc.encode())
+    s.shutdown(socket.SHUT_WR)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    return json.loads(data)
+
+
 class Topology:
     """Namespaces <tag>a, <tag>r, <tag>b and their links; removed by down()."""
 
@@ -140,6 +159,9 @@ dataplane:
   router_ping_timeout: {check}
   socklnd:
     sock_timeout: {sock_timeout}
+control:
+  socket: {api_sock}
+  metrics: "off"
 """
 
 
@@ -149,10 +171,11 @@ class Router:
     def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1)):
         self.topo = topo
         self.sock = os.path.join(workdir, "dp.sock")
+        self.api_sock = os.path.join(workdir, "control.sock")
         self.config = os.path.join(workdir, "lnetr.yaml")
         with open(self.config, "w") as f:
             f.write(ROUTER_CONFIG.format(if_ra=topo.if_ra, if_rb=topo.if_rb, sock=self.sock, routing=routing,
-                                         check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag,
+                                         check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag, api_sock=self.api_sock,
                                          cores=", ".join(map(str, cores)), main_core=cores[0]))
         self.proc = None
 

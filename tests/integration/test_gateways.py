@@ -21,7 +21,7 @@ import time
 import unittest
 
 from lnetr_gateways import GatewayTopology
-from lnetr_router import control_request, dataplane_binary, not_at_rest
+from lnetr_router import api_request, control_request, dataplane_binary, not_at_rest
 from lnetr_test import PeerTestCase
 
 CHECK = 1    # R: alive_router_check_interval = router_ping_timeout (s)
@@ -67,6 +67,20 @@ class GatewayTestCase(PeerTestCase):
         t = self.topo
         return ["--route", "tcp=%s" % t.g_nid["g1"]["tcp2"], "--route", "tcp=%s" % t.g_nid["g2"]["tcp2"],
                 "--router-check-interval", "1"]
+
+    def api(self, command, args=None, text=None):
+        """A management-API request to R's lnetr-control; its response."""
+        return api_request(os.path.join(self.dir, "r-control.sock"), command, args, text)
+
+    def ok(self, command, args=None):
+        """A request that must succeed; its data."""
+        res = self.api(command, args)
+        self.assertEqual(res["errno"], 0, res)
+        self.assertEqual((res["version"], res["command"]), (1, command), res)
+        return res["data"]
+
+    def routes(self):
+        return {(r["net"], r["gateway"]): r for r in self.ok("route show")["route"]}
 
     def status(self, name):
         return control_request(os.path.join(self.dir, name + ".sock"), "status")
@@ -195,6 +209,121 @@ class AsymmetricFailure(GatewayTestCase):
         res = self.finish_load(self.start_load(json_path, duration=2, concurrency=4), json_path)
         self.assertEqual(res["errors"], 0, res)
         self.assertGreaterEqual(self.forwarded("g1") - g1, res["ops"])
+        self.finish()
+
+
+class ManagementApi(GatewayTestCase):
+
+    def test_routes_change_at_run_time_without_dropping_traffic(self):
+        t = self.topo
+        routes = self.routes()
+        self.assertEqual(set(routes), {("tcp2", self.g1), ("tcp2", self.g2)})
+        r1 = routes[("tcp2", self.g1)]
+        self.assertEqual((r1["hop"], r1["priority"], r1["state"], r1["type"]), (-1, 0, "up", "single-hop"), r1)
+        gws = {g["nid"]: g for g in self.ok("gateway show")["gateway"]}
+        self.assertEqual((gws[self.g1]["state"], gws[self.g1]["health"]), ("up", 1000), gws)
+        self.assertIn({"nid": t.g_nid["g1"]["tcp2"], "status": "up"}, gws[self.g1]["nis"])
+
+        # Under a PUT load: the preferred route goes, then comes back.
+        json_path = os.path.join(self.dir, "load.json")
+        load = self.start_load(json_path, duration=9, concurrency=8)
+        self.assertIsNotNone(self.wait_for(lambda: self.forwarded("g1") > 300, 10), "no traffic via G1")
+        removed = self.ok("route del", {"net": "tcp2", "gateway": self.g1})["route"]
+        self.assertEqual([(r["net"], r["gateway"]) for r in removed], [("tcp2", self.g1)])
+        self.assertEqual(set(self.routes()), {("tcp2", self.g2)})
+        g2 = self.forwarded("g2")
+        self.assertIsNotNone(self.wait_for(lambda: self.forwarded("g2") > g2 + 300, 10), "traffic did not move to G2")
+        g1 = self.forwarded("g1")
+        time.sleep(0.5)
+        self.assertEqual(self.forwarded("g1"), g1, "the deleted route is still used")
+        added = self.ok("route add", {"net": "tcp2", "gateway": self.g1, "hop": 1, "priority": 0,
+                                      "health_sensitivity": 250})["route"]
+        self.assertEqual((added[0]["hop"], added[0]["health_sensitivity"]), (1, 250), added)
+        self.assertIsNotNone(self.wait_for(lambda: self.forwarded("g1") > g1 + 300, 10), "traffic did not return")
+        res = self.finish_load(load, json_path)
+        self.assertEqual(res["errors"], 0, res)  # nothing in flight was dropped
+        self.assertEqual(self.status("r")["statistics"]["drop_count"], 0)
+
+        # lnetr-control killed under load: forwarding goes on; restarted, it
+        # reports the same routes (the one added at run time included).
+        before = self.routes()
+        load = self.start_load(json_path, duration=4, concurrency=8)
+        time.sleep(1)
+        self.ctl.stop(signal.SIGKILL)
+        time.sleep(1)
+        self.ctl = self.topo.start_control(self.procs, self.cfg["r"])
+        self.assertTrue(self.ctl.wait_stderr_text(lambda text: "carried on from the published table" in text, 10),
+                        self.ctl.stderr_so_far)
+        res = self.finish_load(load, json_path)
+        self.assertEqual(res["errors"], 0, res)
+        after = self.routes()
+        self.assertEqual(set(after), set(before))
+        for key, r in before.items():
+            for field in ("hop", "priority", "health_sensitivity"):
+                self.assertEqual(after[key][field], r[field], (key, field))
+        self.assertIsNotNone(self.wait_for(lambda: all(r["state"] == "up" for r in self.routes().values()), 5))
+        self.finish()
+
+    def test_bad_requests_get_clear_errors_and_change_nothing(self):
+        before = self.routes()
+        cases = [
+            (dict(text="version: 1\ncommand: route add\nargs: {net: tcp2, gateway: 10.9.9.9@tcp1, hop: 0}\n"),
+             22, "argument 'hop'"),
+            (dict(command="route add", args={"net": "tcp2", "gateway": "not-a-nid"}), 22, "expected a NID"),
+            (dict(command="route add", args={"net": "tcp2", "gateway": self.g1}), 17, "exists already"),
+            (dict(command="route add", args={"net": "tcp", "gateway": self.g1}), 17, "local net"),
+            (dict(command="route add", args={"net": "tcp3", "gateway": "10.9.9.9@tcp9"}), 113, "not on a local net"),
+            (dict(command="route add", args={"net": "tcp3", "gateway": self.g1, "priorty": 1}), 22, "'priorty'"),
+            (dict(command="route del", args={"net": "tcp3"}), 2, "no route to tcp3"),
+            (dict(command="route fly"), 22, "unknown command 'route fly'"),
+            (dict(text="version: 2\ncommand: route show\n"), 71, "version \"2\" is not spoken"),
+            (dict(text="command: route show\n"), 71, "without a version"),
+            (dict(text="version: 1\ncommand: [oops\n"), 22, "request 3:1: YAML syntax error"),
+            (dict(text="{\"version\": 1, \"command\": \"set\", \"args\": {\"health_sensitivity\": 5000}}"),
+             22, "0..1000"),
+        ]
+        for req, err, needle in cases:
+            res = self.api(req.get("command"), req.get("args"), req.get("text"))
+            self.assertEqual(res["errno"], -err, (req, res))
+            self.assertIn(needle, res["descr"], (req, res))
+            self.assertEqual(res["version"], 1)
+        self.assertEqual(self.routes(), before)
+        self.assertEqual(self.ok("global show")["global"]["health_sensitivity"], 100)
+        self.finish()
+
+    def test_import_of_an_lnetctl_export_and_round_trip(self):
+        vectors = os.environ.get("LNETR_VECTORS") or os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                                                 "shared", "vectors")
+        # A kernel router's own export: same nets as R; its buffer sizes
+        # cannot change at run time and are reported.
+        with open(os.path.join(vectors, "v4-lnetctl", "router-run-R-export.yaml")) as f:
+            res = self.ok("import", {"text": f.read(), "name": "router-run-R-export.yaml"})["import"]
+        self.assertEqual(res["errors"], [], res)
+        self.assertTrue(any("buffers differ" in w for w in res["warnings"]), res)
+        # A node's export with routes: the four through gateways on tcp are
+        # added as written, the one through tcp5 (not a net of R) refused.
+        with open(os.path.join(vectors, "v4-lnetctl-import", "Q-after-export.yaml")) as f:
+            q = f.read()
+        res = self.ok("import", {"text": q, "name": "Q-after-export.yaml"})["import"]
+        self.assertEqual([(e["route"], e["errno"]) for e in res["errors"]], [("tcp7 via 10.201.1.52@tcp5", -113)], res)
+        self.assertTrue(any("tcp5" in w for w in res["warnings"]), res)
+        routes = self.routes()
+        want = {("o2ib3", "10.201.1.53@tcp"): (-1, 0), ("tcp7", "10.201.1.50@tcp"): (1, 0),
+                ("tcp7", "10.201.1.51@tcp"): (1, 1), ("tcp8", "10.201.1.50@tcp"): (3, 2)}
+        for key, (hop, prio) in want.items():
+            self.assertEqual((routes[key]["hop"], routes[key]["priority"]), (hop, prio), routes[key])
+        # Nobody answers for those gateways: their routes go down.
+        self.assertIsNotNone(self.wait_for(lambda: self.routes()[("tcp7", "10.201.1.50@tcp")]["state"] == "down", 10))
+
+        # export, delete, import the export: the same routes.
+        exported = self.ok("export")
+        self.assertEqual(len(exported["route"]), 6)
+        res = self.ok("import", {"text": q, "name": "Q-after-export.yaml", "del": 1})["import"]
+        self.assertEqual(set(self.routes()), {("tcp2", self.g1), ("tcp2", self.g2)})
+        res = self.ok("import", {"text": json.dumps(exported), "name": "export.json"})["import"]
+        self.assertEqual(len(res["errors"]), 2, res)  # the two tcp2 routes exist already
+        got = {k: (r["hop"], r["priority"]) for k, r in self.routes().items()}
+        self.assertEqual(got, {(r["net"], r["gateway"]): (r["hop"], r["priority"]) for r in exported["route"]})
         self.finish()
 
 

@@ -97,6 +97,18 @@ TEST_F(HealthTest, TimeoutKillsCostsHealthAndRecoveryBacksOff) {
   EXPECT_EQ(g(0).failures, 7u);
 }
 
+TEST_F(HealthTest, AGatewaysOwnSensitivityOverridesTheGlobalOne) {
+  h.set_sensitivity(1, 50);
+  h.failed(0, GatewayReason::send_failed, t0);
+  h.failed(1, GatewayReason::send_failed, t0);
+  EXPECT_EQ(g(0).health, 700u);  // global 300
+  EXPECT_EQ(g(1).health, 950u);
+  h.set_sensitivity(1, 0);  // 0: failures cost nothing, the gateway is still dead
+  h.failed(1, GatewayReason::send_failed, t0 + 1s);
+  EXPECT_EQ(g(1).health, 950u);
+  EXPECT_FALSE(g(1).alive);
+}
+
 TEST_F(HealthTest, ConnectionFailureAbandonsTheOutstandingPing) {
   h.sent(1, 4, t0);
   EXPECT_TRUE(h.failed(1, GatewayReason::connections_failed, t0 + 5ms));

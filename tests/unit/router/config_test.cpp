@@ -686,6 +686,25 @@ TEST(ConfigErrors, GlobalRules) {
                           "transaction_timeout (10)"));
 }
 
+TEST(Config, ControlSection) {
+  const auto defaults = load_ok(kOneNet).config.control;
+  EXPECT_EQ(defaults.socket.value, "/run/lnetr/control.sock");
+  EXPECT_EQ(defaults.socket_group.value, "");
+  EXPECT_EQ(defaults.metrics.value, "127.0.0.1:9798");
+  const auto c = load_ok(std::string(kOneNet) +
+                         "control:\n  socket: /tmp/c.sock\n  socket_group: lustre\n  metrics: \"[::]:9100\"\n");
+  EXPECT_EQ(c.config.control.socket.value, "/tmp/c.sock");
+  EXPECT_EQ(c.config.control.socket_group.value, "lustre");
+  EXPECT_EQ(c.config.control.metrics.value, "[::]:9100");
+  EXPECT_EQ(load_ok(std::string(kOneNet) + "control:\n  metrics: \"off\"\n").config.control.metrics.value, "off");
+  auto ctl = [](std::string_view body) { return load_errors(std::string(kOneNet) + "control:\n" + std::string(body)); };
+  EXPECT_THAT(ctl("  metrics: 9798\n"),
+              ElementsAre("lnetr.yaml:7:12: control.metrics: expected ADDRESS:PORT (e.g. 127.0.0.1:9798) or off, got "
+                          "\"9798\""));
+  EXPECT_THAT(ctl("  metrics: \"127.0.0.1:0\"\n"), ElementsAre(HasSubstr("control.metrics: expected ADDRESS:PORT")));
+  EXPECT_THAT(ctl("  sockets: /x\n"), ElementsAre(HasSubstr("control.sockets")));
+}
+
 TEST(ConfigErrors, DataplaneRules) {
   auto dp = [](std::string_view body) { return load_errors(std::string(kOneNet) + "dataplane:\n" + std::string(body)); };
   EXPECT_THAT(dp("  coers: [1]\n"), ElementsAre("lnetr.yaml:7:3: dataplane.coers: unknown key"));

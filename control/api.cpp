@@ -1,0 +1,115 @@
+#include "control/api.hpp"
+
+#include <grp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "control/request.hpp"
+
+namespace lnetr::control {
+
+Api::~Api() { stop(); }
+
+bool Api::open(const std::string& path, const std::string& group, std::string& err) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) {
+    err = "control.socket: path too long: " + path;
+    return false;
+  }
+  gid_t gid = static_cast<gid_t>(-1);
+  if (!group.empty()) {
+    const struct group* g = ::getgrnam(group.c_str());
+    if (!g) {
+      err = "control.socket_group: no group named '" + group + "'";
+      return false;
+    }
+    gid = g->gr_gid;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  ::unlink(path.c_str());
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(listen_fd_, 16) != 0) {
+    err = "control.socket " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  if (::chmod(path.c_str(), 0660) != 0 || (gid != static_cast<gid_t>(-1) && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)) {
+    err = "control.socket " + path + ": cannot set its mode or group: " + std::strerror(errno);
+    return false;
+  }
+  path_ = path;
+  return true;
+}
+
+void Api::start() {
+  if (listen_fd_ >= 0) thread_ = std::thread([this] { run(); });
+}
+
+void Api::stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    ::unlink(path_.c_str());
+    listen_fd_ = -1;
+  }
+}
+
+void Api::run() {
+  while (!stop_.load()) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    serve(fd);
+    ::close(fd);
+  }
+}
+
+void Api::serve(int fd) {
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  std::string req;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // end of the request (or its sender timed out)
+    req.append(buf, static_cast<std::size_t>(n));
+    if (req.size() > kMaxRequestBytes) break;
+  }
+  const std::string reply = respond(svc_, req);
+  std::size_t off = 0;
+  while (off < reply.size()) {
+    const ssize_t n = ::send(fd, reply.data() + off, reply.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+std::string Api::respond(Service& svc, std::string_view text) {
+  auto parsed = parse_request(text);
+  if (auto* e = std::get_if<RequestError>(&parsed)) return failure("", e->err, e->descr);
+  const Request& r = std::get<Request>(parsed);
+  try {
+    return success(r.command, svc.handle(r.command, r.args));
+  } catch (const ApiError& e) {
+    return failure(r.command, e.err, e.descr);
+  } catch (const std::exception& e) {
+    return failure(r.command, EPROTO, std::string("internal error: ") + e.what());
+  }
+}
+
+}  // namespace lnetr::control

@@ -1,0 +1,753 @@
+#include "control/service.hpp"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "router/forward.hpp"
+
+namespace lnetr::control {
+
+using namespace std::chrono_literals;
+
+void log(const char* level, const std::string& text) {
+  std::fprintf(stderr, "lnetr-control: %s: %s\n", level, text.c_str());
+  std::fflush(stderr);
+}
+
+namespace {
+
+std::string ms_text(std::chrono::nanoseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(d.count()) / 1e6);
+  return buf;
+}
+
+std::string route_name(const Route& r) { return to_string(r.net) + " via " + to_string(r.gateway); }
+
+HealthParams health_params(const config::Config& cfg) {
+  HealthParams p;
+  p.check_interval = std::chrono::seconds(cfg.dataplane.alive_router_check_interval.value);
+  p.ping_timeout = std::chrono::seconds(cfg.dataplane.router_ping_timeout.value);
+  p.sensitivity = cfg.global.health_sensitivity.value;
+  return p;
+}
+
+// ---- request arguments ---------------------------------------------------------
+
+[[noreturn]] void bad(const std::string& descr) { throw ApiError{EINVAL, descr}; }
+
+// Only the keys a command knows: a misspelt one must not be ignored.
+void only(const Json& args, std::initializer_list<const char*> keys) {
+  for (auto it = args.begin(); it != args.end(); ++it)
+    if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; })) {
+      std::string known;
+      for (const char* k : keys) known += std::string(known.empty() ? "" : ", ") + k;
+      bad("unknown argument '" + it.key() + "'" + (known.empty() ? ": this command takes none" : ": expected " + known));
+    }
+}
+
+std::optional<std::string> opt_text(const Json& args, const char* key) {
+  if (!args.contains(key) || args[key].is_null()) return std::nullopt;
+  const Json& v = args[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<std::int64_t>());
+  bad(std::string("argument '") + key + "': expected a string, got " + v.dump());
+}
+
+std::optional<std::int64_t> opt_int(const Json& args, const char* key, std::int64_t lo, std::int64_t hi) {
+  if (!args.contains(key) || args[key].is_null()) return std::nullopt;
+  const Json& v = args[key];
+  std::int64_t n = 0;
+  if (v.is_number_integer()) {
+    n = v.get<std::int64_t>();
+  } else if (v.is_boolean()) {
+    n = v.get<bool>() ? 1 : 0;
+  } else if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    char* end = nullptr;
+    errno = 0;
+    n = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || errno != 0) bad(std::string("argument '") + key + "': expected an integer, got " + v.dump());
+  } else {
+    bad(std::string("argument '") + key + "': expected an integer, got " + v.dump());
+  }
+  if (n < lo || n > hi)
+    bad(std::string("argument '") + key + "': expected " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " +
+        std::to_string(n));
+  return n;
+}
+
+std::optional<Net> opt_net(const Json& args, const char* key) {
+  const auto t = opt_text(args, key);
+  if (!t) return std::nullopt;
+  auto n = parse_net(*t);
+  if (!n) bad(std::string("argument '") + key + "': expected a net such as tcp1 or o2ib, got '" + *t + "'");
+  return *n;
+}
+
+std::optional<Nid> opt_nid(const Json& args, const char* key) {
+  const auto t = opt_text(args, key);
+  if (!t) return std::nullopt;
+  auto n = parse_nid(*t);
+  if (!n) bad(std::string("argument '") + key + "': expected a NID such as 10.0.0.1@tcp, got '" + *t + "'");
+  return *n;
+}
+
+template <class T>
+T required(std::optional<T> v, const char* key) {
+  if (!v) bad(std::string("argument '") + key + "' is required");
+  return *v;
+}
+
+}  // namespace
+
+// ---- Controller: one dataplane incarnation ----------------------------------------
+
+// Gateway health and publication into one dataplane's region.  Called with
+// the service's lock held.
+class Controller {
+ public:
+  Controller(shm::Region region, RouteTableBuilder& builder, const HealthParams& params)
+      : region_(std::move(region)), builder_(builder), health_(params) {
+    for (std::uint32_t i = 0; i < region_.gateways().size(); ++i) {
+      shm::GatewayShm& g = region_.gateway(i);
+      if (g.assigned.load() != 0) down_seen_[i] = g.down_events.load();
+    }
+  }
+
+  const shm::Region& region() const noexcept { return region_; }
+  GatewayHealth& health() noexcept { return health_; }
+  const GatewayHealth& health() const noexcept { return health_; }
+
+  // The table's gateways changed: watch exactly those, each with a board
+  // slot (written before any snapshot names it).  False if the board is
+  // full.
+  bool watch_gateways(Clock::time_point now) {
+    std::vector<Nid> nids;
+    std::vector<std::optional<std::uint32_t>> sens;
+    for (const Route& r : builder_.routes()) {
+      auto it = std::find(nids.begin(), nids.end(), r.gateway);
+      if (it == nids.end()) {
+        nids.push_back(r.gateway);
+        sens.emplace_back();
+        it = nids.end() - 1;
+      }
+      if (r.health_sensitivity != kSensitivityGlobal) sens[static_cast<std::size_t>(it - nids.begin())] = r.health_sensitivity;
+    }
+    health_.set_gateways(nids, now);
+    slot_.clear();
+    for (std::size_t i = 0; i < nids.size(); ++i) {
+      health_.set_sensitivity(i, sens[i]);
+      const auto s = slot_for(nids[i]);
+      if (!s) return false;
+      slot_.push_back(*s);
+    }
+    return true;
+  }
+
+  // One round: results, failures, timeouts, due pings, route states.  True
+  // if the table changed (publish it).
+  bool step(Clock::time_point now) {
+    const bool checking = health_.params().check_interval > Clock::duration::zero();
+    for (std::size_t i = 0; i < health_.gateways().size(); ++i) {
+      const Gateway& g = health_.gateways()[i];
+      shm::GatewayShm& s = region_.gateway(slot_[i]);
+      // The dataplane saw every connection to it fail.
+      const std::uint64_t downs = s.down_events.load(std::memory_order_relaxed);
+      if (downs != down_seen_[slot_[i]]) {
+        down_seen_[slot_[i]] = downs;
+        if (s.down.load(std::memory_order_relaxed) != 0)
+          gateway_event(i, health_.failed(i, GatewayReason::connections_failed, now));
+      }
+      if (g.outstanding == 0) continue;
+      const shm::PingResult r = shm::load_result(s);
+      if (r.seq != g.outstanding) continue;
+      switch (r.outcome) {
+        case shm::PingOutcome::answered: {
+          const bool first = g.reason == GatewayReason::unchecked;
+          PingAnswer a;
+          a.features = r.features;
+          for (std::uint32_t k = 0; k < r.n_nis && k < shm::kPingNis; ++k)
+            a.nis.push_back({r.nis[k].nid, r.nis[k].status == kNiStatusUp});
+          a.rtt = std::chrono::nanoseconds(r.done_ns - r.sent_ns);
+          gateway_event(i, health_.answered(i, a, now) || first);
+          break;
+        }
+        case shm::PingOutcome::send_failed:
+          gateway_event(i, health_.failed(i, GatewayReason::send_failed, now));
+          break;
+        case shm::PingOutcome::bad_reply:
+          gateway_event(i, health_.failed(i, GatewayReason::bad_reply, now));
+          break;
+        case shm::PingOutcome::none:
+          break;
+      }
+    }
+    for (std::size_t i : health_.expire(now)) gateway_event(i, true);
+    if (checking) {
+      std::vector<std::uint32_t> kick;
+      for (std::size_t i : health_.due(now)) {
+        shm::GatewayShm& s = region_.gateway(slot_[i]);
+        const std::uint64_t seq = s.request.load() + 1;
+        s.request.store(seq);
+        health_.sent(i, seq, now);
+        kick.push_back(s.owner);
+      }
+      for (std::uint32_t w : kick) region_.worker(w).ping_requests.fetch_add(1);
+    }
+    return apply_route_states();
+  }
+
+  // Route aliveness from gateway health; true if any route changed.
+  bool apply_route_states() {
+    bool changed = false;
+    const std::vector<Route> routes(builder_.routes().begin(), builder_.routes().end());
+    for (const Route& r : routes) {
+      const SingleHop sh = health_.single_hop(r);
+      if (sh != SingleHop::unknown && sh != r.single_hop) {
+        builder_.set_single_hop(r.net, r.gateway, sh);
+        changed = true;
+      }
+      const RouteState st = health_.route_state(r);
+      const bool alive = st == RouteState::up;
+      if (alive == r.alive) continue;
+      builder_.set_alive(r.net, r.gateway, alive);
+      changed = true;
+      log("info", "route " + route_name(r) + ": " + (alive ? std::string("up") : "down (" + std::string(describe(st)) + ")"));
+    }
+    return changed;
+  }
+
+  bool publish() {
+    const std::uint64_t version = shm::published_version(region_.header().published.load()) + 1;
+    builder_.set_version(version);
+    const RouteTable t = builder_.build();
+    shm::PublishResult res;
+    while ((res = shm::publish(region_, t.view())) == shm::PublishResult::busy)
+      std::this_thread::sleep_for(1ms);
+    if (res == shm::PublishResult::too_big) {
+      log("error", "the route table does not fit in a shared-memory slot");
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  std::optional<std::uint32_t> slot_for(const Nid& nid) {
+    auto board = region_.gateways();
+    std::uint32_t free = static_cast<std::uint32_t>(board.size());
+    for (std::uint32_t i = 0; i < board.size(); ++i) {
+      const bool taken = board[i].assigned.load() != 0;
+      if (taken && board[i].nid == nid) return i;
+      if (!taken && free == board.size()) free = i;
+    }
+    if (free == board.size()) {
+      // Slots are never reused within a dataplane incarnation.
+      log("error", "no gateway slot left for " + to_string(nid) + " (at most " + std::to_string(shm::kMaxGateways) +
+                       " gateways per dataplane run)");
+      return std::nullopt;
+    }
+    shm::GatewayShm& g = board[free];
+    g.nid = nid;
+    g.owner = cpt_of(nid, region_.header().n_workers);
+    g.assigned.store(1);  // after nid and owner
+    down_seen_[free] = g.down_events.load();
+    return free;
+  }
+
+  void gateway_event(std::size_t i, bool changed) {
+    if (!changed) return;
+    const Gateway& g = health_.gateways()[i];
+    if (g.alive)
+      log("info", "gateway " + to_string(g.nid) + ": alive (" + std::string(describe(g.reason)) + ", in " +
+                      ms_text(g.last_rtt) + ")");
+    else
+      log("info", "gateway " + to_string(g.nid) + ": dead (" + std::string(describe(g.reason)) + "), health " +
+                      std::to_string(g.health));
+  }
+
+  shm::Region region_;
+  RouteTableBuilder& builder_;
+  GatewayHealth health_;
+  std::vector<std::uint32_t> slot_;                               // per watched gateway: its board slot
+  std::array<std::uint64_t, shm::kMaxGateways> down_seen_{};  // per slot: down_events handled
+};
+
+// ---- Service ---------------------------------------------------------------------
+
+Service::Service(config::Config cfg) : cfg_(std::move(cfg)), params_(health_params(cfg_)) {}
+Service::~Service() = default;
+
+bool Service::attached() const {
+  std::lock_guard lock(mu_);
+  return ctl_ != nullptr;
+}
+
+std::uint64_t Service::incarnation() const {
+  std::lock_guard lock(mu_);
+  return ctl_ ? ctl_->region().header().incarnation : 0;
+}
+
+void Service::detach() {
+  std::lock_guard lock(mu_);
+  if (ctl_) ctl_->region().header().control_pid.store(0);
+  ctl_.reset();
+}
+
+bool Service::attach(shm::Region region) {
+  std::lock_guard lock(mu_);
+  region.header().control_pid.store(static_cast<std::uint64_t>(::getpid()));
+  const std::uint64_t incarnation = region.header().incarnation;
+  // The table a previous lnetr-control published (routes added at run
+  // time included) is the state to carry on from; the dataplane's own
+  // first snapshot (version 1, from the file) is not.
+  std::optional<RouteTable> current = shm::published_table(region);
+  std::string origin;
+  if (!builder_ && current && current->version() > 1) {
+    builder_.emplace(*current, static_cast<std::uint64_t>(::getpid()));
+    origin = "carried on from the published table";
+  }
+  if (!builder_) {
+    std::vector<Net> local;
+    for (const config::NetConfig& n : cfg_.nets) local.push_back(n.net.value);
+    auto b = RouteTableBuilder::create(local, static_cast<std::uint64_t>(::getpid()));
+    if (!b) {
+      log("error", "route table: " + std::string(describe(b.error())));
+      return false;
+    }
+    builder_.emplace(std::move(*b));
+    for (const config::RouteConfig& r : cfg_.routes) {
+      const std::uint32_t hops =
+          r.hop.value == config::kHopUndefined ? kHopsUndefined : static_cast<std::uint32_t>(r.hop.value);
+      auto added = builder_->add({r.net.value, r.gateway.value, hops, r.priority.value});
+      if (!added)
+        log("warning", config::to_string(r.source) + ": route to " + to_string(r.net.value) + " via " +
+                           to_string(r.gateway.value) + " ignored: " + std::string(describe(added.error())));
+    }
+    origin = "from the configuration";
+  } else if (origin.empty()) {
+    origin = "kept across the dataplane's restart";
+  }
+  ctl_ = std::make_unique<Controller>(std::move(region), *builder_, params_);
+  if (!ctl_->watch_gateways(Clock::now()) || !ctl_->publish()) {
+    ctl_.reset();
+    return false;
+  }
+  log("info", "attached to " + cfg_.dataplane.shm_name.value + " (dataplane incarnation " +
+                  std::to_string(incarnation) + "); published route table version " +
+                  std::to_string(shm::published_version(ctl_->region().header().published.load())) + " with " +
+                  std::to_string(builder_->routes().size()) + " route(s), " + origin);
+  return true;
+}
+
+bool Service::step(Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  if (!ctl_) return true;
+  return ctl_->step(now) ? ctl_->publish() : true;
+}
+
+void Service::routes_changed() {
+  if (!ctl_) return;
+  if (!ctl_->watch_gateways(Clock::now())) throw ApiError{ENOSPC, "no gateway slot left in the dataplane's shared memory"};
+  ctl_->apply_route_states();
+  if (!ctl_->publish()) throw ApiError{E2BIG, "the route table does not fit in a shared-memory slot"};
+}
+
+// ---- commands -------------------------------------------------------------------
+
+const std::vector<std::string>& Service::commands() {
+  static const std::vector<std::string> names = {
+      "route show", "route add",  "route del",   "gateway show", "routing show", "set routing", "net show",
+      "peer show",  "stats show", "buffers show", "global show", "set",          "export",      "import",
+  };
+  return names;
+}
+
+Json Service::handle(const std::string& command, const Json& args) {
+  if (!args.is_object()) bad("'args' must be a mapping");
+  if (command == "route show") return route_show(args);
+  if (command == "route add") return route_add(args);
+  if (command == "route del") return route_del(args);
+  if (command == "gateway show") return gateway_show(args);
+  if (command == "routing show") return routing_show(args);
+  if (command == "set routing") return set_routing(args);
+  if (command == "net show") return net_show(args);
+  if (command == "peer show") return peer_show(args);
+  if (command == "stats show") return stats_show(args);
+  if (command == "buffers show") return buffers_show(args);
+  if (command == "global show") return global_show(args);
+  if (command == "set") return set_tunable(args);
+  if (command == "export") return export_config(args);
+  if (command == "import") return import_config(args);
+  std::string all;
+  for (const auto& c : commands()) all += (all.empty() ? "'" : ", '") + c + "'";
+  bad("unknown command '" + command + "': expected one of " + all);
+}
+
+Json Service::route_json(const Route& r) const {
+  Json j;
+  j["net"] = to_string(r.net);
+  j["gateway"] = to_string(r.gateway);
+  j["hop"] = display_hop(r);
+  j["priority"] = r.priority;
+  j["health_sensitivity"] =
+      r.health_sensitivity == kSensitivityGlobal ? params_.sensitivity : std::uint32_t{r.health_sensitivity};
+  j["state"] = std::string(display_state(r));
+  j["type"] = std::string(display_type(r));
+  if (ctl_) {
+    const RouteState st = ctl_->health().route_state(r);
+    if (st != RouteState::up) j["reason"] = std::string(describe(st));
+  }
+  return j;
+}
+
+Json Service::route_show(const Json& args) {
+  only(args, {"net", "gateway", "hop", "priority", "verbose"});
+  const auto net = opt_net(args, "net");
+  const auto gw = opt_nid(args, "gateway");
+  const auto hop = opt_int(args, "hop", -1, kHopsMax);
+  const auto prio = opt_int(args, "priority", 0, 0xffffffffLL);
+  (void)opt_int(args, "verbose", 0, 4);
+  std::lock_guard lock(mu_);
+  Json routes = Json::array();
+  if (builder_)
+    for (const Route& r : builder_->routes()) {
+      if ((net && r.net != *net) || (gw && !(r.gateway == *gw)) || (hop && display_hop(r) != *hop) ||
+          (prio && r.priority != *prio))
+        continue;
+      routes.push_back(route_json(r));
+    }
+  return {{"route", routes}};
+}
+
+Json Service::route_add(const Json& args) {
+  only(args, {"net", "gateway", "hop", "priority", "health_sensitivity"});
+  RouteSpec spec;
+  spec.net = required(opt_net(args, "net"), "net");
+  spec.gateway = required(opt_nid(args, "gateway"), "gateway");
+  const auto hop = opt_int(args, "hop", -1, kHopsMax);
+  spec.hops = !hop || *hop == -1 ? kHopsUndefined : static_cast<std::uint32_t>(*hop);
+  if (hop && *hop == 0) bad("argument 'hop': expected -1 (undefined) or 1..255, got 0");
+  spec.priority = static_cast<std::uint32_t>(opt_int(args, "priority", 0, 0xffffffffLL).value_or(0));
+  if (auto s = opt_int(args, "health_sensitivity", 0, kSensitivityMax)) spec.health_sensitivity = static_cast<std::uint16_t>(*s);
+  std::lock_guard lock(mu_);
+  if (!builder_) throw ApiError{EAGAIN, "not attached to a dataplane yet: no route table to change"};
+  auto added = builder_->add(spec);
+  if (!added) throw ApiError{errno_of(added.error()), std::string(describe(added.error()))};
+  log("info", "route " + route_name(*added) + " added (hop " + std::to_string(display_hop(*added)) + ", priority " +
+                  std::to_string(added->priority) + ")");
+  try {
+    routes_changed();
+  } catch (const ApiError&) {
+    builder_->remove(spec.net, spec.gateway);  // nothing changes on error
+    throw;
+  }
+  return {{"route", Json::array({route_json(*added)})}};
+}
+
+Json Service::route_del(const Json& args) {
+  only(args, {"net", "gateway"});
+  const Net net = required(opt_net(args, "net"), "net");
+  const auto gw = opt_nid(args, "gateway");
+  std::lock_guard lock(mu_);
+  if (!builder_) throw ApiError{EAGAIN, "not attached to a dataplane yet: no route table to change"};
+  Json removed = Json::array();
+  for (const Route& r : builder_->routes())
+    if (r.net == net && (!gw || r.gateway == *gw)) removed.push_back(route_json(r));
+  if (removed.empty())
+    throw ApiError{ENOENT, "no route to " + to_string(net) + (gw ? " via " + to_string(*gw) : std::string())};
+  builder_->remove(net, gw);
+  log("info", "route " + to_string(net) + (gw ? " via " + to_string(*gw) : std::string(" (all gateways)")) +
+                  " deleted");
+  routes_changed();
+  return {{"route", removed}};
+}
+
+Json Service::gateway_show(const Json& args) {
+  only(args, {"gateway"});
+  const auto gw = opt_nid(args, "gateway");
+  std::lock_guard lock(mu_);
+  Json out = Json::array();
+  if (!ctl_) return {{"gateway", out}};
+  const GatewayHealth& h = ctl_->health();
+  for (const Gateway& g : h.gateways()) {
+    if (gw && !(g.nid == *gw)) continue;
+    Json j;
+    j["nid"] = to_string(g.nid);
+    j["state"] = g.alive ? "up" : "down";
+    j["reason"] = std::string(describe(g.reason));
+    j["health"] = g.health;
+    j["health_sensitivity"] = h.sensitivity(g);
+    j["ping_rtt_us"] = static_cast<double>(g.last_rtt.count()) / 1e3;
+    j["pings"] = g.pings;
+    j["failures"] = g.failures;
+    j["routing_disabled"] = g.rte_disabled();
+    Json nis = Json::array();
+    for (const GatewayNi& ni : g.nis) nis.push_back({{"nid", to_string(ni.nid)}, {"status", ni.up ? "up" : "down"}});
+    j["nis"] = nis;
+    out.push_back(j);
+  }
+  return {{"gateway", out}};
+}
+
+Json Service::dataplane(const std::string& line) const {
+  const std::string& path = cfg_.dataplane.control_socket.value;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    const int e = errno;
+    if (fd >= 0) ::close(fd);
+    throw ApiError{EHOSTDOWN, "the dataplane does not answer on " + path + ": " + std::strerror(e)};
+  }
+  const std::string req = line + "\n";
+  std::string reply;
+  bool ok = ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+  char buf[65536];
+  ssize_t n;
+  while (ok && (n = ::recv(fd, buf, sizeof buf, 0)) > 0) reply.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  Json j = Json::parse(reply, nullptr, false);
+  if (!ok || j.is_discarded() || !j.is_object())
+    throw ApiError{EPROTO, "the dataplane's answer on " + path + " was not a JSON document"};
+  if (j.contains("errno")) throw ApiError{-j["errno"].get<int>(), j.value("descr", std::string("dataplane error"))};
+  return j;
+}
+
+Json Service::routing_show(const Json& args) {
+  only(args, {});
+  const Json st = dataplane("status");
+  Json routing = Json::array();
+  Json totals = {{"tiny", 0}, {"small", 0}, {"large", 0}};
+  for (const Json& cpt : st["buffers"]) {
+    Json pools;
+    for (const char* p : {"tiny", "small", "large"}) {
+      pools[p] = {{"npages", cpt[p]["npages"]}, {"nbuffers", cpt[p]["nbuffers"]}, {"credits", cpt[p]["credits"]},
+                  {"mincredits", cpt[p]["mincredits"]}};
+      totals[p] = totals[p].get<std::int64_t>() + cpt[p]["nbuffers"].get<std::int64_t>();
+    }
+    routing.push_back({{"cpt[" + std::to_string(cpt["cpt"].get<int>()) + "]", pools}});
+  }
+  routing.push_back({{"enable", st["routing"]["enable"]}});
+  return {{"routing", routing}, {"buffers", totals}};
+}
+
+Json Service::set_routing(const Json& args) {
+  only(args, {"enable"});
+  const auto on = required(opt_int(args, "enable", 0, 1), "enable");
+  const Json r = dataplane(on ? "routing 1" : "routing 0");
+  log("info", std::string("routing ") + (on ? "enabled" : "disabled") + " by request: now " + r.value("routing", ""));
+  return {{"routing", {{"enable", r["enable"]}, {"state", r["routing"]}}}};
+}
+
+Json Service::net_show(const Json& args) {
+  only(args, {"net", "verbose"});
+  const auto net = opt_net(args, "net");
+  (void)opt_int(args, "verbose", 0, 4);
+  const Json st = dataplane("status");
+  Json nets = Json::array();
+  for (const config::NetConfig& n : cfg_.nets) {
+    if (net && n.net.value != *net) continue;
+    Json nis = Json::array();
+    for (const Json& ni : st["nis"]) {
+      const auto nid = parse_nid(ni["nid"].get<std::string>());
+      if (!nid || nid->net() != n.net.value) continue;
+      nis.push_back({{"nid", ni["nid"]},
+                     {"status", ni["status"]},
+                     {"link", ni["link"]},
+                     {"interfaces", {{"0", ni["interface"]}}},
+                     {"tunables", {{"peer_credits", ni["peer_credits"]}, {"credits", ni["credits"]}}}});
+    }
+    nets.push_back({{"net type", to_string(n.net.value)}, {"local NI(s)", nis}});
+  }
+  return {{"net", nets}};
+}
+
+Json Service::peer_show(const Json& args) {
+  only(args, {"nid", "verbose"});
+  const auto nid = opt_nid(args, "nid");
+  (void)opt_int(args, "verbose", 0, 4);
+  const Json st = dataplane("status");
+  Json peers = Json::array();
+  for (const Json& p : st["peers"]) {
+    if (nid && p["nid"].get<std::string>() != to_string(*nid)) continue;
+    Json ni = p;
+    peers.push_back({{"primary nid", p["nid"]}, {"Multi-Rail", false}, {"peer ni", Json::array({ni})}});
+  }
+  return {{"peer", peers}};
+}
+
+Json Service::stats_show(const Json& args) {
+  only(args, {});
+  const Json st = dataplane("status");
+  Json s = st["statistics"];
+  s["drops"] = st["drops"];
+  s["socklnd"] = st["socklnd"];
+  return {{"statistics", s}};
+}
+
+Json Service::buffers_show(const Json& args) {
+  only(args, {});
+  const Json st = dataplane("status");
+  return {{"buffers", st["buffers"]}, {"workers", st["workers"]}};
+}
+
+Json Service::global_show(const Json& args) {
+  only(args, {});
+  std::lock_guard lock(mu_);
+  const config::GlobalConfig& g = cfg_.global;
+  return {{"global",
+           {{"numa_range", g.numa_range.value},
+            {"max_interfaces", g.max_interfaces.value},
+            {"discovery", g.discovery.value ? 1 : 0},
+            {"drop_asym_route", g.drop_asym_route.value ? 1 : 0},
+            {"retry_count", g.retry_count.value},
+            {"transaction_timeout", g.transaction_timeout.value},
+            {"health_sensitivity", params_.sensitivity},
+            {"recovery_interval", g.recovery_interval.value},
+            {"router_sensitivity", g.router_sensitivity.value},
+            {"lnd_timeout", g.lnd_timeout.value},
+            {"response_tracking", g.response_tracking.value},
+            {"recovery_limit", g.recovery_limit.value},
+            {"max_recovery_ping_interval", g.max_recovery_ping_interval.value},
+            {"alive_router_check_interval",
+             std::chrono::duration_cast<std::chrono::seconds>(params_.check_interval).count()},
+            {"router_ping_timeout", std::chrono::duration_cast<std::chrono::seconds>(params_.ping_timeout).count()}}}};
+}
+
+// The tunables lnetr-control applies at run time.
+Json Service::set_tunable(const Json& args) {
+  only(args, {"health_sensitivity", "alive_router_check_interval", "router_ping_timeout"});
+  const auto sens = opt_int(args, "health_sensitivity", 0, kSensitivityMax);
+  const auto check = opt_int(args, "alive_router_check_interval", 0, 0x7fffffff);
+  const auto timeout = opt_int(args, "router_ping_timeout", 1, 0x7fffffff);
+  if (!sens && !check && !timeout) bad("nothing to set: give health_sensitivity, alive_router_check_interval or router_ping_timeout");
+  std::lock_guard lock(mu_);
+  if (sens) params_.sensitivity = static_cast<std::uint32_t>(*sens);
+  if (check) params_.check_interval = std::chrono::seconds(*check);
+  if (timeout) params_.ping_timeout = std::chrono::seconds(*timeout);
+  if (ctl_) ctl_->health().set_params(params_);
+  log("info", "tunables set: " + args.dump());
+  Json out;
+  if (sens) out["health_sensitivity"] = *sens;
+  if (check) out["alive_router_check_interval"] = *check;
+  if (timeout) out["router_ping_timeout"] = *timeout;
+  return {{"global", out}};
+}
+
+Json Service::export_config(const Json& args) {
+  only(args, {"backup"});
+  (void)opt_int(args, "backup", 0, 1);
+  Json routing = dataplane("status")["routing"];
+  std::lock_guard lock(mu_);
+  Json nets = Json::array();
+  for (const config::NetConfig& n : cfg_.nets) {
+    Json nis = Json::array();
+    for (const config::NiConfig& ni : n.nis) {
+      Json j;
+      if (ni.nid) j["nid"] = to_string(ni.nid->value);
+      if (ni.interface) j["interfaces"] = {{"0", ni.interface->value}};
+      j["tunables"] = {{"peer_timeout", ni.tunables.peer_timeout.value},
+                       {"peer_credits", ni.tunables.peer_credits.value},
+                       {"peer_buffer_credits", ni.tunables.peer_buffer_credits.value},
+                       {"credits", ni.tunables.credits.value}};
+      nis.push_back(j);
+    }
+    nets.push_back({{"net type", to_string(n.net.value)}, {"local NI(s)", nis}});
+  }
+  Json routes = Json::array();
+  if (builder_)
+    for (const Route& r : builder_->routes())
+      routes.push_back({{"net", to_string(r.net)}, {"gateway", to_string(r.gateway)}, {"hop", display_hop(r)},
+                        {"priority", r.priority}});
+  const config::BufferConfig& b = cfg_.buffers;
+  return {{"net", nets},
+          {"route", routes},
+          {"routing", {{"enable", routing.value("enable", 1) == 1 || routing.value("enable", 1) == 3 ? 1 : 0}}},
+          {"buffers", {{"tiny", b.tiny.value}, {"small", b.small.value}, {"large", b.large.value}}},
+          {"global", {{"health_sensitivity", params_.sensitivity}}}};
+}
+
+// An lnetctl-style YAML document (e.g. what `lnetctl export` wrote): its
+// routes are added (or, with del, deleted) and its routing state applied;
+// what cannot change at run time (nets, buffer sizes) must match or is
+// reported.  Nothing changes if the document does not load.
+Json Service::import_config(const Json& args) {
+  only(args, {"text", "name", "del"});
+  const std::string text = required(opt_text(args, "text"), "text");
+  const std::string name = opt_text(args, "name").value_or("import");
+  const bool del = opt_int(args, "del", 0, 1).value_or(0) == 1;
+  config::LoadOptions opts;
+  opts.fragment = true;
+  auto loaded = config::load_config(text, name, opts);
+  if (!loaded) {
+    std::string all;
+    for (const auto& e : loaded.error()) all += (all.empty() ? "" : "; ") + e.to_string();
+    throw ApiError{EINVAL, all};
+  }
+  const config::Config& in = loaded->config;
+  Json warnings = Json::array();
+  for (const auto& w : loaded->warnings) warnings.push_back(w.to_string());
+  Json done = Json::array(), errors = Json::array();
+  {
+    std::lock_guard lock(mu_);
+    if (!builder_) throw ApiError{EAGAIN, "not attached to a dataplane yet: no route table to change"};
+    for (const config::NetConfig& n : in.nets)
+      if (std::none_of(cfg_.nets.begin(), cfg_.nets.end(), [&](const auto& c) { return c.net.value == n.net.value; }))
+        warnings.push_back(config::to_string(n.source) + ": net " + to_string(n.net.value) +
+                           " is not one of this router's nets; NIs are not added at run time");
+    const config::BufferConfig& b = in.buffers;
+    if ((b.tiny.given() && b.tiny.value != cfg_.buffers.tiny.value) ||
+        (b.small.given() && b.small.value != cfg_.buffers.small.value) ||
+        (b.large.given() && b.large.value != cfg_.buffers.large.value))
+      warnings.push_back(name + ": buffers differ from the running ones (tiny " + std::to_string(cfg_.buffers.tiny.value) +
+                         ", small " + std::to_string(cfg_.buffers.small.value) + ", large " +
+                         std::to_string(cfg_.buffers.large.value) +
+                         "); router buffers are sized when the dataplane starts: edit its configuration file");
+    bool changed = false;
+    for (const config::RouteConfig& r : in.routes) {
+      const std::string what = to_string(r.net.value) + " via " + to_string(r.gateway.value);
+      if (del) {
+        if (builder_->remove(r.net.value, r.gateway.value) > 0) {
+          done.push_back("route " + what + " deleted");
+          changed = true;
+        } else {
+          errors.push_back({{"route", what}, {"errno", -ENOENT}, {"descr", "no such route"}});
+        }
+        continue;
+      }
+      const std::uint32_t hops =
+          r.hop.value == config::kHopUndefined ? kHopsUndefined : static_cast<std::uint32_t>(r.hop.value);
+      auto added = builder_->add({r.net.value, r.gateway.value, hops, r.priority.value});
+      if (added) {
+        done.push_back("route " + what + " added");
+        changed = true;
+      } else {
+        errors.push_back({{"route", what}, {"errno", -errno_of(added.error())}, {"descr", std::string(describe(added.error()))}});
+      }
+    }
+    if (changed) {
+      log("info", "import of " + name + ": " + done.dump());
+      routes_changed();
+    }
+  }
+  if (in.routing.enable.given() && !del) {
+    const Json r = dataplane(in.routing.enable.value ? "routing 1" : "routing 0");
+    if (r.contains("routing")) done.push_back("routing " + r["routing"].get<std::string>());
+  }
+  return {{"import", {{"done", done}, {"errors", errors}, {"warnings", warnings}}}};
+}
+
+}  // namespace lnetr::control

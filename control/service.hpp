@@ -1,0 +1,95 @@
+// lnetr-control's state and commands: the configuration, the route table it
+// owns (kept across dataplane restarts), gateway health while attached to a
+// dataplane, and what the management API asks of them (control/api.hpp).
+//
+// Thread-safe: the health loop (step()) and the API thread (handle()) each
+// take the service's lock; requests the dataplane answers (status, routing)
+// go over its control socket without the lock held.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/health.hpp"
+#include "dataplane/shm/region.hpp"
+#include "router/config.hpp"
+#include "router/route_table.hpp"
+
+namespace lnetr::control {
+
+using Json = nlohmann::json;
+
+inline constexpr int kApiVersion = 1;
+
+// A request that fails: the errno (positive) and what to tell the operator.
+struct ApiError {
+  int err;
+  std::string descr;
+};
+
+// Where lnetr-control writes its log (stderr; tests may capture).
+void log(const char* level, const std::string& text);
+
+class Controller;
+
+class Service {
+ public:
+  explicit Service(config::Config cfg);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  const config::Config& config() const noexcept { return cfg_; }
+
+  // Health loop.  attach(): take over a dataplane's region (publishing the
+  // route table, or adopting the one a previous lnetr-control published);
+  // false on a fatal error (said).
+  bool attach(shm::Region region);
+  void detach();
+  bool attached() const;
+  std::uint64_t incarnation() const;
+  // One round of gateway health; false on a fatal error.
+  bool step(Clock::time_point now);
+
+  // API: run `command` with `args` (a JSON object); the response's data, or
+  // an ApiError thrown.
+  Json handle(const std::string& command, const Json& args);
+  // The commands handle() knows, for help and errors.
+  static const std::vector<std::string>& commands();
+
+ private:
+  Json route_show(const Json& args);
+  Json route_add(const Json& args);
+  Json route_del(const Json& args);
+  Json gateway_show(const Json& args);
+  Json routing_show(const Json& args);
+  Json set_routing(const Json& args);
+  Json net_show(const Json& args);
+  Json peer_show(const Json& args);
+  Json stats_show(const Json& args);
+  Json buffers_show(const Json& args);
+  Json global_show(const Json& args);
+  Json set_tunable(const Json& args);
+  Json export_config(const Json& args);
+  Json import_config(const Json& args);
+
+  // Under the lock: the route table changed; publish it (if attached).
+  void routes_changed();
+  Json route_json(const Route& r) const;
+  Json dataplane(const std::string& line) const;  // a request on its control socket
+
+  mutable std::mutex mu_;
+  config::Config cfg_;
+  HealthParams params_;
+  std::optional<RouteTableBuilder> builder_;
+  std::unique_ptr<Controller> ctl_;
+};
+
+}  // namespace lnetr::control
