@@ -12,7 +12,10 @@
 #include <string>
 #include <thread>
 
+#include <prometheus/exposer.h>
+
 #include "control/api.hpp"
+#include "control/metrics.hpp"
 #include "control/service.hpp"
 #include "dataplane/shm/region.hpp"
 #include "router/config.hpp"
@@ -44,6 +47,20 @@ int run(const std::string& config_path) {
   }
   api.start();
   log("info", "management API on " + cfg.control.socket.value);
+
+  // Prometheus: series built at each scrape.
+  std::unique_ptr<prometheus::Exposer> exposer;
+  auto metrics = std::make_shared<Metrics>(svc);
+  if (cfg.control.metrics.value != "off") {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(cfg.control.metrics.value);
+    } catch (const std::exception& e) {
+      log("error", "control.metrics: cannot serve metrics on " + cfg.control.metrics.value + ": " + e.what());
+      return 1;
+    }
+    exposer->RegisterCollectable(metrics);
+    log("info", "metrics on http://" + cfg.control.metrics.value + "/metrics");
+  }
 
   std::string last_err;
   auto next_probe = Clock::now();
@@ -81,6 +98,7 @@ int run(const std::string& config_path) {
     }
     std::this_thread::sleep_for(20ms);
   }
+  exposer.reset();
   api.stop();
   svc.detach();
   log("info", "stopped");

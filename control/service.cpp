@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "control/metrics.hpp"
 #include "router/forward.hpp"
 
 namespace lnetr::control {
@@ -748,6 +749,168 @@ Json Service::import_config(const Json& args) {
     if (r.contains("routing")) done.push_back("routing " + r["routing"].get<std::string>());
   }
   return {{"import", {{"done", done}, {"errors", errors}, {"warnings", warnings}}}};
+}
+
+}  // namespace lnetr::control
+
+namespace lnetr::control {
+
+// ---- metrics ----------------------------------------------------------------------
+
+void Service::collect(Families& f) {
+  using L = Families::Labels;
+  {
+    std::lock_guard lock(mu_);
+    f.gauge("lnetr_up",
+            "1 while lnetr-control is attached to a running dataplane; 0 means routes and health are not being managed "
+            "(the dataplane, if running, forwards with its last route table)",
+            {}, ctl_ ? 1 : 0);
+    if (builder_)
+      for (const Route& r : builder_->routes()) {
+        const L l{{"net", to_string(r.net)}, {"gateway", to_string(r.gateway)}};
+        f.gauge("lnetr_route_up",
+                "1 if the route is used; 0 means its gateway is dead, not routing, or cannot reach the net (see "
+                "lnetr-control's log for the reason)",
+                l, r.alive ? 1 : 0);
+        f.gauge("lnetr_route_priority", "The route's priority: among alive routes to a net the lowest is used", l,
+                r.priority);
+        f.gauge("lnetr_route_hops", "The route's hop count (-1: undefined, ranked as 1)", l, display_hop(r));
+      }
+    if (ctl_) {
+      const shm::Region& region = ctl_->region();
+      f.gauge("lnetr_route_table_version",
+              "Version of the route table published to the dataplane; it increases on every route change", {},
+              static_cast<double>(shm::published_version(region.header().published.load())));
+      for (const Gateway& g : ctl_->health().gateways()) {
+        const L l{{"gateway", to_string(g.nid)}};
+        f.gauge("lnetr_gateway_up", "1 if the gateway answered its last check; 0 means its routes are not used", l,
+                g.alive ? 1 : 0);
+        f.gauge("lnetr_gateway_health",
+                "Gateway health 0..1000: each failed check costs health_sensitivity, an answer restores 1000; below "
+                "1000 means recent failures",
+                l, g.health);
+        f.gauge("lnetr_gateway_ping_rtt_seconds",
+                "Round-trip time of the gateway's last answered ping through the dataplane; growth means a loaded "
+                "gateway or network",
+                l, static_cast<double>(g.last_rtt.count()) / 1e9);
+        f.counter("lnetr_gateway_pings_total", "Checks (LNet pings) sent to the gateway", l, static_cast<double>(g.pings));
+        f.counter("lnetr_gateway_failures_total",
+                  "Failed checks of the gateway (timeouts, no connection, bad replies, connections lost); a rising "
+                  "value means a flapping or dead gateway",
+                  l, static_cast<double>(g.failures));
+      }
+      const std::uint32_t n = region.header().n_workers;
+      const std::uint64_t inc = region.header().incarnation;
+      if (inc != last_loops_incarnation_ || last_loops_.size() != n) {
+        last_loops_.assign(n, {0, 0});
+        last_loops_incarnation_ = inc;
+      }
+      std::array<double, kDropReasonCount> drops{};
+      double drop_bytes = 0;
+      for (std::uint32_t w = 0; w < n; ++w) {
+        const dp::WorkerCounters& c = region.counters(w);
+        const L l{{"cpt", std::to_string(w)}};
+        f.counter("lnetr_forwarded_messages_total",
+                  "Messages this CPT's worker forwarded (counted when sent); a flat line under load means traffic "
+                  "is not getting through",
+                  l, static_cast<double>(c.route_count.get()));
+        f.counter("lnetr_forwarded_bytes_total", "Payload bytes of the forwarded messages", l,
+                  static_cast<double>(c.route_length.get()));
+        f.counter("lnetr_local_received_messages_total",
+                  "Messages addressed to the router itself (pings, pushes, replies to its gateway checks)", l,
+                  static_cast<double>(c.recv_count.get()));
+        f.counter("lnetr_local_sent_messages_total", "Messages the router sent itself (ping replies, ACKs, gateway checks)",
+                  l, static_cast<double>(c.send_count.get()));
+        f.counter("lnetr_rerouted_messages_total",
+                  "Forwarded messages sent through another gateway after theirs failed; non-zero means a gateway "
+                  "failed under traffic",
+                  l, static_cast<double>(c.reroutes.get()));
+        f.counter("lnetr_worker_loops_total", "Iterations of the worker's poll loop", l,
+                  static_cast<double>(c.loops.get()));
+        const std::uint64_t loops = c.loops.get(), busy = c.busy_loops.get();
+        const auto [last_loops, last_busy] = last_loops_[w];
+        const double ratio = loops > last_loops ? static_cast<double>(busy - last_busy) / static_cast<double>(loops - last_loops) : 0.0;
+        last_loops_[w] = {loops, busy};
+        f.gauge("lnetr_worker_busy_ratio",
+                "Share of the worker's loop iterations that found work since the previous scrape; near 1 means the "
+                "CPT's core is saturated",
+                l, ratio);
+        for (std::size_t r = 0; r < kDropReasonCount; ++r) drops[r] += static_cast<double>(c.drops[r].get());
+        drop_bytes += static_cast<double>(c.drop_length.get());
+      }
+      for (std::size_t r = 0; r < kDropReasonCount; ++r)
+        f.counter("lnetr_dropped_messages_total",
+                  "Messages the router dropped, by reason; any increase is lost traffic: the reason says why "
+                  "(no_route, route_down: routes; peer_down, send_failed: a next hop failed; protocol: bad input)",
+                  {{"reason", std::string(name(static_cast<DropReason>(r)))}}, drops[r]);
+      f.counter("lnetr_dropped_bytes_total", "Payload bytes of the dropped messages", {}, drop_bytes);
+    }
+  }
+
+  // What only the dataplane knows, from its status document.
+  Json st;
+  try {
+    st = dataplane("status");
+  } catch (const ApiError&) {
+    f.gauge("lnetr_dataplane_up", "1 if the dataplane answers on its control socket; 0 means it is down or hung", {}, 0);
+    return;
+  }
+  f.gauge("lnetr_dataplane_up", "1 if the dataplane answers on its control socket; 0 means it is down or hung", {}, 1);
+  try {
+    f.gauge("lnetr_routing_enabled",
+            "1 while the router forwards and advertises it; 0 while routing is disabled, starting or draining", {},
+            st["routing"]["state"] == "enabled" ? 1 : 0);
+    for (const Json& ni : st["nis"]) {
+      const std::string nid = ni["nid"];
+      const L l{{"nid", nid}, {"net", nid.substr(nid.find('@') + 1)}};
+      f.gauge("lnetr_ni_up",
+              "1 if the NI is UP in the router's ping info; 0 means its link is down or no node of its net pinged it "
+              "within alive_router_check_interval + router_ping_timeout, so clients avoid routes through it",
+              l, ni["status"] == "up" ? 1 : 0);
+      f.gauge("lnetr_ni_link_up", "1 if the NI's interface is up; 0 is a link failure", l, ni["link"] == "up" ? 1 : 0);
+    }
+    for (const Json& cpt : st["buffers"]) {
+      for (const char* pool : {"tiny", "small", "large"}) {
+        const L l{{"cpt", std::to_string(cpt["cpt"].get<int>())}, {"pool", pool}};
+        const Json& p = cpt[pool];
+        f.gauge("lnetr_router_buffers", "Router buffers of the pool on this CPT (configured)", l,
+                p["nbuffers"].get<double>());
+        f.gauge("lnetr_router_buffers_available",
+                "Router buffer credits available now; negative means messages wait for a buffer (back-pressure)", l,
+                p["credits"].get<double>());
+        f.gauge("lnetr_router_buffers_min",
+                "Lowest router buffer credits seen; at or below 0 the pool ran out: consider more buffers", l,
+                p["mincredits"].get<double>());
+      }
+    }
+    for (const Json& p : st["peers"]) {
+      const L l{{"peer", p["nid"].get<std::string>()}, {"cpt", std::to_string(p["cpt"].get<int>())}};
+      f.gauge("lnetr_peer_up", "1 while the peer is considered alive; 0 after all connections to it failed", l,
+              p["state"] == "up" ? 1 : 0);
+      f.gauge("lnetr_peer_tx_credits",
+              "Transmit credits to the peer available now; negative means messages queue for it", l,
+              p["available_tx_credits"].get<double>());
+      f.gauge("lnetr_peer_tx_credits_min", "Lowest transmit credits seen; at or below 0 the peer was a bottleneck", l,
+              p["min_tx_credits"].get<double>());
+      f.gauge("lnetr_peer_router_credits",
+              "Router credits of the peer available now (its messages the router may buffer); negative means its "
+              "messages wait (back-pressure on it)",
+              l, p["available_rtr_credits"].get<double>());
+      f.gauge("lnetr_peer_router_credits_min", "Lowest router credits seen for the peer", l,
+              p["min_rtr_credits"].get<double>());
+    }
+    const Json& sock = st["socklnd"];
+    for (auto it = sock["closed"].begin(); it != sock["closed"].end(); ++it)
+      f.counter("lnetr_socklnd_connections_closed_total",
+                "socklnd connections closed, by reason; protocol or timeout reasons point at a bad or stuck peer",
+                {{"reason", it.key()}}, it.value().get<double>());
+    for (auto it = sock["refused"].begin(); it != sock["refused"].end(); ++it)
+      f.counter("lnetr_socklnd_connections_refused_total",
+                "Incoming connections the acceptor refused, by reason (e.g. bad magic, insecure port)",
+                {{"reason", it.key()}}, it.value().get<double>());
+  } catch (const std::exception& e) {
+    log("warning", std::string("metrics: unexpected dataplane status document: ") + e.what());
+  }
 }
 
 }  // namespace lnetr::control

@@ -61,6 +61,9 @@ class Service {
   // API: run `command` with `args` (a JSON object); the response's data, or
   // an ApiError thrown.
   Json handle(const std::string& command, const Json& args);
+  // Every metric series, at scrape time (control/metrics.hpp).
+  void collect(class Families& f);
+
   // The commands handle() knows, for help and errors.
   static const std::vector<std::string>& commands();
 
@@ -90,6 +93,9 @@ class Service {
   HealthParams params_;
   std::optional<RouteTableBuilder> builder_;
   std::unique_ptr<Controller> ctl_;
+  // Per worker, loops and busy loops at the previous scrape (busy ratio).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> last_loops_;
+  std::uint64_t last_loops_incarnation_ = 0;
 };
 
 }  // namespace lnetr::control

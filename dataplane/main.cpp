@@ -148,6 +148,8 @@ int run(const Setup& setup) {
     const std::string& name;
     ~Unlink() { shm::Region::unlink(name); }
   } unlink_at_exit{setup.shm_name};
+  // Counters live in the region from here on, where lnetr-control reads them.
+  shared.counters = &region.counters(0);
   if (shm::publish(region, routes.view()) != shm::PublishResult::published) {
     log_error("shared memory %s: cannot publish the route table", setup.shm_name.c_str());
     return 1;

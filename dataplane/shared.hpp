@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "dataplane/counters.hpp"
 #include "router/forward.hpp"
 #include "router/ping_info.hpp"
 
@@ -19,28 +20,6 @@ enum class RoutingState : std::uint8_t { disabled, starting, enabled, stopping }
 constexpr bool forwards(RoutingState s) noexcept { return s != RoutingState::disabled; }
 // Whether the ping info carries RTE_DISABLED: set unless fully enabled.
 constexpr bool advertises_disabled(RoutingState s) noexcept { return s != RoutingState::enabled; }
-
-// A single-writer counter: the owner adds with a plain load and store (no
-// locked instruction); other threads read it.
-struct Counter {
-  std::atomic<std::uint64_t> v{0};
-  void add(std::uint64_t n = 1) noexcept { v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
-  std::uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
-};
-
-// Per-worker counters, one cache line apart from the next worker's.
-struct alignas(64) WorkerCounters {
-  Counter route_count;   // messages forwarded (counted at successful send)
-  Counter route_length;  // their payload bytes
-  Counter drop_count;
-  Counter drop_length;
-  std::array<Counter, kDropReasonCount> drops;  // by reason
-  Counter recv_count;   // messages for the router itself (pings, pushes)
-  Counter send_count;   // messages the router originated (replies, ACKs, pings)
-  Counter reroutes;     // forwarded messages sent to another gateway after theirs failed
-  Counter loops;        // worker loop iterations
-  Counter busy_loops;   // iterations that found work
-};
 
 // An NI is UP in the ping info while its link is up and a ping (GET on
 // portal 0 from a non-local NID) arrived on its net within the NI-status
@@ -58,12 +37,17 @@ struct SharedNi {
 
 struct SharedState {
   explicit SharedState(std::size_t nis, std::size_t workers)
-      : ni(std::make_unique<SharedNi[]>(nis)), counters(std::make_unique<WorkerCounters[]>(workers)) {}
+      : ni(std::make_unique<SharedNi[]>(nis)), own_counters(std::make_unique<WorkerCounters[]>(workers)),
+        counters(own_counters.get()) {}
 
   std::atomic<RoutingState> routing{RoutingState::enabled};
   std::atomic<bool> stop{false};
   std::unique_ptr<SharedNi[]> ni;  // by NI index
-  std::unique_ptr<WorkerCounters[]> counters;  // by worker
+  std::unique_ptr<WorkerCounters[]> own_counters;
+  // By worker: own_counters, or the shared-memory region's (where
+  // lnetr-control reads them) once the dataplane points it there, before
+  // any worker starts.
+  WorkerCounters* counters;
 };
 
 }  // namespace lnetr::dp

@@ -8,6 +8,7 @@
 //
 //   ShmHeader                              one cache line per writer
 //   WorkerShm[n_workers]                   one per dataplane worker
+//   WorkerCounters[n_workers]              each worker's counters (dataplane/counters.hpp)
 //   GatewayShm[n_gateways]                 gateway checks (kMaxGateways)
 //   route slot 0 .. n_route_slots-1        slot_bytes each
 //
@@ -53,13 +54,14 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "dataplane/counters.hpp"
 #include "router/nid.hpp"
 #include "router/route_table.hpp"
 
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 3;
+inline constexpr std::uint32_t kShmLayoutVersion = 4;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 inline constexpr std::uint32_t kMaxGateways = 256;
 inline constexpr std::uint32_t kPingNis = 16;  // NIs of a gateway's ping reply kept
@@ -88,6 +90,8 @@ struct alignas(64) ShmHeader {
   std::uint32_t n_gateways;        // GatewayShm entries (kMaxGateways)
   std::uint32_t reserved;
   std::uint64_t gateways_offset;   // of GatewayShm[0]
+  std::uint64_t counters_offset;   // of WorkerCounters[0]
+  std::uint64_t counters_size;     // sizeof(WorkerCounters)
 
   // Written by control.
   alignas(64) std::atomic<std::uint64_t> published;   // pack_published(version, slot); 0: none yet
@@ -159,8 +163,11 @@ static_assert(std::is_trivially_copyable_v<Net> && std::is_trivially_copyable_v<
 constexpr std::uint64_t align8(std::uint64_t n) noexcept { return (n + 7) & ~std::uint64_t{7}; }
 
 // Bytes a region with these parameters takes.
-constexpr std::uint64_t gateways_offset(std::uint32_t n_workers) noexcept {
+constexpr std::uint64_t counters_offset(std::uint32_t n_workers) noexcept {
   return sizeof(ShmHeader) + std::uint64_t{n_workers} * sizeof(WorkerShm);
+}
+constexpr std::uint64_t gateways_offset(std::uint32_t n_workers) noexcept {
+  return counters_offset(n_workers) + std::uint64_t{n_workers} * sizeof(dp::WorkerCounters);
 }
 constexpr std::uint64_t slots_offset(std::uint32_t n_workers) noexcept {
   return gateways_offset(n_workers) + std::uint64_t{kMaxGateways} * sizeof(GatewayShm);

@@ -47,6 +47,10 @@ WorkerShm& Region::worker(std::uint32_t i) const noexcept {
   return reinterpret_cast<WorkerShm*>(static_cast<std::uint8_t*>(base_) + header().workers_offset)[i];
 }
 
+dp::WorkerCounters& Region::counters(std::uint32_t i) const noexcept {
+  return reinterpret_cast<dp::WorkerCounters*>(static_cast<std::uint8_t*>(base_) + header().counters_offset)[i];
+}
+
 GatewayShm& Region::gateway(std::uint32_t i) const noexcept {
   return reinterpret_cast<GatewayShm*>(static_cast<std::uint8_t*>(base_) + header().gateways_offset)[i];
 }
@@ -101,6 +105,10 @@ Region Region::create(const std::string& name, std::uint32_t n_workers, std::uin
   h->workers_offset = sizeof(ShmHeader);
   h->n_gateways = kMaxGateways;
   h->gateways_offset = gateways_offset(n_workers);
+  h->counters_offset = counters_offset(n_workers);
+  h->counters_size = sizeof(dp::WorkerCounters);
+  for (std::uint32_t i = 0; i < n_workers; ++i)
+    new (static_cast<std::uint8_t*>(base) + h->counters_offset + i * sizeof(dp::WorkerCounters)) dp::WorkerCounters{};
   h->slots_offset = slots_offset(n_workers);
   for (std::uint32_t i = 0; i < n_workers; ++i)
     new (static_cast<std::uint8_t*>(base) + h->workers_offset + i * sizeof(WorkerShm)) WorkerShm{};
@@ -141,6 +149,7 @@ Region Region::attach(const std::string& name, std::string& err) {
              h.slot_bytes < sizeof(RouteSlotHeader) || h.total_size != size ||
              h.workers_offset != sizeof(ShmHeader) ||
              h.n_gateways != kMaxGateways || h.gateways_offset != gateways_offset(h.n_workers) ||
+             h.counters_offset != counters_offset(h.n_workers) || h.counters_size != sizeof(dp::WorkerCounters) ||
              h.slots_offset != slots_offset(h.n_workers) ||
              region_size(h.n_workers, h.slot_bytes) != size) {
     err = "shared memory " + name + " has inconsistent sizes";

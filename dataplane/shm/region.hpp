@@ -38,6 +38,7 @@ class Region {
   ShmHeader& header() const noexcept { return *static_cast<ShmHeader*>(base_); }
   WorkerShm& worker(std::uint32_t i) const noexcept;
   GatewayShm& gateway(std::uint32_t i) const noexcept;
+  dp::WorkerCounters& counters(std::uint32_t i) const noexcept;
   std::span<GatewayShm> gateways() const noexcept;  // empty when not mapped
   std::uint8_t* slot(std::uint32_t i) const noexcept;
   std::uint64_t size() const noexcept { return size_; }

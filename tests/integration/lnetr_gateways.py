@@ -54,7 +54,7 @@ dataplane:
     max_reconnectms: 1000
 control:
   socket: {api_sock}
-  metrics: "off"
+  metrics: 127.0.0.1:9798
 """
 
 

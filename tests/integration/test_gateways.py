@@ -14,6 +14,9 @@ dataplanes' status documents (control socket), lnetr-peer's JSON and YAML.
 
 import json
 import os
+import re
+import shutil as _shutil
+import subprocess
 import shutil
 import signal
 import tempfile
@@ -324,6 +327,99 @@ class ManagementApi(GatewayTestCase):
         self.assertEqual(len(res["errors"]), 2, res)  # the two tcp2 routes exist already
         got = {k: (r["hop"], r["priority"]) for k, r in self.routes().items()}
         self.assertEqual(got, {(r["net"], r["gateway"]): (r["hop"], r["priority"]) for r in exported["route"]})
+        self.finish()
+
+
+def parse_metrics(text):
+    """Prometheus text exposition -> {(name, frozenset(labels)): value}."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$', line)
+        if not m:
+            raise ValueError("unparsable metrics line: %r" % line)
+        labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        out[(m.group(1), labels)] = float(m.group(4))
+    return out
+
+
+class Metrics(GatewayTestCase):
+
+    def scrape(self):
+        """GET /metrics from R's lnetr-control over HTTP, inside namespace r."""
+        code = ("import sys, urllib.request; r = urllib.request.urlopen('http://127.0.0.1:9798/metrics', timeout=10); "
+                "sys.stdout.write(r.headers.get('Content-Type') + '\\n' + r.read().decode())")
+        cp = self.topo.host("r").run(["python3", "-c", code], timeout=30)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        ctype, _, body = cp.stdout.partition("\n")
+        self.assertTrue(ctype.startswith("text/plain"), ctype)
+        return body
+
+    def test_metrics_after_a_known_load(self):
+        json_path = os.path.join(self.dir, "load.json")
+        res = self.finish_load(self.start_load(json_path, duration=2, concurrency=4), json_path)
+        self.assertEqual(res["errors"], 0, res)
+        self.assert_r_idle()
+        text = self.scrape()
+        if _shutil.which("promtool"):
+            cp = subprocess.run(["promtool", "check", "metrics"], input=text, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, timeout=60)
+            self.assertEqual(cp.returncode, 0, cp.stdout)
+        else:
+            self.fail("promtool not installed (deploy/setup installs the prometheus package)")
+        for line in text.splitlines():
+            if line.startswith("# HELP "):
+                self.assertGreater(len(line.split(" ", 3)[3]), 20, line)  # every series says what it means
+            elif line and not line.startswith("#"):
+                # ours, and prometheus-cpp's own about the exposer
+                self.assertTrue(line.startswith(("lnetr_", "exposer_")), line)
+        m = parse_metrics(text)
+
+        def values(name, **labels):
+            want = set(labels.items())
+            return [v for (n, l), v in m.items() if n == name and want <= set(l)]
+
+        def one(name, **labels):
+            v = values(name, **labels)
+            self.assertEqual(len(v), 1, (name, labels, v))
+            return v[0]
+
+        self.assertEqual(one("lnetr_up"), 1)
+        self.assertEqual(one("lnetr_dataplane_up"), 1)
+        self.assertEqual(one("lnetr_routing_enabled"), 1)
+        self.assertGreaterEqual(one("lnetr_route_table_version"), 2)
+        # Every PUT forwarded to B and its ACK back: at least 2 per operation.
+        self.assertGreaterEqual(sum(values("lnetr_forwarded_messages_total")), 2 * res["ops"])
+        self.assertGreaterEqual(sum(values("lnetr_forwarded_bytes_total")), 4096 * res["ops"])
+        self.assertEqual(sum(values("lnetr_dropped_messages_total")), 0)
+        self.assertEqual(len(values("lnetr_dropped_messages_total")), len(self.status("r")["drops"]))
+        for g in (self.g1, self.g2):
+            self.assertEqual(one("lnetr_gateway_up", gateway=g), 1)
+            self.assertEqual(one("lnetr_gateway_health", gateway=g), 1000)
+            self.assertGreater(one("lnetr_gateway_pings_total", gateway=g), 0)
+            self.assertGreater(one("lnetr_gateway_ping_rtt_seconds", gateway=g), 0)
+            self.assertEqual(one("lnetr_route_up", net="tcp2", gateway=g), 1)
+        self.assertEqual(one("lnetr_route_priority", net="tcp2", gateway=self.g2), 1)
+        self.assertEqual(one("lnetr_route_hops", net="tcp2", gateway=self.g1), -1)
+        self.assertEqual(one("lnetr_ni_up", nid=self.topo.r_nid["tcp"]), 1)
+        # At rest: every buffer back, and the pools were used.
+        for cpt in ("0", "1"):
+            for pool in ("tiny", "small", "large"):
+                self.assertEqual(one("lnetr_router_buffers_available", cpt=cpt, pool=pool),
+                                 one("lnetr_router_buffers", cpt=cpt, pool=pool))
+        self.assertLess(min(values("lnetr_router_buffers_min", pool="small")),
+                        one("lnetr_router_buffers", cpt="0", pool="small"))
+        a = one("lnetr_peer_tx_credits", peer=self.topo.a_nid)
+        self.assertEqual(a, 8)
+        self.assertEqual(len(values("lnetr_worker_busy_ratio")), 2)
+        # Killing G1 shows in the gateway's and its route's series.
+        self.dp["g1"].stop(signal.SIGKILL)
+        self.assertIsNotNone(self.wait_for(
+            lambda: parse_metrics(self.scrape()).get(("lnetr_gateway_up", frozenset({("gateway", self.g1)}))) == 0, 10))
+        m = parse_metrics(self.scrape())
+        self.assertEqual(m[("lnetr_route_up", frozenset({("net", "tcp2"), ("gateway", self.g1)}))], 0)
+        self.assertLess(m[("lnetr_gateway_health", frozenset({("gateway", self.g1)}))], 1000)
         self.finish()
 
 

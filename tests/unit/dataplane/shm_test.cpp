@@ -250,6 +250,12 @@ TEST_F(Shm, GatewayBoardIsSharedAndResultsAreNeverTorn) {
   control.gateway(5).assigned.store(1);
   EXPECT_EQ(dp.gateway(5).nid, nid("10.0.1.1@tcp1"));
   EXPECT_EQ(dp.gateway(5).assigned.load(), 1u);
+  // Worker counters the dataplane adds to, control reads.
+  dp.counters(1).route_count.add(5);
+  dp.counters(1).drops[0].add();
+  EXPECT_EQ(control.counters(1).route_count.get(), 5u);
+  EXPECT_EQ(control.counters(1).drops[0].get(), 1u);
+  EXPECT_EQ(control.counters(0).route_count.get(), 0u);
   // A worker storing results as fast as it can; control reads each whole:
   // every field of result n says n.
   std::atomic<bool> stop{false};

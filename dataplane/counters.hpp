@@ -1,0 +1,38 @@
+// The dataplane's per-worker counters.  They live in the shared-memory
+// region (shm/abi.hpp), where lnetr-control reads them; each has one writer,
+// its worker.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "router/forward.hpp"
+
+namespace lnetr::dp {
+
+// A single-writer counter: the owner adds with a plain load and store (no
+// locked instruction); other threads read it.
+struct Counter {
+  std::atomic<std::uint64_t> v{0};
+  void add(std::uint64_t n = 1) noexcept { v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  std::uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
+};
+
+// Per-worker counters, one cache line apart from the next worker's.
+struct alignas(64) WorkerCounters {
+  Counter route_count;   // messages forwarded (counted at successful send)
+  Counter route_length;  // their payload bytes
+  Counter drop_count;
+  Counter drop_length;
+  std::array<Counter, kDropReasonCount> drops;  // by reason
+  Counter recv_count;   // messages for the router itself (pings, pushes)
+  Counter send_count;   // messages the router originated (replies, ACKs, pings)
+  Counter reroutes;     // forwarded messages sent to another gateway after theirs failed
+  Counter loops;        // worker loop iterations
+  Counter busy_loops;   // iterations that found work
+};
+static_assert(std::is_standard_layout_v<WorkerCounters>);
+
+}  // namespace lnetr::dp
