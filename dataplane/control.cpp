@@ -167,6 +167,32 @@ void Control::tick() {
       log_info("NI %s: link %s", to_string(setup_.nis[i].nid).c_str(), up ? "up" : "down");
   }
   const auto now = std::chrono::steady_clock::now();
+  // What our ping info says changed (an NI's status, or RTE_DISABLED):
+  // push it to every Multi-Rail peer now (ping-discovery-health.md §6.2),
+  // so that they need not wait for their next check.
+  const std::int64_t now_ns = now.time_since_epoch().count();
+  const std::int64_t timeout_ns =
+      std::chrono::nanoseconds(setup_.alive_router_check_interval + setup_.router_ping_timeout).count();
+  bool changed = false;
+  ni_status_.resize(setup_.nis.size(), true);
+  for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
+    const bool up = shared_.ni[i].up(now_ns, timeout_ns);
+    if (up == ni_status_[i]) continue;
+    ni_status_[i] = up;
+    changed = true;
+    log_info("NI %s: %s in our ping info%s", to_string(setup_.nis[i].nid).c_str(), up ? "UP" : "DOWN",
+             up ? "" : (shared_.ni[i].link_up.load(std::memory_order_relaxed) ? " (no ping from its net)" : " (link down)"));
+  }
+  const bool disabled = advertises_disabled(shared_.routing.load(std::memory_order_relaxed));
+  if (disabled != pushed_disabled_) {
+    pushed_disabled_ = disabled;
+    changed = true;
+  }
+  if (changed) {
+    std::atomic<unsigned> pushes{0};
+    on_workers([&pushes](Worker& w) { pushes += w.push_ping_info(); });
+    log_info("pushed our ping info to %u Multi-Rail peer(s)", pushes.load());
+  }
   const auto settle = setup_.alive_router_check_interval + setup_.router_ping_timeout;
   const RoutingState s = shared_.routing.load(std::memory_order_relaxed);
   if (s == RoutingState::starting && now - routing_since_ >= settle) {
@@ -288,6 +314,7 @@ std::string Control::status() {
       copy.tx = p->tx;
       copy.rtr = p->rtr;
       copy.alive = p->alive;
+      copy.multi_rail = p->multi_rail;
       copy.send_count = p->send_count;
       copy.recv_count = p->recv_count;
       copy.drop_count = p->drop_count;
@@ -330,6 +357,7 @@ std::string Control::status() {
     for (const PeerNi& p : views[w].peers) {
       j.begin_object().key("nid").value(to_string(p.nid)).key("cpt").value(static_cast<std::uint64_t>(w));
       j.key("state").value(p.alive ? "up" : "down");
+      j.key("multi_rail").value(p.multi_rail);
       j.key("max_ni_tx_credits").value(static_cast<std::int64_t>(p.tx.max));
       credits(j, "tx", p.tx);
       j.key("max_rtr_credits").value(static_cast<std::int64_t>(p.rtr.max));
@@ -341,7 +369,7 @@ std::string Control::status() {
   }
   j.end_array();
 
-  std::uint64_t route_count = 0, route_length = 0, drop_count = 0, drop_length = 0, recv = 0, send = 0, reroutes = 0;
+  std::uint64_t route_count = 0, route_length = 0, drop_count = 0, drop_length = 0, recv = 0, send = 0, reroutes = 0, pushes = 0;
   std::array<std::uint64_t, kDropReasonCount> drops{};
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
     const WorkerCounters& c = shared_.counters[w];
@@ -352,6 +380,7 @@ std::string Control::status() {
     recv += c.recv_count.get();
     send += c.send_count.get();
     reroutes += c.reroutes.get();
+    pushes += c.pushes.get();
     for (std::size_t r = 0; r < kDropReasonCount; ++r) drops[r] += c.drops[r].get();
   }
   j.key("statistics").begin_object();
@@ -359,6 +388,7 @@ std::string Control::status() {
   j.key("drop_count").value(drop_count).key("drop_length").value(drop_length);
   j.key("recv_count").value(recv).key("send_count").value(send);
   j.key("reroute_count").value(reroutes);
+  j.key("push_count").value(pushes);
   j.end_object();
   j.key("drops").begin_object();
   for (std::size_t r = 0; r < kDropReasonCount; ++r) j.key(std::string(name(static_cast<DropReason>(r)))).value(drops[r]);

@@ -46,6 +46,8 @@ class Control {
   const shm::Region& region_;
   int listen_fd_ = -1;
   std::chrono::steady_clock::time_point routing_since_{};
+  std::vector<bool> ni_status_;  // per NI: UP in our ping info at the last tick
+  bool pushed_disabled_ = false; // RTE_DISABLED as last advertised
 };
 
 }  // namespace lnetr::dp

@@ -30,6 +30,7 @@ struct alignas(64) WorkerCounters {
   Counter recv_count;   // messages for the router itself (pings, pushes)
   Counter send_count;   // messages the router originated (replies, ACKs, pings)
   Counter reroutes;     // forwarded messages sent to another gateway after theirs failed
+  Counter pushes;       // ping-info pushes sent to Multi-Rail peers
   Counter loops;        // worker loop iterations
   Counter busy_loops;   // iterations that found work
 };

@@ -10,6 +10,9 @@
 namespace lnetr::dp {
 namespace {
 
+// The interface cookie of the ACK handle our pushes carry.
+constexpr std::uint64_t kPushAckCookie = 0x6c6e657472707368ull;  // "lnetrpsh"
+
 // Linux's share of an NI's transmit credits per CPT.
 std::int32_t ni_credits_per_cpt(const NiSetup& ni, std::uint32_t ncpts) noexcept {
   if (ncpts <= 1) return static_cast<std::int32_t>(ni.credits);
@@ -259,7 +262,12 @@ sock::RxVerdict Forwarder::on_head(sock::Rx& rx) {
         answer_ping(rx);
         return discard(rx, false);
       }
-      if (is_push(rx.hdr)) return discard(rx, !rx.hdr.put().ack_wmd.is_none());
+      if (is_push(rx.hdr)) {
+        src.multi_rail = true;  // it runs discovery: push to it when our NIs change
+        return discard(rx, !rx.hdr.put().ack_wmd.is_none());
+      }
+      if (rx.hdr.type == MsgType::ack && rx.hdr.ack().dst_wmd.interface_cookie == kPushAckCookie)
+        return discard(rx, false);  // a peer took our push
       if (rx.hdr.type == MsgType::reply && rx.hdr.reply().dst_wmd.interface_cookie == kGatewayPingCookie)
         return take_ping_reply(rx);
       count_drop(DropReason::not_for_us, rx.hdr.payload_length);
@@ -394,7 +402,8 @@ void Forwarder::on_peer_down(const Nid& nid) {
   }
 }
 
-void Forwarder::answer_ping(const sock::Rx& rx) {
+// Our ping info as a ping reply or a push carries it.
+std::size_t Forwarder::own_ping_info(MutableByteSpan out) const {
   const std::int64_t now = sock::Clock::now().time_since_epoch().count();
   const std::int64_t timeout = std::chrono::nanoseconds(setup_.alive_router_check_interval + setup_.router_ping_timeout).count();
   PingNi nis[32];
@@ -403,16 +412,41 @@ void Forwarder::answer_ping(const sock::Rx& rx) {
     nis[n++] = {ni_nids_[i], shared_.ni[i].up(now, timeout) ? kNiStatusUp : kNiStatusDown};
   std::uint32_t features = ping_feature::ni_status | ping_feature::multi_rail | ping_feature::discovery;
   if (advertises_disabled(shared_.routing.load(std::memory_order_relaxed))) features |= ping_feature::rte_disabled;
+  auto size = encode_ping_info({features, kPidLustre, 1, std::span(nis, n)}, out);
+  return size ? *size : 0;
+}
 
+void Forwarder::answer_ping(const sock::Rx& rx) {
   RouterMsg* m = alloc_msg();
   m->kind = RouterMsg::Kind::local;
-  auto size = encode_ping_info({features, kPidLustre, 1, std::span(nis, n)}, m->inline_);
-  const ByteSpan info(m->inline_.data(), size ? *size : 0);
+  const ByteSpan info(m->inline_.data(), own_ping_info(m->inline_));
   const ByteSpan payload = ping_reply_payload(rx.hdr, info);
   m->tx.hdr = make_reply(rx.hdr, rx.ni, static_cast<std::uint32_t>(payload.size()));
   m->tx.payload = payload;
   m->next_hop = rx.from;
   local_out_.push_back(m);
+}
+
+// Push our ping info to every Multi-Rail peer of this worker (a PUT on the
+// reserved portal with an ACK asked for), as Linux does when an NI's status
+// changes: they stop using a dead path now, not at their next check.
+unsigned Forwarder::push_ping_info() {
+  unsigned n = 0;
+  for (const auto& [nid, p] : peers_) {
+    if (!p->multi_rail) continue;
+    RouterMsg* m = alloc_msg();
+    m->kind = RouterMsg::Kind::local;
+    const std::size_t size = own_ping_info(m->inline_);
+    const WireHandle ack{kPushAckCookie, ++push_seq_};
+    m->tx.hdr = make_put({kPidLustre, ni_nids_[p->ni]}, {kPidLustre, nid}, kLnetReservedPortal, kPingMatchBits, ack, 0,
+                         static_cast<std::uint32_t>(size));
+    m->tx.payload = ByteSpan(m->inline_.data(), size);
+    m->next_hop = nid;
+    local_out_.push_back(m);
+    counters().pushes.add();
+    ++n;
+  }
+  return n;
 }
 
 // REPLYs and ACKs the router owes go out after the event that caused them

@@ -67,6 +67,9 @@ class Forwarder final : public sock::Upper {
   void attach_gateways(std::span<shm::GatewayShm> board);
   // Send the pings asked of this worker and not sent yet; the number sent.
   unsigned send_pings();
+  // Push our ping info to this worker's Multi-Rail peers (queued for
+  // flush_local()); the number of pushes.
+  unsigned push_ping_info();
 
   // sock::Upper
   sock::RxVerdict on_head(sock::Rx& rx) override;
@@ -100,6 +103,7 @@ class Forwarder final : public sock::Upper {
   void count_drop(DropReason why, std::uint32_t bytes);
   void route(RouterMsg* m);
   void answer_ping(const sock::Rx& rx);
+  std::size_t own_ping_info(MutableByteSpan out) const;
   sock::RxVerdict take_ping_reply(sock::Rx& rx);
   void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);
   void map_gateways();
@@ -143,6 +147,7 @@ class Forwarder final : public sock::Upper {
   std::size_t msgs_allocated_ = 0, msgs_free_ = 0;
   std::vector<RouterMsg*> local_out_;  // REPLYs/ACKs to send after the current event
 
+  std::uint64_t push_seq_ = 0;                 // object cookie of our pushes' ACK handles
   std::span<shm::GatewayShm> board_;           // gateway checks (shared memory)
   std::vector<std::uint64_t> ping_sent_;       // per board entry: the request last sent
   std::vector<std::int64_t> ping_sent_ns_;     // ... and when

@@ -102,6 +102,7 @@ struct PeerNi {
   MsgQueue tx_wait;
   MsgQueue rtr_wait;
   bool alive = true;
+  bool multi_rail = false;  // it pushed its ping info to us: we push ours to it
   // Its gateway-check slot in shared memory, if it is a gateway this worker
   // pings (shm/abi.hpp): its `down` flag follows this peer's connections.
   shm::GatewayShm* gateway = nullptr;

@@ -64,6 +64,8 @@ class Worker final : public ForwarderPorts {
   const sock::Node& node() const noexcept { return *node_; }
   const Forwarder& forwarder() const noexcept { return forwarder_; }
   const sock::Acceptor* acceptor() const noexcept { return acceptor_.get(); }
+  // Push our ping info to this worker's Multi-Rail peers.
+  unsigned push_ping_info() { return forwarder_.push_ping_info(); }
 
   // ForwarderPorts
   std::uint8_t* get_buffer(PoolClass c) override;

@@ -1,4 +1,6 @@
 #include "cli/peer/endpoint.hpp"
+
+#include <cstdio>
 #include "router/enum_names.hpp"
 
 #include <netinet/in.h>
@@ -477,7 +479,10 @@ void Endpoint::on_received(sock::Rx& rx) {
         // and, as Linux re-posts a larger one, grows for the next push.
         ++stats_.pushes_received;
         const auto taken = static_cast<std::uint32_t>(std::min<std::size_t>(got.size(), push_capacity_));
-        if (!decode_ping_info(got.first(taken))) ++stats_.pushes_invalid;
+        if (auto info = decode_ping_info(got.first(taken)))
+          apply_push(rx.hdr.src_nid, *info);
+        else
+          ++stats_.pushes_invalid;
         push_capacity_ = std::max<std::size_t>(push_capacity_, got.size());
         if (!p.ack_wmd.is_none()) answer_put(rx, taken);
       } else {
@@ -620,6 +625,26 @@ void Endpoint::give_buffer(Buffer* b) noexcept {
 }
 
 // ---- router checker ---------------------------------------------------------------
+
+// A Multi-Rail gateway pushed its ping info (its NIs' status changed):
+// Linux applies it at once, as it would its ping reply.  Each route through
+// it that becomes usable or unusable is said on stderr.
+void Endpoint::apply_push(const Nid& from, const PingInfo& info) {
+  const auto gw = routes_.gateway_index(from);
+  if (!gw || (info.features & ping_feature::multi_rail) == 0) return;
+  auto usable = [this, gw](const RouteTable::Route& r) {
+    return routes_.gateways()[*gw].usable() && !r.remote_ni_down;
+  };
+  std::vector<bool> before;
+  for (const auto& r : routes_.routes()) before.push_back(usable(r));
+  routes_.record_ping(*gw, info, cfg_.nid.net());
+  for (std::size_t i = 0; i < routes_.routes().size(); ++i) {
+    const auto& r = routes_.routes()[i];
+    if (r.gateway != *gw || usable(r) == before[i]) continue;
+    std::fprintf(stderr, "lnetr-peer: push from %s: route %s via %s %s\n", to_string(from).c_str(),
+                 to_string(r.net).c_str(), to_string(from).c_str(), usable(r) ? "up" : "down");
+  }
+}
 
 void Endpoint::check_gateways(Clock::time_point now) {
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -284,6 +284,7 @@ class Endpoint final : public sock::Upper, private OpListener {
 
   // Router checker.
   void check_gateways(Clock::time_point now);
+  void apply_push(const Nid& from, const PingInfo& info);
 
   EndpointConfig cfg_;
   std::uint64_t incarnation_;

@@ -230,6 +230,40 @@ class RoutingDisabled(RouterTestCase):
 
 
 
+class PushOnNiChange(RouterTestCase):
+    """When one of the router's NIs changes status it pushes its ping info to
+    its Multi-Rail peers at once (ping-discovery-health.md §6.2): a client
+    that checks its gateway only every 60 s stops using the dead path now."""
+
+    def test_a_client_drops_the_route_within_a_second(self):
+        b = self.server("b")  # pings R on tcp1 every second: R's tcp1 NI stays UP
+        r_nid = self.topo.gateway("a")
+        a = self.start_server(self.nid("a"), ["--route", "tcp1=%s" % r_nid, "--router-check-interval", "60"],
+                              host=self.topo.host("a"))
+        # A's first check pinged R and pushed to it: R now knows A is Multi-Rail.
+        end = time.monotonic() + 10
+        while not any(p["nid"] == self.nid("a") and p["multi_rail"] for p in self.status()["peers"]):
+            self.assertLess(time.monotonic(), end, "A never pushed to the router")
+            time.sleep(0.05)
+        pushes = self.status()["statistics"]["push_count"]
+
+        start = time.monotonic()
+        self.topo.set_link("b", False)
+        down = "route tcp1 via %s down" % r_nid
+        self.assertTrue(a.wait_stderr(down, timeout=10), a.stderr_so_far)
+        took = time.monotonic() - start
+        print("\npush: A stopped using the route %.3f s after R's tcp1 link went down (its own check is every 60 s)"
+              % took)
+        self.assertLess(took, 2.0)
+
+        self.topo.set_link("b", True)
+        self.assertTrue(a.wait_stderr("route tcp1 via %s up" % r_nid, timeout=15), a.stderr_so_far)
+        self.assertGreaterEqual(self.status()["statistics"]["push_count"], pushes + 2)
+        self.stop_server(a)
+        self.stop_server(b)
+        self.assert_router_idle()
+
+
 class ControlProcess(RouterTestCase):
     def route_versions(self, above, timeout=10):
         """Wait until every worker routes by one snapshot newer than `above`."""

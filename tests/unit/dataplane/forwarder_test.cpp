@@ -628,5 +628,45 @@ TEST(Forwarder, AcksPushesAfterTheirPayload) {
   r.expect_idle();
 }
 
+TEST(Forwarder, PushesItsPingInfoToPeersThatPushedToIt) {
+  Rig r(make_setup());
+  // kB only forwards through us; kA pushed (it runs discovery).
+  sock::Rx& fwd = r.head(kB, kNiB, kA, 0);
+  ASSERT_EQ(r.fwd->on_head(fwd), sock::RxVerdict::accept);
+  r.fwd->on_received(fwd);
+  r.complete();
+  sock::Rx& push = r.head(kA, kNiA, kNiA, 48);
+  push.hdr = make_put({kPidLustre, kA}, {kPidLustre, kNiA}, kLnetReservedPortal, kPingMatchBits, {3, 4}, 0, 48);
+  r.fwd->on_head(push);
+  r.fwd->on_received(push);
+  r.fwd->flush_local();
+  r.complete();  // our ACK of it
+  r.shared.ni[1].link_up = false;  // tcp1 goes down
+  EXPECT_EQ(r.fwd->push_ping_info(), 1u);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  EXPECT_EQ(r.ports.sent[0].to, kA);
+  const sock::Tx& out = *r.ports.sent[0].tx;
+  EXPECT_TRUE(is_push(out.hdr));
+  EXPECT_EQ(out.hdr.src_nid, kNiA);
+  EXPECT_FALSE(out.hdr.put().ack_wmd.is_none());
+  auto info = decode_ping_info(out.payload);
+  ASSERT_TRUE(info);
+  std::vector<std::pair<Nid, std::uint32_t>> nis;
+  for (const PingNi ni : *info) nis.emplace_back(ni.nid, ni.status);
+  EXPECT_EQ(nis, (std::vector<std::pair<Nid, std::uint32_t>>{{kNiA, kNiStatusUp}, {kNiB, kNiStatusDown}}));
+  EXPECT_EQ(r.shared.counters[0].pushes.get(), 1u);
+  // Its ACK is taken quietly, not counted as a drop.
+  sock::Rx& ack = r.head(kA, kNiA, kNiA, 0);
+  ack.hdr = make_ack(out.hdr, kA, out.hdr.payload_length);
+  ack.hdr.src_nid = kA;
+  ack.hdr.dest_nid = kNiA;
+  r.complete();
+  EXPECT_EQ(r.fwd->on_head(ack), sock::RxVerdict::accept);
+  r.fwd->on_received(ack);
+  EXPECT_EQ(r.drops(DropReason::not_for_us), 0u);
+  r.expect_idle();
+}
+
 }  // namespace
 }  // namespace lnetr::dp
