@@ -516,9 +516,11 @@ Json Service::dataplane(const std::string& line) const {
   const std::string req = line + "\n";
   std::string reply;
   bool ok = ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
-  char buf[65536];
+  // On the heap: this runs on the metrics server's threads too, whose
+  // stacks are small.
+  std::vector<char> buf(65536);
   ssize_t n;
-  while (ok && (n = ::recv(fd, buf, sizeof buf, 0)) > 0) reply.append(buf, static_cast<std::size_t>(n));
+  while (ok && (n = ::recv(fd, buf.data(), buf.size(), 0)) > 0) reply.append(buf.data(), static_cast<std::size_t>(n));
   ::close(fd);
   Json j = Json::parse(reply, nullptr, false);
   if (!ok || j.is_discarded() || !j.is_object())

@@ -351,7 +351,9 @@ class Metrics(GatewayTestCase):
         code = ("import sys, urllib.request; r = urllib.request.urlopen('http://127.0.0.1:9798/metrics', timeout=10); "
                 "sys.stdout.write(r.headers.get('Content-Type') + '\\n' + r.read().decode())")
         cp = self.topo.host("r").run(["python3", "-c", code], timeout=30)
-        self.assertEqual(cp.returncode, 0, cp.stderr)
+        if cp.returncode != 0:
+            self.ctl.stop()
+        self.assertEqual(cp.returncode, 0, cp.stderr[-300:] + "\nlnetr-control:\n" + self.ctl.stderr_so_far[-3000:])
         ctype, _, body = cp.stdout.partition("\n")
         self.assertTrue(ctype.startswith("text/plain"), ctype)
         return body
