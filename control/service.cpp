@@ -118,7 +118,7 @@ class Controller {
  public:
   Controller(shm::Region region, RouteTableBuilder& builder, const HealthParams& params)
       : region_(std::move(region)), builder_(builder), health_(params) {
-    for (std::uint32_t i = 0; i < region_.gateways().size(); ++i) {
+    for (std::uint32_t i = 0; i < shm::kMaxGateways; ++i) {
       shm::GatewayShm& g = region_.gateway(i);
       if (g.assigned.load() != 0) down_seen_[i] = g.down_events.load();
     }
@@ -243,7 +243,7 @@ class Controller {
 
  private:
   std::optional<std::uint32_t> slot_for(const Nid& nid) {
-    auto board = region_.gateways();
+    auto board = region_.gateways().first(shm::kMaxGateways);
     std::uint32_t free = static_cast<std::uint32_t>(board.size());
     for (std::uint32_t i = 0; i < board.size(); ++i) {
       const bool taken = board[i].assigned.load() != 0;
@@ -368,6 +368,7 @@ const std::vector<std::string>& Service::commands() {
   static const std::vector<std::string> names = {
       "route show", "route add",  "route del",   "gateway show", "routing show", "set routing", "net show",
       "peer show",  "stats show", "buffers show", "global show", "set",          "export",      "import",
+      "ping",
   };
   return names;
 }
@@ -388,6 +389,7 @@ Json Service::handle(const std::string& command, const Json& args) {
   if (command == "set") return set_tunable(args);
   if (command == "export") return export_config(args);
   if (command == "import") return import_config(args);
+  if (command == "ping") return ping(args);
   std::string all;
   for (const auto& c : commands()) all += (all.empty() ? "'" : ", '") + c + "'";
   bad("unknown command '" + command + "': expected one of " + all);
@@ -756,6 +758,73 @@ Json Service::import_config(const Json& args) {
 }  // namespace lnetr::control
 
 namespace lnetr::control {
+
+// ---- ping -------------------------------------------------------------------------
+
+// An LNet ping of a NID on one of the router's nets, sent by the dataplane
+// worker that owns the peer (lnetctl ping's output shape, plus the RTT).
+Json Service::ping(const Json& args) {
+  only(args, {"nid", "timeout"});
+  const Nid nid = required(opt_nid(args, "nid"), "nid");
+  const auto timeout = std::chrono::seconds(opt_int(args, "timeout", 1, 300).value_or(1));
+  if (std::none_of(cfg_.nets.begin(), cfg_.nets.end(), [&](const auto& n) { return n.net.value == nid.net(); }))
+    throw ApiError{EHOSTUNREACH, to_string(nid) + " is not on one of the router's nets: lnetr pings the NIDs it reaches "
+                                                  "directly"};
+  std::size_t k = 0;
+  std::uint64_t seq = 0, incarnation = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (!ctl_) throw ApiError{EAGAIN, "not attached to a dataplane yet"};
+    const auto now = Clock::now();
+    while (k < ping_busy_.size() && (ping_busy_[k] || now < ping_reuse_[k])) ++k;
+    if (k == ping_busy_.size()) throw ApiError{EBUSY, "too many pings in progress; try again"};
+    ping_busy_[k] = true;
+    const shm::Region& region = ctl_->region();
+    incarnation = region.header().incarnation;
+    shm::GatewayShm& g = region.gateway(shm::kMaxGateways + static_cast<std::uint32_t>(k));
+    g.nid = nid;
+    g.owner = cpt_of(nid, region.header().n_workers);
+    g.assigned.store(1);
+    seq = g.request.load() + 1;
+    g.request.store(seq);
+    region.worker(g.owner).ping_requests.fetch_add(1);
+  }
+  const auto deadline = Clock::now() + timeout;
+  std::optional<shm::PingResult> result;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (!ctl_ || ctl_->region().header().incarnation != incarnation) break;  // the dataplane went away
+      const shm::PingResult r =
+          shm::load_result(ctl_->region().gateway(shm::kMaxGateways + static_cast<std::uint32_t>(k)));
+      if (r.seq == seq && r.outcome != shm::PingOutcome::none) result = r;
+      if (result || Clock::now() >= deadline) {
+        ping_busy_[k] = false;
+        if (!result) ping_reuse_[k] = Clock::now() + 1s;  // a late answer must find it unused
+        break;
+      }
+    }
+    std::this_thread::sleep_for(2ms);
+  }
+  {
+    std::lock_guard lock(mu_);
+    ping_busy_[k] = false;
+  }
+  const std::string failed = "failed to ping " + to_string(nid);
+  if (!result) throw ApiError{ETIMEDOUT, failed + ": no answer within " + std::to_string(timeout.count()) + " s"};
+  if (result->outcome == shm::PingOutcome::send_failed) throw ApiError{EHOSTUNREACH, failed + ": no connection"};
+  if (result->outcome == shm::PingOutcome::bad_reply)
+    throw ApiError{EPROTO, failed + ": the answer was not a valid ping info"};
+  Json nis = Json::array();
+  for (std::uint32_t i = 0; i < result->n_nis && i < shm::kPingNis; ++i)
+    nis.push_back({{"nid", to_string(result->nis[i].nid)}, {"status", result->nis[i].status == kNiStatusUp ? "up" : "down"}});
+  const Nid primary = result->n_nis > 0 ? result->nis[0].nid : nid;
+  return {{"ping",
+           Json::array({{{"primary nid", to_string(primary)},
+                         {"Multi-Rail", (result->features & ping_feature::multi_rail) != 0},
+                         {"peer_ni", nis},
+                         {"rtt_us", static_cast<double>(result->done_ns - result->sent_ns) / 1e3}}})}};
+}
 
 // ---- metrics ----------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 // go over its control socket without the lock held.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -82,6 +83,7 @@ class Service {
   Json set_tunable(const Json& args);
   Json export_config(const Json& args);
   Json import_config(const Json& args);
+  Json ping(const Json& args);
 
   // Under the lock: the route table changed; publish it (if attached).
   void routes_changed();
@@ -93,6 +95,10 @@ class Service {
   HealthParams params_;
   std::optional<RouteTableBuilder> builder_;
   std::unique_ptr<Controller> ctl_;
+  // Operators' pings: which API ping slot is in use, and from when a slot
+  // whose ping was given up may be reused.
+  std::array<bool, shm::kApiPingSlots> ping_busy_{};
+  std::array<Clock::time_point, shm::kApiPingSlots> ping_reuse_{};
   // Per worker, loops and busy loops at the previous scrape (busy ratio).
   std::vector<std::pair<std::uint64_t, std::uint64_t>> last_loops_;
   std::uint64_t last_loops_incarnation_ = 0;

@@ -66,6 +66,7 @@ void Forwarder::attach_gateways(std::span<shm::GatewayShm> board) {
   board_ = board;
   ping_sent_.assign(board.size(), 0);
   ping_sent_ns_.assign(board.size(), 0);
+  ping_nid_.assign(board.size(), Nid{});
   map_gateways();
 }
 
@@ -73,8 +74,9 @@ void Forwarder::attach_gateways(std::span<shm::GatewayShm> board) {
 // fills an entry before it publishes a snapshot naming its gateway.
 void Forwarder::map_gateways() {
   gw_down_.assign(routes_.gateways().size(), nullptr);
+  const auto gateway_slots = board_.first(std::min<std::size_t>(board_.size(), shm::kMaxGateways));
   for (std::size_t i = 0; i < gw_down_.size(); ++i)
-    for (shm::GatewayShm& g : board_)
+    for (shm::GatewayShm& g : gateway_slots)
       if (g.assigned.load(std::memory_order_acquire) != 0 && g.nid == routes_.gateways()[i]) {
         gw_down_[i] = &g.down;
         break;
@@ -89,8 +91,9 @@ unsigned Forwarder::send_pings() {
     const std::uint64_t req = g.request.load(std::memory_order_acquire);
     if (req == 0 || req == ping_sent_[i] || g.owner != index_) continue;
     ping_sent_[i] = req;
+    ping_nid_[i] = g.nid;
     PeerNi& p = peer_ni(g.nid);
-    p.gateway = &g;
+    if (i < shm::kMaxGateways) p.gateway = &g;
     RouterMsg* m = alloc_msg();
     m->kind = RouterMsg::Kind::ping;
     m->ping_slot = i;
@@ -117,7 +120,7 @@ unsigned Forwarder::send_pings() {
 sock::RxVerdict Forwarder::take_ping_reply(sock::Rx& rx) {
   const WireHandle w = rx.hdr.reply().dst_wmd;
   const std::uint64_t slot = w.object_cookie >> 48;
-  if (slot >= board_.size() || board_[slot].owner != index_ || !(board_[slot].nid == rx.hdr.src_nid) ||
+  if (slot >= board_.size() || !(ping_nid_[slot] == rx.hdr.src_nid) ||
       (ping_sent_[slot] & kPingSeqMask) != (w.object_cookie & kPingSeqMask) ||
       rx.hdr.payload_length > kPingSink) {
     count_drop(DropReason::not_for_us, rx.hdr.payload_length);  // late, or not ours

@@ -151,6 +151,7 @@ class Forwarder final : public sock::Upper {
   std::span<shm::GatewayShm> board_;           // gateway checks (shared memory)
   std::vector<std::uint64_t> ping_sent_;       // per board entry: the request last sent
   std::vector<std::int64_t> ping_sent_ns_;     // ... and when
+  std::vector<Nid> ping_nid_;                  // ... and to whom
   // Per gateway of the adopted snapshot: its board entry's `down` flag
   // (nullptr: not on the board, never skipped).
   std::vector<const std::atomic<std::uint32_t>*> gw_down_;

@@ -9,7 +9,8 @@
 //   ShmHeader                              one cache line per writer
 //   WorkerShm[n_workers]                   one per dataplane worker
 //   WorkerCounters[n_workers]              each worker's counters (dataplane/counters.hpp)
-//   GatewayShm[n_gateways]                 gateway checks (kMaxGateways)
+//   GatewayShm[n_gateways]                 gateway checks (kMaxGateways), then
+//                                          kApiPingSlots for operators' pings
 //   route slot 0 .. n_route_slots-1        slot_bytes each
 //
 // Route snapshots (control writes, workers read; no locks):
@@ -42,6 +43,11 @@
 //     `result_gen` (odd while the worker writes; control re-reads until it
 //     sees the same even value before and after).  A late answer to an older
 //     request is dropped.  No answer at all is control's timeout to judge.
+//   * The last kApiPingSlots entries serve operators' pings of any NID:
+//     control rewrites nid and owner between pings, only once the previous
+//     ping was answered or has been given up for a second or more (a worker
+//     reads nid right after it sees a new request; it matches replies
+//     against its own copy).  Workers never map snapshot gateways to them.
 //   * `down` is the worker's own, faster verdict: set when every connection
 //     to the gateway failed (socklnd's peer down), cleared when anything
 //     arrives from it.  Every worker skips routes through a gateway that is
@@ -61,9 +67,12 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 4;
+inline constexpr std::uint32_t kShmLayoutVersion = 5;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 inline constexpr std::uint32_t kMaxGateways = 256;
+// Board entries after the gateways' that lnetr-control reuses for pings an
+// operator asks for (any NID, one ping at a time per entry).
+inline constexpr std::uint32_t kApiPingSlots = 8;
 inline constexpr std::uint32_t kPingNis = 16;  // NIs of a gateway's ping reply kept
 inline constexpr std::uint32_t kRouteSlots = 4;
 inline constexpr std::uint64_t kNoVersion = 0;  // held_version of a worker holding nothing
@@ -170,7 +179,7 @@ constexpr std::uint64_t gateways_offset(std::uint32_t n_workers) noexcept {
   return counters_offset(n_workers) + std::uint64_t{n_workers} * sizeof(dp::WorkerCounters);
 }
 constexpr std::uint64_t slots_offset(std::uint32_t n_workers) noexcept {
-  return gateways_offset(n_workers) + std::uint64_t{kMaxGateways} * sizeof(GatewayShm);
+  return gateways_offset(n_workers) + std::uint64_t{kMaxGateways + kApiPingSlots} * sizeof(GatewayShm);
 }
 constexpr std::uint64_t region_size(std::uint32_t n_workers, std::uint64_t slot_bytes) noexcept {
   return slots_offset(n_workers) + kRouteSlots * slot_bytes;

@@ -103,7 +103,7 @@ Region Region::create(const std::string& name, std::uint32_t n_workers, std::uin
   h->n_route_slots = kRouteSlots;
   h->slot_bytes = slot_bytes;
   h->workers_offset = sizeof(ShmHeader);
-  h->n_gateways = kMaxGateways;
+  h->n_gateways = kMaxGateways + kApiPingSlots;
   h->gateways_offset = gateways_offset(n_workers);
   h->counters_offset = counters_offset(n_workers);
   h->counters_size = sizeof(dp::WorkerCounters);
@@ -112,7 +112,7 @@ Region Region::create(const std::string& name, std::uint32_t n_workers, std::uin
   h->slots_offset = slots_offset(n_workers);
   for (std::uint32_t i = 0; i < n_workers; ++i)
     new (static_cast<std::uint8_t*>(base) + h->workers_offset + i * sizeof(WorkerShm)) WorkerShm{};
-  for (std::uint32_t i = 0; i < kMaxGateways; ++i)
+  for (std::uint32_t i = 0; i < h->n_gateways; ++i)
     new (static_cast<std::uint8_t*>(base) + h->gateways_offset + i * sizeof(GatewayShm)) GatewayShm{};
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kShmMagic;
@@ -148,7 +148,7 @@ Region Region::attach(const std::string& name, std::string& err) {
   } else if (h.n_workers == 0 || h.n_workers > kMaxWorkers || h.n_route_slots != kRouteSlots ||
              h.slot_bytes < sizeof(RouteSlotHeader) || h.total_size != size ||
              h.workers_offset != sizeof(ShmHeader) ||
-             h.n_gateways != kMaxGateways || h.gateways_offset != gateways_offset(h.n_workers) ||
+             h.n_gateways != kMaxGateways + kApiPingSlots || h.gateways_offset != gateways_offset(h.n_workers) ||
              h.counters_offset != counters_offset(h.n_workers) || h.counters_size != sizeof(dp::WorkerCounters) ||
              h.slots_offset != slots_offset(h.n_workers) ||
              region_size(h.n_workers, h.slot_bytes) != size) {

@@ -294,6 +294,25 @@ class ManagementApi(GatewayTestCase):
         self.assertEqual(self.ok("global show")["global"]["health_sensitivity"], 100)
         self.finish()
 
+    def test_ping_through_the_dataplane(self):
+        t = self.topo
+        res = self.ok("ping", {"nid": self.g1})["ping"][0]
+        self.assertEqual(res["primary nid"], self.g1)
+        self.assertTrue(res["Multi-Rail"])
+        self.assertEqual({n["nid"]: n["status"] for n in res["peer_ni"]},
+                         {self.g1: "up", t.g_nid["g1"]["tcp2"]: "up"})
+        self.assertGreater(res["rtt_us"], 0)
+        # Several at once share the API's ping slots.
+        for _ in range(3):
+            self.assertEqual(self.ok("ping", {"nid": self.g2, "timeout": 2})["ping"][0]["primary nid"], self.g2)
+        far = self.api("ping", {"nid": t.b_nid})
+        self.assertEqual(far["errno"], -113, far)
+        self.assertIn("not on one of the router's nets", far["descr"])
+        nobody = self.api("ping", {"nid": "10.%d.2.99@tcp1" % t.n})
+        self.assertIn(nobody["errno"], (-110, -113), nobody)
+        self.assertIn("failed to ping 10.%d.2.99@tcp1" % t.n, nobody["descr"])
+        self.finish()
+
     def test_import_of_an_lnetctl_export_and_round_trip(self):
         vectors = os.environ.get("LNETR_VECTORS") or os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                                                  "shared", "vectors")

@@ -243,7 +243,7 @@ TEST_F(Shm, GatewayBoardIsSharedAndResultsAreNeverTorn) {
   std::string err;
   Region control = Region::attach(name, err);
   ASSERT_TRUE(control) << err;
-  ASSERT_EQ(control.gateways().size(), kMaxGateways);
+  ASSERT_EQ(control.gateways().size(), kMaxGateways + kApiPingSlots);
   // What control writes, the dataplane's mapping sees.
   control.gateway(5).nid = nid("10.0.1.1@tcp1");
   control.gateway(5).owner = 1;
