@@ -799,7 +799,6 @@ Json Service::ping(const Json& args) {
           shm::load_result(ctl_->region().gateway(shm::kMaxGateways + static_cast<std::uint32_t>(k)));
       if (r.seq == seq && r.outcome != shm::PingOutcome::none) result = r;
       if (result || Clock::now() >= deadline) {
-        ping_busy_[k] = false;
         if (!result) ping_reuse_[k] = Clock::now() + 1s;  // a late answer must find it unused
         break;
       }

@@ -474,11 +474,7 @@ void Forwarder::route(RouterMsg* m) {
     m->next_hop = dest;
   } else {
     auto usable = [this](const Route& route) noexcept { return nets_up_(route) && !gateway_down(route); };
-    auto r = routes_.select(dest.net(), cursor_, usable, [this](const Route& route) {
-      // Gateways this worker owns show their credits; others count as equal.
-      auto it = peers_.find(route.gateway);
-      return it == peers_.end() ? 0 : it->second->tx.cur;
-    });
+    auto r = routes_.select(dest.net(), cursor_, usable, [this](const Route& route) { return gateway_credits(route); });
     if (!r) {
       ++m->src->drop_count;
       count_drop(r.error() == NoRoute::no_route ? DropReason::no_route : DropReason::route_down,
@@ -517,10 +513,7 @@ bool Forwarder::reroute(RouterMsg* m) {
   auto usable = [this, &failed](const Route& route) noexcept {
     return nets_up_(route) && !gateway_down(route) && !(route.gateway == failed);
   };
-  auto r = routes_.select(dest, cursor_, usable, [this](const Route& route) {
-    auto it = peers_.find(route.gateway);
-    return it == peers_.end() ? 0 : it->second->tx.cur;
-  });
+  auto r = routes_.select(dest, cursor_, usable, [this](const Route& route) { return gateway_credits(route); });
   if (!r) return false;
   ++m->reroutes;
   counters().reroutes.add();

@@ -107,6 +107,12 @@ class Forwarder final : public sock::Upper {
   sock::RxVerdict take_ping_reply(sock::Rx& rx);
   void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);
   void map_gateways();
+  // A gateway's transmit credits for selection: gateways this worker owns
+  // show theirs; others count as equal.
+  std::int32_t gateway_credits(const Route& r) const noexcept {
+    auto it = peers_.find(r.gateway);
+    return it == peers_.end() ? 0 : it->second->tx.cur;
+  }
   bool gateway_down(const Route& r) const noexcept {
     const std::atomic<std::uint32_t>* d = r.gateway_index < gw_down_.size() ? gw_down_[r.gateway_index] : nullptr;
     return d != nullptr && d->load(std::memory_order_relaxed) != 0;

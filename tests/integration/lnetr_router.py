@@ -49,23 +49,34 @@ def control_request(path, line):
     return json.loads(data)
 
 
-def api_request(path, command=None, args=None, text=None, timeout=10):
-    """One management-API request on lnetr-control's socket `path` (a
-    command and its args, or a raw request text); the response document."""
-    doc = text if text is not None else json.dumps({"version": 1, "command": command, "args": args or {}})
+def _unix_request(path, data, timeout=10, half_close=False):
+    """Send `data` on a Unix socket, read the answer to EOF, parse it as JSON."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     s.connect(path)
-    s.sendall(doc.encode())
-    s.shutdown(socket.SHUT_WR)
-    data = b""
+    s.sendall(data.encode())
+    if half_close:
+        s.shutdown(socket.SHUT_WR)
+    chunks = []
     while True:
         chunk = s.recv(65536)
         if not chunk:
             break
-        data += chunk
+        chunks.append(chunk)
     s.close()
-    return json.loads(data)
+    return json.loads(b"".join(chunks))
+
+
+def api_request(path, command=None, args=None, text=None, timeout=10):
+    """One management-API request on lnetr-control's socket `path` (a
+    command and its args, or a raw request text); the response document."""
+    doc = text if text is not None else json.dumps({"version": 1, "command": command, "args": args or {}})
+    return _unix_request(path, doc, timeout, half_close=True)
+
+
+def control_request(path, line):
+    """One request on a dataplane's control socket `path`; its JSON answer."""
+    return _unix_request(path, line + "\n")
 
 
 class Topology:

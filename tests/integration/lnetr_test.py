@@ -98,22 +98,29 @@ class Proc:
         """What the wait_stderr*() calls have read (all of stderr once stopped)."""
         return self.stderr if self.stderr is not None else self._err_text
 
+    def _read_stderr(self, end):
+        """Append what stderr has to _err_text, waiting until `end`
+        (monotonic); False on timeout or end of file."""
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        fd = self.popen.stderr.fileno()
+        r, _, _ = select.select([fd], [], [], left)
+        if not r:
+            return False
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return False
+        self._err_text += chunk.decode(errors="replace")
+        return True
+
     def wait_stderr_text(self, pred, timeout=10.0):
         """Read stderr until pred(everything read so far) is true; False on
         timeout or exit.  Independent of wait_stderr()'s position."""
         end = time.monotonic() + timeout
-        fd = self.popen.stderr.fileno()
         while not pred(self._err_text):
-            left = end - time.monotonic()
-            if left <= 0:
-                return False
-            r, _, _ = select.select([fd], [], [], left)
-            if not r:
-                return False
-            chunk = os.read(fd, 65536)
-            if not chunk:
+            if not self._read_stderr(end):
                 return pred(self._err_text)
-            self._err_text += chunk.decode(errors="replace")
         return True
 
     def wait_stderr(self, needle, timeout=10.0):
@@ -123,23 +130,14 @@ class Proc:
         lines into Python's buffer where select() cannot see them.
         """
         end = time.monotonic() + timeout
-        fd = self.popen.stderr.fileno()
         while True:
             done, _, rest = self._err_text.rpartition("\n")
             if needle in done[self._err_seen:]:
                 self._err_seen = len(done)
                 return True
             self._err_seen = len(done)
-            left = end - time.monotonic()
-            if left <= 0:
-                return False
-            r, _, _ = select.select([fd], [], [], left)
-            if not r:
-                return False
-            chunk = os.read(fd, 65536)
-            if not chunk:
+            if not self._read_stderr(end):
                 return needle in rest
-            self._err_text += chunk.decode(errors="replace")
 
     def stop(self, sig=signal.SIGINT, timeout=30):
         """Signal (unless already gone) and collect exit status and output."""

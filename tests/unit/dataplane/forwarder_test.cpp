@@ -110,6 +110,17 @@ struct Rig {
   std::uint64_t drops(DropReason r) const { return shared.counters[0].drops[static_cast<std::size_t>(r)].get(); }
   const Forwarder::PoolState& pool(PoolClass c) const { return fwd->pools()[static_cast<std::size_t>(c)]; }
   const PeerNi& peer(const Nid& n) const { return *fwd->peers().at(n); }
+  // Forward a small message from kA to a host on tcp7; the next hop it went
+  // to (the send completed).
+  Nid next_hop_to_tcp7() {
+    sock::Rx& rx = head(kA, kNiA, *parse_nid("10.7.0.5@tcp7"), 10);
+    EXPECT_EQ(fwd->on_head(rx), sock::RxVerdict::accept);
+    fwd->on_received(rx);
+    EXPECT_EQ(ports.sent.size(), 1u);
+    const Nid to = ports.sent.empty() ? Nid{} : ports.sent[0].to;
+    complete();
+    return to;
+  }
   // Complete the oldest outstanding send.
   void complete(int status = 0) {
     ASSERT_FALSE(ports.sent.empty());
@@ -339,13 +350,7 @@ TEST(Forwarder, AdoptedSnapshotRoutesFromThenOn) {
   // A snapshot with two gateways, then one with only the other.
   auto next_hop_with = [&r](const RouteTable& t) {
     r.fwd->adopt(t.view());
-    sock::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
-    EXPECT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
-    r.fwd->on_received(rx);
-    EXPECT_EQ(r.ports.sent.size(), 1u);
-    const Nid to = r.ports.sent.empty() ? Nid{} : r.ports.sent[0].to;
-    r.complete();
-    return to;
+    return r.next_hop_to_tcp7();
   };
   const RouteTable both = make_routes(r.setup, {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
   EXPECT_EQ(next_hop_with(both), kGw1);
@@ -480,15 +485,7 @@ TEST(Forwarder, AGatewayWhoseConnectionsFailIsSkippedUntilHeardFrom) {
   r.fwd->send_pings();
   const sock::Tx get = *r.ports.sent[0].tx;
   r.complete();
-  auto next_hop = [&r] {
-    sock::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
-    EXPECT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
-    r.fwd->on_received(rx);
-    EXPECT_EQ(r.ports.sent.size(), 1u);
-    const Nid to = r.ports.sent.empty() ? Nid{} : r.ports.sent[0].to;
-    r.complete();
-    return to;
-  };
+  auto next_hop = [&r] { return r.next_hop_to_tcp7(); };
   EXPECT_EQ(next_hop(), kGw1);  // priority 0
   r.fwd->on_peer_down(kGw1);
   EXPECT_EQ(b.slots[0].down.load(), 1u);
