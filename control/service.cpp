@@ -258,8 +258,9 @@ class Controller {
     }
     shm::GatewayShm& g = board[free];
     g.nid = nid;
+    g.via = Nid{};
     g.owner = cpt_of(nid, region_.header().n_workers);
-    g.assigned.store(1);  // after nid and owner
+    g.assigned.store(1);  // after nid, via and owner
     down_seen_[free] = g.down_events.load();
     return free;
   }
@@ -761,20 +762,32 @@ namespace lnetr::control {
 
 // ---- ping -------------------------------------------------------------------------
 
-// An LNet ping of a NID on one of the router's nets, sent by the dataplane
-// worker that owns the peer (lnetctl ping's output shape, plus the RTT).
+// An LNet ping of a NID, sent by the dataplane worker that owns the peer (a
+// NID on one of the router's nets) or the gateway it is routed through
+// (lnetctl ping's output shape, plus the RTT).
 Json Service::ping(const Json& args) {
   only(args, {"nid", "timeout"});
   const Nid nid = required(opt_nid(args, "nid"), "nid");
   const auto timeout = std::chrono::seconds(opt_int(args, "timeout", 1, 300).value_or(1));
-  if (std::none_of(cfg_.nets.begin(), cfg_.nets.end(), [&](const auto& n) { return n.net.value == nid.net(); }))
-    throw ApiError{EHOSTUNREACH, to_string(nid) + " is not on one of the router's nets: lnetr pings the NIDs it reaches "
-                                                  "directly"};
+  const bool local =
+      std::any_of(cfg_.nets.begin(), cfg_.nets.end(), [&](const auto& n) { return n.net.value == nid.net(); });
   std::size_t k = 0;
   std::uint64_t seq = 0, incarnation = 0;
+  Clock::time_point asked;
   {
     std::lock_guard lock(mu_);
     if (!ctl_) throw ApiError{EAGAIN, "not attached to a dataplane yet"};
+    // A remote NID goes through the route forwarding would pick first:
+    // alive, then priority, then hops.
+    const Route* via = nullptr;
+    if (!local) {
+      for (const Route& r : builder_->routes())
+        if (r.net == nid.net() && r.alive &&
+            (!via || std::pair(r.priority, rank_hops(r)) < std::pair(via->priority, rank_hops(*via))))
+          via = &r;
+      if (!via)
+        throw ApiError{EHOSTUNREACH, "failed to ping " + to_string(nid) + ": no alive route to " + to_string(nid.net())};
+    }
     const auto now = Clock::now();
     while (k < ping_busy_.size() && (ping_busy_[k] || now < ping_reuse_[k])) ++k;
     if (k == ping_busy_.size()) throw ApiError{EBUSY, "too many pings in progress; try again"};
@@ -783,8 +796,10 @@ Json Service::ping(const Json& args) {
     incarnation = region.header().incarnation;
     shm::GatewayShm& g = region.gateway(shm::kMaxGateways + static_cast<std::uint32_t>(k));
     g.nid = nid;
-    g.owner = cpt_of(nid, region.header().n_workers);
+    g.via = via ? via->gateway : Nid{};
+    g.owner = cpt_of(via ? via->gateway : nid, region.header().n_workers);
     g.assigned.store(1);
+    asked = Clock::now();
     seq = g.request.load() + 1;
     g.request.store(seq);
     region.worker(g.owner).ping_requests.fetch_add(1);
@@ -818,11 +833,15 @@ Json Service::ping(const Json& args) {
   for (std::uint32_t i = 0; i < result->n_nis && i < shm::kPingNis; ++i)
     nis.push_back({{"nid", to_string(result->nis[i].nid)}, {"status", result->nis[i].status == kNiStatusUp ? "up" : "down"}});
   const Nid primary = result->n_nis > 0 ? result->nis[0].nid : nid;
+  // Both processes read the same monotonic clock.
+  const std::int64_t sent_ns =
+      result->sent_ns != 0 ? result->sent_ns
+                           : std::chrono::duration_cast<std::chrono::nanoseconds>(asked.time_since_epoch()).count();
   return {{"ping",
            Json::array({{{"primary nid", to_string(primary)},
                          {"Multi-Rail", (result->features & ping_feature::multi_rail) != 0},
                          {"peer_ni", nis},
-                         {"rtt_us", static_cast<double>(result->done_ns - result->sent_ns) / 1e3}}})}};
+                         {"rtt_us", static_cast<double>(result->done_ns - sent_ns) / 1e3}}})}};
 }
 
 // ---- metrics ----------------------------------------------------------------------

@@ -92,13 +92,16 @@ unsigned Forwarder::send_pings() {
     if (req == 0 || req == ping_sent_[i] || g.owner != index_) continue;
     ping_sent_[i] = req;
     ping_nid_[i] = g.nid;
-    PeerNi& p = peer_ni(g.nid);
+    // A remote NID (operators' pings only) goes through the gateway `via`.
+    const bool direct = i < shm::kMaxGateways || g.via == Nid{};
+    const Nid next_hop = direct ? g.nid : g.via;
+    PeerNi& p = peer_ni(next_hop);
     if (i < shm::kMaxGateways) p.gateway = &g;
     RouterMsg* m = alloc_msg();
     m->kind = RouterMsg::Kind::ping;
     m->ping_slot = i;
     m->ping_seq = req;
-    m->next_hop = g.nid;
+    m->next_hop = next_hop;
     const WireHandle wmd{kGatewayPingCookie, (std::uint64_t{i} << 48) | (req & kPingSeqMask)};
     m->tx.hdr = make_get({kPidLustre, ni_nids_[p.ni]}, {kPidLustre, g.nid}, kLnetReservedPortal, kPingMatchBits, wmd,
                          kPingSink);
@@ -109,7 +112,7 @@ unsigned Forwarder::send_pings() {
     ++n;
     // Not through the credit queues: a check must reach a gateway whose
     // peer is down (that is how it comes back), and it is one small GET.
-    const int rc = ports_.send(g.nid, m->tx);
+    const int rc = ports_.send(next_hop, m->tx);
     if (rc < 0) on_sent(m->tx, rc);
   }
   return n;
@@ -120,16 +123,27 @@ unsigned Forwarder::send_pings() {
 sock::RxVerdict Forwarder::take_ping_reply(sock::Rx& rx) {
   const WireHandle w = rx.hdr.reply().dst_wmd;
   const std::uint64_t slot = w.object_cookie >> 48;
-  if (slot >= board_.size() || !(ping_nid_[slot] == rx.hdr.src_nid) ||
-      (ping_sent_[slot] & kPingSeqMask) != (w.object_cookie & kPingSeqMask) ||
-      rx.hdr.payload_length > kPingSink) {
+  const std::uint64_t seq = w.object_cookie & kPingSeqMask;
+  std::uint64_t req = 0;
+  if (slot < board_.size() && rx.hdr.payload_length <= kPingSink) {
+    if (ping_nid_[slot] == rx.hdr.src_nid && (ping_sent_[slot] & kPingSeqMask) == seq) {
+      req = ping_sent_[slot];
+    } else if (slot >= shm::kMaxGateways && board_[slot].owner != index_) {
+      // An operator's ping of a remote NID whose reply came back through a
+      // gateway another worker owns: match it against the entry itself.
+      const shm::GatewayShm& g = board_[slot];
+      const std::uint64_t latest = g.request.load(std::memory_order_acquire);
+      if (latest != 0 && (latest & kPingSeqMask) == seq && g.nid == rx.hdr.src_nid && !(g.via == Nid{})) req = latest;
+    }
+  }
+  if (req == 0) {
     count_drop(DropReason::not_for_us, rx.hdr.payload_length);  // late, or not ours
     return discard(rx, false);
   }
   RouterMsg* m = alloc_msg();
   m->kind = RouterMsg::Kind::ping_reply;
   m->ping_slot = static_cast<std::uint32_t>(slot);
-  m->ping_seq = ping_sent_[slot];
+  m->ping_seq = req;
   rx.cookie = m;
   rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
   return sock::RxVerdict::accept;
@@ -140,7 +154,8 @@ void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info)
   shm::PingResult r{};
   r.seq = m->ping_seq;
   r.outcome = outcome;
-  r.sent_ns = ping_sent_ns_[m->ping_slot];
+  // 0 when another worker sent it: only the sender knows when.
+  r.sent_ns = ping_sent_[m->ping_slot] == m->ping_seq ? ping_sent_ns_[m->ping_slot] : 0;
   r.done_ns = sock::Clock::now().time_since_epoch().count();
   if (outcome == shm::PingOutcome::answered) {
     auto pi = decode_ping_info(info);

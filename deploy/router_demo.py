@@ -1,9 +1,10 @@
 """The router demo (deploy/demo runs it after building): three network
-namespaces, lnetr-dataplane routing between tcp and tcp1, an lnetr-peer on
-each side, a short brw load through the router; prints what it measured and
-the router's counters, then tears everything down.
+namespaces, lnetr-dataplane routing between tcp and tcp1 with lnetr-control
+beside it, an lnetr-peer on each side, a short brw load through the router;
+prints what it measured, the router's counters and a few of its Prometheus
+series, then tears everything down.
 
-    a: lnetr-peer @tcp  --  r: lnetr-dataplane @tcp / @tcp1  --  b: lnetr-peer @tcp1
+    a: lnetr-peer @tcp  --  r: lnetr-dataplane + lnetr-control @tcp / @tcp1  --  b: lnetr-peer @tcp1
 
 Exit status 0 only if every ping and operation succeeded, the server found
 every byte intact and the router's credits and buffers came back to rest.
@@ -19,9 +20,10 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
-from lnetr_router import Router, Topology, brw  # noqa: E402
+from lnetr_router import Router, Topology, brw, parse_metrics, scrape_metrics  # noqa: E402
 from lnetr_test import Processes, parse_yaml, peer_binary  # noqa: E402
 
+METRICS = "127.0.0.1:9798"  # inside namespace r
 LOADS = [  # (op, size, concurrency)
     ("write", 1048576, 8),
     ("read", 1048576, 8),
@@ -35,13 +37,18 @@ def say(text=""):
 
 
 def demo(args, topo, procs, workdir):
-    router = Router(topo, workdir, check=5)
+    router = Router(topo, workdir, check=5, metrics=METRICS)
     err = router.start(procs)
     if err:
         say(err)
         return 1
-    for ni in router.status()["nis"]:
-        say("router NI %-18s on %-10s %s" % (ni["nid"], ni["interface"], ni["status"]))
+    _, err = router.start_control(procs)
+    if err:
+        say(err)
+        return 1
+    for ni in router.api("net show")["data"]["net"]:
+        for n in ni["local NI(s)"]:
+            say("router NI %-18s on %-10s %s" % (n["nid"], ", ".join(n["interfaces"].values()), n["status"]))
 
     server = procs.start([peer_binary(), "--nid", topo.b_nid] + topo.peer_options("b") + ["server"],
                          host=topo.host("b"))
@@ -66,6 +73,17 @@ def demo(args, topo, procs, workdir):
         say("%-18s rtt %7.1f us (median of %d)  features %s  NIs %s" % (
             target, rtts[len(rtts) // 2], len(rtts), first["features"],
             ", ".join("%s %s" % kv for kv in first["status"].items())))
+
+    say("\n== ping (from the router, through lnetr-control's management API)")
+    for target in (topo.b_nid,):  # the client runs only while it has work
+        res = router.api("ping", {"nid": target, "timeout": 5})
+        if res["errno"] != 0:
+            say("ping %s failed: %s" % (target, res["descr"]))
+            failures += 1
+            continue
+        p = res["data"]["ping"][0]
+        say("%-18s rtt %7.1f us  Multi-Rail %s  NIs %s" % (target, p["rtt_us"], p["Multi-Rail"], ", ".join(
+            "%s %s" % (n["nid"], n["status"]) for n in p["peer_ni"])))
 
     say("\n== brw through the router, %g s each" % args.duration)
     say("%-6s %8s %5s %9s %11s %9s %9s %9s %7s" % ("op", "size", "conc", "ops", "messages/s", "MB/s",
@@ -111,6 +129,19 @@ def demo(args, topo, procs, workdir):
         failures += 1
     else:
         say("every credit and buffer is back at its configured value")
+
+    say("\n== Prometheus: http://%s/metrics in namespace %s (a few of its series)" % (METRICS, topo.ns["r"]))
+    rc, _, body, err = scrape_metrics(topo.host("r"), METRICS)
+    if rc != 0:
+        say("scrape failed: " + err[-300:])
+        return 1
+    series = parse_metrics(body)
+    for name in ("lnetr_up", "lnetr_forwarded_messages_total", "lnetr_forwarded_bytes_total", "lnetr_ni_up",
+                 "lnetr_peer_router_credits_min", "lnetr_router_buffers_min", "lnetr_worker_busy_ratio"):
+        for (n, labels), value in sorted(series.items(), key=lambda kv: sorted(kv[0][1])):
+            if n == name:
+                shown = ",".join('%s="%s"' % kv for kv in sorted(labels))
+                say("%s%s %g" % (n, "{%s}" % shown if shown else "", value))
     return 1 if failures else 0
 
 

@@ -44,10 +44,15 @@
 //     sees the same even value before and after).  A late answer to an older
 //     request is dropped.  No answer at all is control's timeout to judge.
 //   * The last kApiPingSlots entries serve operators' pings of any NID:
-//     control rewrites nid and owner between pings, only once the previous
-//     ping was answered or has been given up for a second or more (a worker
-//     reads nid right after it sees a new request; it matches replies
-//     against its own copy).  Workers never map snapshot gateways to them.
+//     control rewrites nid, via and owner between pings, only once the
+//     previous ping was answered or has been given up for a second or more
+//     (a worker reads them right after it sees a new request; the owner
+//     matches replies against its own copy).  A NID on a remote net is
+//     pinged through the gateway `via` (owner: the gateway's worker); its
+//     reply may come back through another gateway, so another worker, which
+//     then matches it against the entry itself and posts the answer with
+//     sent_ns 0 (control times such a ping itself).  Workers never map
+//     snapshot gateways to these entries.
 //   * `down` is the worker's own, faster verdict: set when every connection
 //     to the gateway failed (socklnd's peer down), cleared when anything
 //     arrives from it.  Every worker skips routes through a gateway that is
@@ -67,7 +72,7 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 5;
+inline constexpr std::uint32_t kShmLayoutVersion = 6;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 inline constexpr std::uint32_t kMaxGateways = 256;
 // Board entries after the gateways' that lnetr-control reuses for pings an
@@ -150,6 +155,7 @@ struct alignas(64) GatewayShm {
   // Written by control.
   Nid nid;
   std::uint32_t owner;                    // the worker that pings it
+  Nid via;                                // API pings of a remote NID: the gateway to send through
   std::atomic<std::uint32_t> assigned;    // 1 once nid and owner are written
   std::atomic<std::uint64_t> request;     // the latest ping asked for (0: none)
   // Written by the owner worker.

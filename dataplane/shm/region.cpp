@@ -1,6 +1,7 @@
 #include "dataplane/shm/region.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,19 +29,24 @@ std::uint64_t array_bytes(std::size_t n) noexcept {
 
 // ---- Region --------------------------------------------------------------------
 
-Region::Region(Region&& o) noexcept : base_(std::exchange(o.base_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+Region::Region(Region&& o) noexcept
+    : base_(std::exchange(o.base_, nullptr)), size_(std::exchange(o.size_, 0)), lock_fd_(std::exchange(o.lock_fd_, -1)) {}
 
 Region& Region::operator=(Region&& o) noexcept {
   if (this != &o) {
-    if (base_) ::munmap(base_, size_);
+    this->~Region();
     base_ = std::exchange(o.base_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    lock_fd_ = std::exchange(o.lock_fd_, -1);
   }
   return *this;
 }
 
 Region::~Region() {
   if (base_) ::munmap(base_, size_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  base_ = nullptr;
+  lock_fd_ = -1;
 }
 
 WorkerShm& Region::worker(std::uint32_t i) const noexcept {
@@ -73,10 +79,25 @@ Region Region::create(const std::string& name, std::uint32_t n_workers, std::uin
   }
   slot_bytes = align8(std::max<std::uint64_t>(slot_bytes, sizeof(RouteSlotHeader)));
   const std::uint64_t size = region_size(n_workers, slot_bytes);
+  // A region of that name whose creator still holds its lock is live.
+  if (const int old = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0); old >= 0) {
+    const bool live = ::flock(old, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    ::close(old);
+    if (live) {
+      err = "shared memory " + name + " belongs to a running lnetr-dataplane: give this one another "
+            "dataplane.shm_name (or stop that one)";
+      return {};
+    }
+  }
   ::shm_unlink(name.c_str());
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     err = sys_error("cannot create shared memory", name);
+    return {};
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    err = sys_error("cannot lock shared memory", name);
+    ::close(fd);
     return {};
   }
   if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -86,9 +107,9 @@ Region Region::create(const std::string& name, std::uint32_t n_workers, std::uin
     return {};
   }
   void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
   if (base == MAP_FAILED) {
     err = sys_error("cannot map shared memory", name);
+    ::close(fd);
     ::shm_unlink(name.c_str());
     return {};
   }
@@ -116,7 +137,7 @@ Region Region::create(const std::string& name, std::uint32_t n_workers, std::uin
     new (static_cast<std::uint8_t*>(base) + h->gateways_offset + i * sizeof(GatewayShm)) GatewayShm{};
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kShmMagic;
-  return Region(base, size);
+  return Region(base, size, fd);
 }
 
 Region Region::attach(const std::string& name, std::string& err) {

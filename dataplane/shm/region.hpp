@@ -25,7 +25,10 @@ class Region {
   ~Region();
 
   // Create (replacing a stale one of the same name) the region `name`
-  // (a POSIX shm name, "/lnetr-..."), initialised and empty.
+  // (a POSIX shm name, "/lnetr-..."), initialised and empty.  The creator
+  // holds an exclusive lock on it while the Region lives (the kernel drops
+  // it when the process dies): a region whose creator still runs is not
+  // replaced, so a second dataplane cannot take a live one's name.
   static Region create(const std::string& name, std::uint32_t n_workers, std::uint64_t slot_bytes,
                        std::uint64_t incarnation, std::string& err);
   // Map an existing region; refuses (empty Region, err set) one whose
@@ -44,9 +47,10 @@ class Region {
   std::uint64_t size() const noexcept { return size_; }
 
  private:
-  Region(void* base, std::uint64_t size) noexcept : base_(base), size_(size) {}
+  Region(void* base, std::uint64_t size, int lock_fd = -1) noexcept : base_(base), size_(size), lock_fd_(lock_fd) {}
   void* base_ = nullptr;
   std::uint64_t size_ = 0;
+  int lock_fd_ = -1;  // the creator's: holds the lock
 };
 
 // The seqlock over GatewayShm::result.  The owner worker stores (never

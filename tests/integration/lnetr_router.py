@@ -14,6 +14,7 @@ Python 3 standard library only.
 
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -31,22 +32,6 @@ def control_binary():
 
 def ip(*args):
     subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def control_request(path, line):
-    """One request on a dataplane's control socket `path`; its JSON answer."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.connect(path)
-    s.sendall((line + "\n").encode())
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return json.loads(data)
 
 
 def _unix_request(path, data, timeout=10, half_close=False):
@@ -77,6 +62,30 @@ def api_request(path, command=None, args=None, text=None, timeout=10):
 def control_request(path, line):
     """One request on a dataplane's control socket `path`; its JSON answer."""
     return _unix_request(path, line + "\n")
+
+
+def scrape_metrics(host, address):
+    """GET /metrics from lnetr-control at `address` over HTTP, run inside
+    `host`'s namespace: (returncode, content type, body, stderr)."""
+    code = ("import sys, urllib.request; r = urllib.request.urlopen('http://%s/metrics', timeout=10); "
+            "sys.stdout.write(r.headers.get('Content-Type') + '\\n' + r.read().decode())" % address)
+    cp = host.run(["python3", "-c", code], timeout=30)
+    ctype, _, body = cp.stdout.partition("\n")
+    return cp.returncode, ctype, body, cp.stderr
+
+
+def parse_metrics(text):
+    """Prometheus text exposition -> {(name, frozenset(labels)): value}."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$', line)
+        if not m:
+            raise ValueError("unparsable metrics line: %r" % line)
+        labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        out[(m.group(1), labels)] = float(m.group(4))
+    return out
 
 
 class Topology:
@@ -172,14 +181,15 @@ dataplane:
     sock_timeout: {sock_timeout}
 control:
   socket: {api_sock}
-  metrics: "off"
+  metrics: "{metrics}"
 """
 
 
 class Router:
     """lnetr-dataplane in namespace r of a Topology, and its control socket."""
 
-    def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1)):
+    def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1),
+                 metrics="off"):
         self.topo = topo
         self.sock = os.path.join(workdir, "dp.sock")
         self.api_sock = os.path.join(workdir, "control.sock")
@@ -187,6 +197,7 @@ class Router:
         with open(self.config, "w") as f:
             f.write(ROUTER_CONFIG.format(if_ra=topo.if_ra, if_rb=topo.if_rb, sock=self.sock, routing=routing,
                                          check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag, api_sock=self.api_sock,
+                                         metrics=metrics,
                                          cores=", ".join(map(str, cores)), main_core=cores[0]))
         self.proc = None
 
@@ -197,6 +208,18 @@ class Router:
             return None
         self.proc.stop()
         return "lnetr-dataplane did not start: rc=%s\n%s" % (self.proc.returncode, self.proc.stderr)
+
+    def start_control(self, procs, timeout=15):
+        """lnetr-control beside it, through `procs`: (Proc, None) or (None, why not)."""
+        p = procs.start([control_binary(), "--config", self.config], host=self.topo.host("r"))
+        if p.wait_stderr("attached to", timeout=timeout):
+            return p, None
+        p.stop()
+        return None, "lnetr-control did not attach: rc=%s\n%s" % (p.returncode, p.stderr)
+
+    def api(self, command, args=None, timeout=10):
+        """One management-API request to its lnetr-control; the response."""
+        return api_request(self.api_sock, command, args, timeout=timeout)
 
     def control(self, line):
         """One request on the control socket; its JSON answer."""

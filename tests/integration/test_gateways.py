@@ -14,8 +14,6 @@ dataplanes' status documents (control socket), lnetr-peer's JSON and YAML.
 
 import json
 import os
-import re
-import shutil as _shutil
 import subprocess
 import shutil
 import signal
@@ -24,7 +22,7 @@ import time
 import unittest
 
 from lnetr_gateways import GatewayTopology
-from lnetr_router import api_request, control_request, dataplane_binary, not_at_rest
+from lnetr_router import api_request, control_request, dataplane_binary, not_at_rest, parse_metrics, scrape_metrics
 from lnetr_test import PeerTestCase
 
 CHECK = 1    # R: alive_router_check_interval = router_ping_timeout (s)
@@ -305,9 +303,14 @@ class ManagementApi(GatewayTestCase):
         # Several at once share the API's ping slots.
         for _ in range(3):
             self.assertEqual(self.ok("ping", {"nid": self.g2, "timeout": 2})["ping"][0]["primary nid"], self.g2)
-        far = self.api("ping", {"nid": t.b_nid})
-        self.assertEqual(far["errno"], -113, far)
-        self.assertIn("not on one of the router's nets", far["descr"])
+        # A remote NID: through the preferred gateway, answered by B itself.
+        far = self.ok("ping", {"nid": t.b_nid, "timeout": 2})["ping"][0]
+        self.assertEqual(far["primary nid"], t.b_nid)
+        self.assertEqual([n["nid"] for n in far["peer_ni"]], [t.b_nid])
+        self.assertGreater(far["rtt_us"], 0)
+        nowhere = self.api("ping", {"nid": "10.9.9.9@tcp9"})
+        self.assertEqual(nowhere["errno"], -113, nowhere)
+        self.assertIn("no alive route to tcp9", nowhere["descr"])
         nobody = self.api("ping", {"nid": "10.%d.2.99@tcp1" % t.n})
         self.assertIn(nobody["errno"], (-110, -113), nobody)
         self.assertIn("failed to ping 10.%d.2.99@tcp1" % t.n, nobody["descr"])
@@ -349,31 +352,14 @@ class ManagementApi(GatewayTestCase):
         self.finish()
 
 
-def parse_metrics(text):
-    """Prometheus text exposition -> {(name, frozenset(labels)): value}."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$', line)
-        if not m:
-            raise ValueError("unparsable metrics line: %r" % line)
-        labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
-        out[(m.group(1), labels)] = float(m.group(4))
-    return out
-
-
 class Metrics(GatewayTestCase):
 
     def scrape(self):
         """GET /metrics from R's lnetr-control over HTTP, inside namespace r."""
-        code = ("import sys, urllib.request; r = urllib.request.urlopen('http://127.0.0.1:9798/metrics', timeout=10); "
-                "sys.stdout.write(r.headers.get('Content-Type') + '\\n' + r.read().decode())")
-        cp = self.topo.host("r").run(["python3", "-c", code], timeout=30)
-        if cp.returncode != 0:
+        rc, ctype, body, err = scrape_metrics(self.topo.host("r"), "127.0.0.1:9798")
+        if rc != 0:
             self.ctl.stop()
-        self.assertEqual(cp.returncode, 0, cp.stderr[-300:] + "\nlnetr-control:\n" + self.ctl.stderr_so_far[-3000:])
-        ctype, _, body = cp.stdout.partition("\n")
+        self.assertEqual(rc, 0, err[-300:] + "\nlnetr-control:\n" + self.ctl.stderr_so_far[-3000:])
         self.assertTrue(ctype.startswith("text/plain"), ctype)
         return body
 
@@ -383,7 +369,7 @@ class Metrics(GatewayTestCase):
         self.assertEqual(res["errors"], 0, res)
         self.assert_r_idle()
         text = self.scrape()
-        if _shutil.which("promtool"):
+        if shutil.which("promtool"):
             cp = subprocess.run(["promtool", "check", "metrics"], input=text, text=True, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, timeout=60)
             self.assertEqual(cp.returncode, 0, cp.stdout)

@@ -363,11 +363,14 @@ TEST(Forwarder, AdoptedSnapshotRoutesFromThenOn) {
 
 // A board of gateway slots in plain memory, as lnetr-control fills it.
 struct Board {
-  std::unique_ptr<shm::GatewayShm[]> slots = std::make_unique<shm::GatewayShm[]>(4);
-  std::span<shm::GatewayShm> span() { return {slots.get(), 4}; }
-  void assign(std::uint32_t i, const Nid& gw) {
+  explicit Board(std::size_t size = 4) : n(size) {}
+  std::size_t n;
+  std::unique_ptr<shm::GatewayShm[]> slots = std::make_unique<shm::GatewayShm[]>(n);
+  std::span<shm::GatewayShm> span() { return {slots.get(), n}; }
+  void assign(std::uint32_t i, const Nid& gw, const Nid& via = {}, std::uint32_t owner = 0) {
     slots[i].nid = gw;
-    slots[i].owner = 0;
+    slots[i].via = via;
+    slots[i].owner = owner;
     slots[i].assigned = 1;
   }
   void ask(std::uint32_t i) { slots[i].request.fetch_add(1); }
@@ -470,6 +473,65 @@ TEST(Forwarder, LateOrForeignGatewayAnswersAreDroppedAndFailuresPosted) {
   res = shm::load_result(b.slots[0]);
   EXPECT_EQ(res.seq, 3u);
   EXPECT_EQ(res.outcome, shm::PingOutcome::bad_reply);
+  EXPECT_EQ(r.drops(DropReason::not_for_us), 2u);
+  r.expect_idle();
+}
+
+TEST(Forwarder, AnOperatorsPingOfARemoteNidGoesThroughAGatewayAndAnyWorkerTakesTheAnswer) {
+  Rig r(make_setup());
+  Board b(shm::kMaxGateways + shm::kApiPingSlots);
+  const std::uint32_t k = shm::kMaxGateways;  // the first API ping entry
+  const Nid far = nid("10.7.0.5@tcp7");
+  b.assign(k, far, kGw1);
+  r.fwd->attach_gateways(b.span());
+  b.ask(k);
+  ASSERT_EQ(r.fwd->send_pings(), 1u);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  sock::Tx get = *r.ports.sent[0].tx;
+  EXPECT_EQ(r.ports.sent[0].to, kGw1);  // through the gateway ...
+  EXPECT_EQ(get.hdr.dest_nid, far);     // ... to the remote NID
+  EXPECT_EQ(get.hdr.src_nid, kNiB);     // from our NI on the gateway's net
+  EXPECT_TRUE(is_ping(get.hdr));
+  r.complete();
+  std::vector<std::uint8_t> info;
+  sock::Rx& rx = ping_reply(r, get, {{far, kNiStatusUp}}, info);
+  rx.from = kGw1;
+  deliver(r, rx, info, sock::RxVerdict::accept);
+  shm::PingResult res = shm::load_result(b.slots[k]);
+  EXPECT_EQ(res.seq, 1u);
+  EXPECT_EQ(res.outcome, shm::PingOutcome::answered);
+  EXPECT_NE(res.sent_ns, 0);  // the sender times it
+
+  // The next one is sent by another worker (it owns the gateway); its
+  // reply comes back to this one through another gateway.  Matched against
+  // the board, posted untimed.
+  b.assign(k, far, kGw2, 1);
+  b.ask(k);
+  EXPECT_EQ(r.fwd->send_pings(), 0u);  // not ours to send
+  GetFields g = get.hdr.get();
+  g.return_wmd.object_cookie = (std::uint64_t{k} << 48) | 2;
+  get.hdr.set(g);
+  sock::Rx& other = ping_reply(r, get, {{far, kNiStatusUp}}, info);
+  other.from = kGw2;
+  deliver(r, other, info, sock::RxVerdict::accept);
+  res = shm::load_result(b.slots[k]);
+  EXPECT_EQ(res.seq, 2u);
+  EXPECT_EQ(res.outcome, shm::PingOutcome::answered);
+  EXPECT_EQ(res.sent_ns, 0);
+  // One from another NID, or for an older request, is not taken.
+  sock::Rx& stale = ping_reply(r, get, {{far, kNiStatusUp}}, info);
+  b.ask(k);
+  ASSERT_EQ(r.fwd->on_head(stale), sock::RxVerdict::accept);
+  EXPECT_TRUE(stale.discard);
+  r.fwd->on_received(stale);
+  sock::Rx& forged = ping_reply(r, get, {{kB, kNiStatusUp}}, info);
+  g.return_wmd.object_cookie = (std::uint64_t{k} << 48) | 3;
+  get.hdr.set(g);
+  forged.hdr = make_reply(get.hdr, kB, static_cast<std::uint32_t>(info.size()));
+  ASSERT_EQ(r.fwd->on_head(forged), sock::RxVerdict::accept);
+  EXPECT_TRUE(forged.discard);
+  r.fwd->on_received(forged);
+  EXPECT_EQ(shm::load_result(b.slots[k]).seq, 2u);
   EXPECT_EQ(r.drops(DropReason::not_for_us), 2u);
   r.expect_idle();
 }

@@ -120,6 +120,30 @@ TEST_F(Shm, AttachRefusesForeignRegions) {
   EXPECT_NE(err.find("workers"), std::string::npos) << err;
 }
 
+TEST_F(Shm, ALiveRegionIsNotReplacedAStaleOneIs) {
+  std::string err;
+  {
+    Region first = make();
+    first.header().incarnation = 7;
+    // A second creator of the same name while the first lives: refused,
+    // and the first's region is untouched.
+    EXPECT_FALSE(Region::create(name, 1, 4096, 43, err));
+    EXPECT_NE(err.find("belongs to a running lnetr-dataplane"), std::string::npos) << err;
+    Region seen = Region::attach(name, err);
+    ASSERT_TRUE(seen) << err;
+    EXPECT_EQ(seen.header().incarnation, 7u);
+    // Moving the Region moves its lock.
+    Region moved = std::move(first);
+    EXPECT_FALSE(Region::create(name, 1, 4096, 43, err));
+  }
+  // Its creator gone (as if killed: the name was left behind), the next
+  // creator replaces it.
+  err.clear();
+  Region next = Region::create(name, 1, 4096, 44, err);
+  ASSERT_TRUE(next) << err;
+  EXPECT_EQ(next.header().incarnation, 44u);
+}
+
 TEST_F(Shm, TooBigATableIsRefused) {
   Region r = make(1, 512);
   EXPECT_EQ(publish(r, table(1, 20).view()), PublishResult::too_big);
