@@ -143,14 +143,17 @@ class Controller {
       }
       if (r.health_sensitivity != kSensitivityGlobal) sens[static_cast<std::size_t>(it - nids.begin())] = r.health_sensitivity;
     }
-    health_.set_gateways(nids, now);
-    slot_.clear();
-    for (std::size_t i = 0; i < nids.size(); ++i) {
-      health_.set_sensitivity(i, sens[i]);
-      const auto s = slot_for(nids[i]);
+    // Every gateway gets its slot first: on failure the health state and
+    // slots stay those of the previous table (the caller rolls back).
+    std::vector<std::uint32_t> slots;
+    for (const Nid& n : nids) {
+      const auto s = slot_for(n);
       if (!s) return false;
-      slot_.push_back(*s);
+      slots.push_back(*s);
     }
+    health_.set_gateways(nids, now);
+    slot_ = std::move(slots);
+    for (std::size_t i = 0; i < nids.size(); ++i) health_.set_sensitivity(i, sens[i]);
     return true;
   }
 
@@ -204,7 +207,8 @@ class Controller {
       }
       for (std::uint32_t w : kick) region_.worker(w).ping_requests.fetch_add(1);
     }
-    return apply_route_states();
+    const bool changed = apply_route_states();
+    return std::exchange(unpublished_, false) || changed;
   }
 
   // Route aliveness from gateway health; true if any route changed.
@@ -232,8 +236,17 @@ class Controller {
     builder_.set_version(version);
     const RouteTable t = builder_.build();
     shm::PublishResult res;
-    while ((res = shm::publish(region_, t.view())) == shm::PublishResult::busy)
+    const auto give_up = Clock::now() + 2s;
+    while ((res = shm::publish(region_, t.view())) == shm::PublishResult::busy) {
+      if (Clock::now() >= give_up) {
+        // Stopped or dead workers hold every other slot: not a reason to
+        // hang (and hold the API); the next round tries again.
+        log("warning", "every route slot is still held by a worker (is the dataplane stopped?): publishing later");
+        unpublished_ = true;
+        return true;
+      }
       std::this_thread::sleep_for(1ms);
+    }
     if (res == shm::PublishResult::too_big) {
       log("error", "the route table does not fit in a shared-memory slot");
       return false;
@@ -280,6 +293,7 @@ class Controller {
   RouteTableBuilder& builder_;
   GatewayHealth health_;
   std::vector<std::uint32_t> slot_;                               // per watched gateway: its board slot
+  bool unpublished_ = false;  // the last publish gave up: retry on the next step
   std::array<std::uint64_t, shm::kMaxGateways> down_seen_{};  // per slot: down_events handled
 };
 

@@ -126,7 +126,11 @@ sock::RxVerdict Forwarder::take_ping_reply(sock::Rx& rx) {
   const std::uint64_t seq = w.object_cookie & kPingSeqMask;
   std::uint64_t req = 0;
   if (slot < board_.size() && rx.hdr.payload_length <= kPingSink) {
-    if (ping_nid_[slot] == rx.hdr.src_nid && (ping_sent_[slot] & kPingSeqMask) == seq) {
+    // An operator's ping entry may have been handed on since we sent: only
+    // the latest request's answer is posted (one writer per result).
+    const bool current = slot < shm::kMaxGateways ||
+                         board_[slot].request.load(std::memory_order_acquire) == ping_sent_[slot];
+    if (current && ping_nid_[slot] == rx.hdr.src_nid && (ping_sent_[slot] & kPingSeqMask) == seq) {
       req = ping_sent_[slot];
     } else if (slot >= shm::kMaxGateways && board_[slot].owner != index_) {
       // An operator's ping of a remote NID whose reply came back through a

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <optional>
@@ -194,7 +195,16 @@ void store_result(GatewayShm& g, const PingResult& r) noexcept {
 
 PingResult load_result(const GatewayShm& g) noexcept {
   PingResult r;
-  for (;;) {
+  // A writer killed mid-store leaves the generation odd for good: give up
+  // after a second with no result (callers look again later).  A writer
+  // merely preempted mid-store holds it for a scheduler slice at most.
+  std::chrono::steady_clock::time_point deadline{};
+  for (std::uint32_t tries = 1;; ++tries) {
+    if (tries % 4096 == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (deadline == std::chrono::steady_clock::time_point{}) deadline = now + std::chrono::seconds(1);
+      else if (now >= deadline) return PingResult{};
+    }
     const std::uint64_t before = g.result_gen.load(std::memory_order_acquire);
     std::memcpy(&r, &g.result, sizeof r);
     std::atomic_thread_fence(std::memory_order_acquire);

@@ -54,7 +54,8 @@ class Region {
 };
 
 // The seqlock over GatewayShm::result.  The owner worker stores (never
-// blocks); control loads (retries while a store is in progress).
+// blocks); control loads (retries while a store is in progress; a result
+// with seq 0 if the store never ends: its writer died in it).
 void store_result(GatewayShm& g, const PingResult& r) noexcept;
 PingResult load_result(const GatewayShm& g) noexcept;
 

@@ -144,6 +144,22 @@ TEST_F(Shm, ALiveRegionIsNotReplacedAStaleOneIs) {
   EXPECT_EQ(next.header().incarnation, 44u);
 }
 
+TEST_F(Shm, AResultWhoseWriterDiedMidStoreReadsAsNone) {
+  Region r = make();
+  GatewayShm& g = r.gateway(0);
+  PingResult res{};
+  res.seq = 5;
+  res.outcome = PingOutcome::answered;
+  store_result(g, res);
+  EXPECT_EQ(load_result(g).seq, 5u);
+  g.result_gen.fetch_add(1);  // odd for good, as if killed inside store_result
+  const auto t0 = std::chrono::steady_clock::now();
+  const PingResult stuck = load_result(g);
+  EXPECT_EQ(stuck.seq, 0u);
+  EXPECT_EQ(stuck.outcome, PingOutcome::none);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
 TEST_F(Shm, TooBigATableIsRefused) {
   Region r = make(1, 512);
   EXPECT_EQ(publish(r, table(1, 20).view()), PublishResult::too_big);
