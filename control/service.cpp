@@ -791,16 +791,17 @@ Json Service::ping(const Json& args) {
   {
     std::lock_guard lock(mu_);
     if (!ctl_) throw ApiError{EAGAIN, "not attached to a dataplane yet"};
-    // A remote NID goes through the route forwarding would pick first:
-    // alive, then priority, then hops.
-    const Route* via = nullptr;
+    // A remote NID goes through the gateway forwarding's own selection
+    // picks (alive, then priority, then hops; credits are the dataplane's).
+    std::optional<Nid> via;
     if (!local) {
-      for (const Route& r : builder_->routes())
-        if (r.net == nid.net() && r.alive &&
-            (!via || std::pair(r.priority, rank_hops(r)) < std::pair(via->priority, rank_hops(*via))))
-          via = &r;
-      if (!via)
+      const RouteTable table = builder_->build();
+      RouteCursor cursor(table.view());
+      auto r = table.view().select(nid.net(), cursor, [](const Route&) { return true; },
+                                   [](const Route&) { return 0; });
+      if (!r)
         throw ApiError{EHOSTUNREACH, "failed to ping " + to_string(nid) + ": no alive route to " + to_string(nid.net())};
+      via = (*r)->gateway;
     }
     const auto now = Clock::now();
     while (k < ping_busy_.size() && (ping_busy_[k] || now < ping_reuse_[k])) ++k;
@@ -810,8 +811,8 @@ Json Service::ping(const Json& args) {
     incarnation = region.header().incarnation;
     shm::GatewayShm& g = region.gateway(shm::kMaxGateways + static_cast<std::uint32_t>(k));
     g.nid = nid;
-    g.via = via ? via->gateway : Nid{};
-    g.owner = cpt_of(via ? via->gateway : nid, region.header().n_workers);
+    g.via = via.value_or(Nid{});
+    g.owner = cpt_of(via.value_or(nid), region.header().n_workers);
     g.assigned.store(1);
     asked = Clock::now();
     seq = g.request.load() + 1;

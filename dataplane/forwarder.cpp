@@ -93,8 +93,7 @@ unsigned Forwarder::send_pings() {
     ping_sent_[i] = req;
     ping_nid_[i] = g.nid;
     // A remote NID (operators' pings only) goes through the gateway `via`.
-    const bool direct = i < shm::kMaxGateways || g.via == Nid{};
-    const Nid next_hop = direct ? g.nid : g.via;
+    const Nid next_hop = g.via == Nid{} ? g.nid : g.via;
     PeerNi& p = peer_ni(next_hop);
     if (i < shm::kMaxGateways) p.gateway = &g;
     RouterMsg* m = alloc_msg();
@@ -119,27 +118,30 @@ unsigned Forwarder::send_pings() {
 }
 
 // A REPLY carrying our gateway-ping cookie: read its ping info (if it
-// answers the latest request of a gateway we own).
+// answers the latest request of a gateway we own, or of an operator's ping).
 sock::RxVerdict Forwarder::take_ping_reply(sock::Rx& rx) {
   const WireHandle w = rx.hdr.reply().dst_wmd;
   const std::uint64_t slot = w.object_cookie >> 48;
   const std::uint64_t seq = w.object_cookie & kPingSeqMask;
   std::uint64_t req = 0;
-  if (slot < board_.size() && rx.hdr.payload_length <= kPingSink) {
-    // An operator's ping entry may have been handed on since we sent: only
-    // the latest request's answer is posted (one writer per result).
-    const bool current = slot < shm::kMaxGateways ||
-                         board_[slot].request.load(std::memory_order_acquire) == ping_sent_[slot];
-    if (current && ping_nid_[slot] == rx.hdr.src_nid && (ping_sent_[slot] & kPingSeqMask) == seq) {
-      req = ping_sent_[slot];
-    } else if (slot >= shm::kMaxGateways && board_[slot].owner != index_) {
-      // An operator's ping of a remote NID whose reply came back through a
-      // gateway another worker owns: match it against the entry itself.
-      const shm::GatewayShm& g = board_[slot];
-      const std::uint64_t latest = g.request.load(std::memory_order_acquire);
-      if (latest != 0 && (latest & kPingSeqMask) == seq && g.nid == rx.hdr.src_nid && !(g.via == Nid{})) req = latest;
-    }
+  if (slot >= board_.size()) {
+    // not one of ours
+  } else if (slot < shm::kMaxGateways) {
+    // A gateway check: its owner matches it against its own copy.
+    if (ping_nid_[slot] == rx.hdr.src_nid && (ping_sent_[slot] & kPingSeqMask) == seq) req = ping_sent_[slot];
+  } else {
+    // An operator's ping: control may hand the entry on between pings, and a
+    // remote NID's reply may come back through a gateway another worker
+    // owns.  Any worker matches it against the entry's latest request (read
+    // again after nid: the pair is consistent).
+    const shm::GatewayShm& g = board_[slot];
+    const std::uint64_t latest = g.request.load(std::memory_order_acquire);
+    const bool from_it = g.nid == rx.hdr.src_nid;
+    if (latest != 0 && (latest & kPingSeqMask) == seq && from_it &&
+        g.request.load(std::memory_order_acquire) == latest)
+      req = latest;
   }
+  if (rx.hdr.payload_length > kPingSink) req = 0;
   if (req == 0) {
     count_drop(DropReason::not_for_us, rx.hdr.payload_length);  // late, or not ours
     return discard(rx, false);

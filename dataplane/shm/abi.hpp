@@ -46,13 +46,13 @@
 //   * The last kApiPingSlots entries serve operators' pings of any NID:
 //     control rewrites nid, via and owner between pings, only once the
 //     previous ping was answered or has been given up for a second or more
-//     (a worker reads them right after it sees a new request; the owner
-//     matches replies against its own copy).  A NID on a remote net is
-//     pinged through the gateway `via` (owner: the gateway's worker); its
-//     reply may come back through another gateway, so another worker, which
-//     then matches it against the entry itself and posts the answer with
-//     sent_ns 0 (control times such a ping itself).  Workers never map
-//     snapshot gateways to these entries.
+//     (a worker reads them right after it sees a new request).  A NID on a
+//     remote net is pinged through the gateway `via` (owner: the gateway's
+//     worker); its reply may come back through another gateway, so another
+//     worker.  Whichever worker receives a reply matches it against the
+//     entry's latest request and nid, and posts it; one that did not send
+//     it posts sent_ns 0 (control times such a ping itself).  Workers never
+//     map snapshot gateways to these entries.
 //   * `down` is the worker's own, faster verdict: set when every connection
 //     to the gateway failed (socklnd's peer down), cleared when anything
 //     arrives from it.  Every worker skips routes through a gateway that is

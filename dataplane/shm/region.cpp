@@ -35,7 +35,7 @@ Region::Region(Region&& o) noexcept
 
 Region& Region::operator=(Region&& o) noexcept {
   if (this != &o) {
-    this->~Region();
+    release();
     base_ = std::exchange(o.base_, nullptr);
     size_ = std::exchange(o.size_, 0);
     lock_fd_ = std::exchange(o.lock_fd_, -1);
@@ -43,7 +43,9 @@ Region& Region::operator=(Region&& o) noexcept {
   return *this;
 }
 
-Region::~Region() {
+Region::~Region() { release(); }
+
+void Region::release() noexcept {
   if (base_) ::munmap(base_, size_);
   if (lock_fd_ >= 0) ::close(lock_fd_);
   base_ = nullptr;
@@ -198,13 +200,9 @@ PingResult load_result(const GatewayShm& g) noexcept {
   // A writer killed mid-store leaves the generation odd for good: give up
   // after a second with no result (callers look again later).  A writer
   // merely preempted mid-store holds it for a scheduler slice at most.
-  std::chrono::steady_clock::time_point deadline{};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (std::uint32_t tries = 1;; ++tries) {
-    if (tries % 4096 == 0) {
-      const auto now = std::chrono::steady_clock::now();
-      if (deadline == std::chrono::steady_clock::time_point{}) deadline = now + std::chrono::seconds(1);
-      else if (now >= deadline) return PingResult{};
-    }
+    if (tries % 4096 == 0 && std::chrono::steady_clock::now() >= deadline) return PingResult{};
     const std::uint64_t before = g.result_gen.load(std::memory_order_acquire);
     std::memcpy(&r, &g.result, sizeof r);
     std::atomic_thread_fence(std::memory_order_acquire);

@@ -47,6 +47,7 @@ class Region {
   std::uint64_t size() const noexcept { return size_; }
 
  private:
+  void release() noexcept;
   Region(void* base, std::uint64_t size, int lock_fd = -1) noexcept : base_(base), size_(size), lock_fd_(lock_fd) {}
   void* base_ = nullptr;
   std::uint64_t size_ = 0;

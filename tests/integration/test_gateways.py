@@ -303,8 +303,11 @@ class ManagementApi(GatewayTestCase):
         # Several at once share the API's ping slots.
         for _ in range(3):
             self.assertEqual(self.ok("ping", {"nid": self.g2, "timeout": 2})["ping"][0]["primary nid"], self.g2)
-        # A remote NID: through the preferred gateway, answered by B itself.
+        # A remote NID: through the preferred gateway (G1, priority 0; it
+        # forwards at least the GET), answered by B itself.
+        g1_before = self.forwarded("g1")
         far = self.ok("ping", {"nid": t.b_nid, "timeout": 2})["ping"][0]
+        self.assertGreaterEqual(self.forwarded("g1"), g1_before + 1)
         self.assertEqual(far["primary nid"], t.b_nid)
         self.assertEqual([n["nid"] for n in far["peer_ni"]], [t.b_nid])
         self.assertGreater(far["rtt_us"], 0)
