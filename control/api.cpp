@@ -59,6 +59,12 @@ void Api::start() {
 void Api::stop() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  {
+    // Requests under way finish (each has a deadline; pings end when the
+    // service stops).
+    std::unique_lock lock(mu_);
+    idle_.wait(lock, [this] { return active_ == 0; });
+  }
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
     ::unlink(path_.c_str());
@@ -72,31 +78,59 @@ void Api::run() {
     if (::poll(&p, 1, 100) <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    serve(fd);
-    ::close(fd);
+    timeval tv{kIoSeconds, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    {
+      std::lock_guard lock(mu_);
+      if (active_ >= kMaxClients) {
+        send_all(fd, failure("", EBUSY, "too many management requests under way (" + std::to_string(kMaxClients) +
+                                            "); try again"));
+        ::close(fd);
+        continue;
+      }
+      ++active_;
+    }
+    // Each request on its own thread: a slow client or a long ping holds
+    // up nobody else.
+    std::thread([this, fd] {
+      serve(fd);
+      ::close(fd);
+      std::lock_guard lock(mu_);
+      --active_;
+      idle_.notify_all();
+    }).detach();
+  }
+}
+
+void Api::send_all(int fd, const std::string& reply) {
+  std::size_t off = 0;
+  while (off < reply.size()) {
+    const ssize_t n = ::send(fd, reply.data() + off, reply.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // gone, or not reading for kIoSeconds
+    off += static_cast<std::size_t>(n);
   }
 }
 
 void Api::serve(int fd) {
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  // The whole request within kIoSeconds, however it trickles in.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kIoSeconds);
   std::string req;
   char buf[16384];
   for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;  // nothing complete in time: no answer
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return;
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // end of the request (or its sender timed out)
+    if (n <= 0) break;  // the end of the request
     req.append(buf, static_cast<std::size_t>(n));
-    if (req.size() > kMaxRequestBytes) break;
+    if (req.size() > kMaxRequestBytes) break;  // refused by respond()
   }
-  const std::string reply = respond(svc_, req);
-  std::size_t off = 0;
-  while (off < reply.size()) {
-    const ssize_t n = ::send(fd, reply.data() + off, reply.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    off += static_cast<std::size_t>(n);
-  }
+  send_all(fd, respond(svc_, req));
 }
 
 std::string Api::respond(Service& svc, std::string_view text) {

@@ -1,10 +1,14 @@
 // The management API's Unix socket: one request document per connection
 // (the client writes it, then shuts down its sending side), one response
-// document back (control/request.hpp).  Served on its own thread, one
-// connection at a time; a client that sends nothing for 5 s is dropped.
+// document back (control/request.hpp).  Each connection is served on a
+// thread of its own, at most kMaxClients at once (more get EBUSY); a client
+// that has not sent its whole request within kIoSeconds, or does not read
+// the response for as long, is dropped.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -28,15 +32,22 @@ class Api {
   // One request's text -> the response's text (what a connection gets).
   static std::string respond(Service& svc, std::string_view request);
 
+  static constexpr int kMaxClients = 16;
+  static constexpr int kIoSeconds = 5;
+
  private:
   void run();
   void serve(int fd);
+  static void send_all(int fd, const std::string& reply);
 
   Service& svc_;
   std::string path_;
   int listen_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  int active_ = 0;  // connections being served
 };
 
 }  // namespace lnetr::control

@@ -17,17 +17,29 @@ Clock::duration retry_after(unsigned failures, Clock::duration interval) {
 }
 
 bool any_up_on(const Gateway& g, Net net, bool* listed = nullptr) {
-  bool up = false, any = false;
-  for (const GatewayNi& ni : g.nis) {
-    if (ni.nid.net() != net) continue;
-    any = true;
-    up = up || ni.up;
-  }
-  if (listed) *listed = any;
-  return up;
+  for (const GatewayNet& n : g.nets)
+    if (n.net == net) {
+      if (listed) *listed = n.listed > 0;
+      return n.up > 0;
+    }
+  // Not among the nets kept: unlisted, or beyond what was kept (then given
+  // the benefit of the doubt).
+  if (listed) *listed = !g.nets_complete;
+  return !g.nets_complete;
 }
 
 }  // namespace
+
+std::vector<GatewayNet> summarise(std::span<const GatewayNi> nis) {
+  std::vector<GatewayNet> out;
+  for (const GatewayNi& ni : nis) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const GatewayNet& n) { return n.net == ni.nid.net(); });
+    if (it == out.end()) it = out.insert(out.end(), GatewayNet{ni.nid.net()});
+    ++it->listed;
+    if (ni.up) ++it->up;
+  }
+  return out;
+}
 
 void GatewayHealth::set_gateways(std::span<const Nid> nids, Clock::time_point now) {
   std::vector<Gateway> next;
@@ -75,6 +87,8 @@ bool GatewayHealth::answered(std::size_t gw, const PingAnswer& a, Clock::time_po
   g.answered_once = true;
   g.features = a.features;
   g.nis = a.nis;
+  g.nets = a.nets;
+  g.nets_complete = a.nets_complete;
   g.last_rtt = a.rtt;
   g.recovery = 0;
   g.next_check = now + params_.check_interval;
@@ -98,6 +112,23 @@ bool GatewayHealth::failed(std::size_t gw, GatewayReason why, Clock::time_point 
   return fail(gateways_[gw], why, now);
 }
 
+bool GatewayHealth::forwarded(std::size_t gw, Clock::time_point) {
+  Gateway& g = gateways_[gw];
+  if (g.alive) return false;
+  g.alive = true;
+  g.reason = GatewayReason::forwarding;
+  g.health = kMaxHealth;
+  g.recovery = 0;  // its next check stays as scheduled
+  return true;
+}
+
+void GatewayHealth::seed(std::size_t gw, bool alive) {
+  Gateway& g = gateways_[gw];
+  if (g.reason != GatewayReason::unchecked || alive) return;
+  g.alive = false;
+  g.reason = GatewayReason::carried_down;
+}
+
 std::vector<std::size_t> GatewayHealth::expire(Clock::time_point now) {
   std::vector<std::size_t> changed;
   for (std::size_t i = 0; i < gateways_.size(); ++i) {
@@ -119,7 +150,12 @@ RouteState GatewayHealth::route_state(const Route& r) const noexcept {
   if (!any_up_on(g, r.gateway.net())) return RouteState::no_local_ni_up;
   bool listed = false;
   const bool remote_up = any_up_on(g, r.net, &listed);
-  if (params_.avoid_asym && (r.hops == 1 || listed) && !remote_up) return RouteState::remote_ni_down;
+  // hop 1 makes a route whose remote net G does not list single-hop only
+  // under discovery on both sides (§5.2); the older rule leaves it up.
+  const std::uint32_t mr = ping_feature::multi_rail | ping_feature::discovery;
+  const bool discovery = params_.discovery && (g.features & mr) == mr;
+  const bool single = listed || (discovery && r.hops == 1);
+  if (params_.avoid_asym && single && !remote_up) return RouteState::remote_ni_down;
   return RouteState::up;
 }
 

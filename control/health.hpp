@@ -12,14 +12,18 @@
 // to it failed - makes it dead and costs `sensitivity` health (0..1000);
 // a dead gateway is pinged again after 1, 2, 4 ... s, never later than the
 // check interval.  An answer makes it alive with full health (a router
-// resets a gateway's health on any reception, §7).  Before its first check
-// a gateway counts as alive (check_routers_before_use = 0).
+// resets a gateway's health on any reception, §7); so does routed traffic
+// from it (it forwards, so it lives).  Before its first check a gateway
+// counts as alive (check_routers_before_use = 0) - unless a previous
+// lnetr-control left it dead (seed()): then it stays dead until it answers.
 //
 // A route (remote net R, gateway G reached over local net L) is up iff G is
 // alive and, once G answered a ping: G's ping info does not carry
 // RTE_DISABLED, lists an UP NI on L, and - with avoid_asym_router_failure,
-// for a single-hop route (hop 1, or G lists an NI on R) - lists an UP NI on
-// R (§5.2).
+// for a single-hop route - lists an UP NI on R (§5.2).  Single-hop means G
+// lists an NI on R or, when both we and G run discovery (G's reply carries
+// MULTI_RAIL and DISCOVERY), the route is configured hop 1; a gateway
+// without them gets the older rule, where an unlisted R leaves the route up.
 #pragma once
 
 #include <chrono>
@@ -46,6 +50,7 @@ struct HealthParams {
   Clock::duration ping_timeout = std::chrono::seconds(50);    // router_ping_timeout
   std::uint32_t sensitivity = 100;                            // health_sensitivity (0..1000)
   bool avoid_asym = true;                                     // avoid_asym_router_failure
+  bool discovery = true;                                      // our own lnet_peer_discovery_disabled == 0
 };
 
 // What the last event concluded about a gateway.
@@ -55,7 +60,9 @@ struct HealthParams {
   X(ping_timeout, "no answer to a ping within router_ping_timeout")                     \
   X(send_failed, "a ping could not be sent to it (no connection could be made)")        \
   X(bad_reply, "its ping reply did not hold a valid ping info")                         \
-  X(connections_failed, "every connection to it failed")
+  X(connections_failed, "every connection to it failed")                                 \
+  X(carried_down, "dead when lnetr-control restarted (not answered since)")              \
+  X(forwarding, "it forwarded traffic to us")
 
 enum class GatewayReason : std::uint8_t {
 #define LNETR_X(n, text) n,
@@ -86,6 +93,14 @@ struct GatewayNi {
   bool up = false;
 };
 
+// A ping reply's NIs on one net.
+struct GatewayNet {
+  Net net;
+  std::uint32_t listed = 0;
+  std::uint32_t up = 0;
+};
+std::vector<GatewayNet> summarise(std::span<const GatewayNi> nis);
+
 struct Gateway {
   Nid nid;
   bool alive = true;
@@ -97,7 +112,9 @@ struct Gateway {
   // From the last ping info (valid once answered_once).
   bool answered_once = false;
   std::uint32_t features = 0;
-  std::vector<GatewayNi> nis;
+  std::vector<GatewayNi> nis;   // the first ones (for display)
+  std::vector<GatewayNet> nets;  // every net listed ...
+  bool nets_complete = true;     // ... unless too many to keep (then an unlisted net counts as UP)
   std::chrono::nanoseconds last_rtt{0};
   // Checking.
   std::uint64_t outstanding = 0;  // sequence of the ping awaited (0: none)
@@ -113,6 +130,8 @@ struct Gateway {
 struct PingAnswer {
   std::uint32_t features = 0;
   std::vector<GatewayNi> nis;
+  std::vector<GatewayNet> nets;
+  bool nets_complete = true;
   std::chrono::nanoseconds rtt{0};
 };
 
@@ -143,6 +162,11 @@ class GatewayHealth {
   // to the gateway failed (connections_failed, with or without a ping
   // outstanding: it is then abandoned).
   bool failed(std::size_t gw, GatewayReason why, Clock::time_point now);
+  // Routed traffic arrived from it: alive again (a no-op if it was).
+  bool forwarded(std::size_t gw, Clock::time_point now);
+  // Before its first check: the state a previous lnetr-control left (dead:
+  // dead until it answers or forwards).
+  void seed(std::size_t gw, bool alive);
   // Outstanding pings older than ping_timeout fail; the gateways whose alive
   // flag changed.
   std::vector<std::size_t> expire(Clock::time_point now);

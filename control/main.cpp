@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include <prometheus/exposer.h>
 
 #include "control/api.hpp"
@@ -39,8 +41,16 @@ int run(const std::string& config_path) {
   const config::Config& cfg = svc.config();
   const std::string& shm_name = cfg.dataplane.shm_name.value;
 
-  Api api(svc);
+  // One lnetr-control per dataplane: a second would unlink the first's API
+  // socket and publish into the same slots.
   std::string err;
+  const int lock_fd = shm::take_lock(shm_name + ".control", err);
+  if (lock_fd < 0) {
+    log("error", err.empty() ? "another lnetr-control already runs for dataplane.shm_name " + shm_name : err);
+    return 1;
+  }
+
+  Api api(svc);
   if (!api.open(cfg.control.socket.value, cfg.control.socket_group.value, err)) {
     log("error", err);
     return 1;
@@ -99,9 +109,11 @@ int run(const std::string& config_path) {
     std::this_thread::sleep_for(20ms);
   }
   exposer.reset();
+  svc.shutdown();
   api.stop();
   svc.detach();
   log("info", "stopped");
+  ::close(lock_fd);
   return rc;
 }
 

@@ -38,6 +38,7 @@ HealthParams health_params(const config::Config& cfg) {
   p.check_interval = std::chrono::seconds(cfg.dataplane.alive_router_check_interval.value);
   p.ping_timeout = std::chrono::seconds(cfg.dataplane.router_ping_timeout.value);
   p.sensitivity = cfg.global.health_sensitivity.value;
+  p.discovery = cfg.global.discovery.value;
   return p;
 }
 
@@ -120,7 +121,10 @@ class Controller {
       : region_(std::move(region)), builder_(builder), health_(params) {
     for (std::uint32_t i = 0; i < shm::kMaxGateways; ++i) {
       shm::GatewayShm& g = region_.gateway(i);
-      if (g.assigned.load() != 0) down_seen_[i] = g.down_events.load();
+      if (g.assigned.load() != 0) {
+        down_seen_[i] = g.down_events.load();
+        heard_seen_[i] = g.heard.load();
+      }
     }
   }
 
@@ -157,6 +161,19 @@ class Controller {
     return true;
   }
 
+  // Attaching to a table that was in use: a gateway every route of which is
+  // down, or that the dataplane has seen fail, stays dead until it answers
+  // (not used meanwhile as a gateway never checked would be).
+  void seed_from_table() {
+    for (std::size_t i = 0; i < health_.gateways().size(); ++i) {
+      const Nid& nid = health_.gateways()[i].nid;
+      bool any_alive = false;
+      for (const Route& r : builder_.routes()) any_alive = any_alive || (r.gateway == nid && r.alive);
+      const bool down = region_.gateway(slot_[i]).down.load() != 0;
+      health_.seed(i, any_alive && !down);
+    }
+  }
+
   // One round: results, failures, timeouts, due pings, route states.  True
   // if the table changed (publish it).
   bool step(Clock::time_point now) {
@@ -171,6 +188,12 @@ class Controller {
         if (s.down.load(std::memory_order_relaxed) != 0)
           gateway_event(i, health_.failed(i, GatewayReason::connections_failed, now));
       }
+      // It forwarded traffic to us.
+      const std::uint64_t heard = s.heard.load(std::memory_order_relaxed);
+      if (heard != heard_seen_[slot_[i]]) {
+        heard_seen_[slot_[i]] = heard;
+        gateway_event(i, health_.forwarded(i, now));
+      }
       if (g.outstanding == 0) continue;
       const shm::PingResult r = shm::load_result(s);
       if (r.seq != g.outstanding) continue;
@@ -181,6 +204,9 @@ class Controller {
           a.features = r.features;
           for (std::uint32_t k = 0; k < r.n_nis && k < shm::kPingNis; ++k)
             a.nis.push_back({r.nis[k].nid, r.nis[k].status == kNiStatusUp});
+          for (std::uint32_t k = 0; k < r.n_nets && k < shm::kPingNets; ++k)
+            a.nets.push_back({Net::from_u32(r.nets[k].net), r.nets[k].listed, r.nets[k].up});
+          a.nets_complete = r.more_nets == 0 && r.n_nets <= shm::kPingNets;
           a.rtt = std::chrono::nanoseconds(r.done_ns - r.sent_ns);
           gateway_event(i, health_.answered(i, a, now) || first);
           break;
@@ -275,6 +301,7 @@ class Controller {
     g.owner = cpt_of(nid, region_.header().n_workers);
     g.assigned.store(1);  // after nid, via and owner
     down_seen_[free] = g.down_events.load();
+    heard_seen_[free] = g.heard.load();
     return free;
   }
 
@@ -294,7 +321,8 @@ class Controller {
   GatewayHealth health_;
   std::vector<std::uint32_t> slot_;                               // per watched gateway: its board slot
   bool unpublished_ = false;  // the last publish gave up: retry on the next step
-  std::array<std::uint64_t, shm::kMaxGateways> down_seen_{};  // per slot: down_events handled
+  std::array<std::uint64_t, shm::kMaxGateways> down_seen_{};   // per slot: down_events handled
+  std::array<std::uint64_t, shm::kMaxGateways> heard_seen_{};  // per slot: heard handled
 };
 
 // ---- Service ---------------------------------------------------------------------
@@ -327,6 +355,7 @@ bool Service::attach(shm::Region region) {
   // first snapshot (version 1, from the file) is not.
   std::optional<RouteTable> current = shm::published_table(region);
   std::string origin;
+  bool from_config = false;
   if (!builder_ && current && current->version() > 1) {
     builder_.emplace(*current, static_cast<std::uint64_t>(::getpid()));
     origin = "carried on from the published table";
@@ -349,11 +378,18 @@ bool Service::attach(shm::Region region) {
                            to_string(r.gateway.value) + " ignored: " + std::string(describe(added.error())));
     }
     origin = "from the configuration";
+    from_config = true;
   } else if (origin.empty()) {
     origin = "kept across the dataplane's restart";
   }
   ctl_ = std::make_unique<Controller>(std::move(region), *builder_, params_);
-  if (!ctl_->watch_gateways(Clock::now()) || !ctl_->publish()) {
+  if (!ctl_->watch_gateways(Clock::now())) {
+    ctl_.reset();
+    return false;
+  }
+  if (!from_config) ctl_->seed_from_table();
+  ctl_->apply_route_states();
+  if (!ctl_->publish()) {
     ctl_.reset();
     return false;
   }
@@ -824,7 +860,8 @@ Json Service::ping(const Json& args) {
   for (;;) {
     {
       std::lock_guard lock(mu_);
-      if (!ctl_ || ctl_->region().header().incarnation != incarnation) break;  // the dataplane went away
+      if (!ctl_ || ctl_->region().header().incarnation != incarnation || stopping_.load())
+        break;  // the dataplane went away, or we are stopping
       const shm::PingResult r =
           shm::load_result(ctl_->region().gateway(shm::kMaxGateways + static_cast<std::uint32_t>(k)));
       if (r.seq == seq && r.outcome != shm::PingOutcome::none) result = r;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -59,6 +60,10 @@ class Service {
   // One round of gateway health; false on a fatal error.
   bool step(Clock::time_point now);
 
+  // lnetr-control is stopping: requests waiting on the dataplane (pings)
+  // end now.
+  void shutdown() noexcept { stopping_.store(true); }
+
   // API: run `command` with `args` (a JSON object); the response's data, or
   // an ApiError thrown.
   Json handle(const std::string& command, const Json& args);
@@ -90,6 +95,7 @@ class Service {
   Json route_json(const Route& r) const;
   Json dataplane(const std::string& line) const;  // a request on its control socket
 
+  std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;
   config::Config cfg_;
   HealthParams params_;

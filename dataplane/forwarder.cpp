@@ -56,9 +56,10 @@ namespace {
 // cookie is board slot << 48 | request sequence (low 48 bits).
 constexpr std::uint64_t kGatewayPingCookie = 0x6c6e657472677770ull;  // "lnetrgwp"
 constexpr std::uint64_t kPingSeqMask = (std::uint64_t{1} << 48) - 1;
-// What we ask a gateway for: its whole ping info up to what a descriptor
-// holds inline (kPingNis entries and more fit).
-constexpr std::uint32_t kPingSink = sizeof(RouterMsg::inline_);
+// What we ask a gateway for: its whole ping info, however many NIs it has
+// (a reply is as long as the info).  One that fits is read into the
+// descriptor; a longer one into a buffer of its own (pings are rare).
+constexpr std::uint32_t kPingSink = kLnetMtu;
 
 }  // namespace
 
@@ -141,7 +142,6 @@ sock::RxVerdict Forwarder::take_ping_reply(sock::Rx& rx) {
         g.request.load(std::memory_order_acquire) == latest)
       req = latest;
   }
-  if (rx.hdr.payload_length > kPingSink) req = 0;
   if (req == 0) {
     count_drop(DropReason::not_for_us, rx.hdr.payload_length);  // late, or not ours
     return discard(rx, false);
@@ -151,8 +151,21 @@ sock::RxVerdict Forwarder::take_ping_reply(sock::Rx& rx) {
   m->ping_slot = static_cast<std::uint32_t>(slot);
   m->ping_seq = req;
   rx.cookie = m;
-  rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
+  if (rx.hdr.payload_length <= m->inline_.size()) {
+    rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
+  } else {
+    std::vector<std::uint8_t>& big = long_replies_[m];
+    big.resize(rx.hdr.payload_length);
+    rx.sink = MutableByteSpan(big.data(), big.size());
+  }
   return sock::RxVerdict::accept;
+}
+
+// The payload a ping reply of `length` bytes was read into.
+ByteSpan Forwarder::ping_reply_bytes(RouterMsg* m, std::uint32_t length) {
+  auto it = long_replies_.find(m);
+  if (it == long_replies_.end()) return ByteSpan(m->inline_.data(), std::min<std::size_t>(length, m->inline_.size()));
+  return ByteSpan(it->second.data(), it->second.size());
 }
 
 void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info) {
@@ -172,9 +185,24 @@ void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info)
       for (const PingNi& ni : *pi) {
         if (r.n_nis < shm::kPingNis) r.nis[r.n_nis++] = {ni.nid, ni.status};
         else ++r.more_nis;
+        const std::uint32_t net = ni.nid.net().to_u32();
+        std::uint32_t k = 0;
+        while (k < r.n_nets && r.nets[k].net != net) ++k;
+        if (k == r.n_nets) {
+          if (k == shm::kPingNets) {
+            ++r.more_nets;
+            continue;
+          }
+          r.nets[r.n_nets++] = {net, 0, 0};
+        }
+        auto bump = [](std::uint16_t& n) { if (n != UINT16_MAX) ++n; };
+        bump(r.nets[k].listed);
+        if (ni.status == kNiStatusUp) bump(r.nets[k].up);
       }
     }
   }
+  // Not stored if another worker is storing into the entry right then:
+  // control's timeout judges the ping.
   shm::store_result(g, r);
 }
 
@@ -187,7 +215,11 @@ void Forwarder::tick() {
 
 void Forwarder::on_ring(const RingItem& item) {
   auto* m = static_cast<RouterMsg*>(item.ptr);
-  if (item.kind == RingItem::Kind::send) send_out(m); else release(m);
+  switch (item.kind) {
+    case RingItem::Kind::send: return send_out(m);
+    case RingItem::Kind::dispatch: return dispatch(m);
+    default: return release(m);
+  }
 }
 
 // ---- descriptors -------------------------------------------------------------------
@@ -266,8 +298,12 @@ sock::RxVerdict Forwarder::discard(sock::Rx& rx, bool ack_push) {
 sock::RxVerdict Forwarder::on_head(sock::Rx& rx) {
   PeerNi& src = peer_ni(rx.from);
   src.alive = true;
-  if (src.gateway != nullptr && src.gateway->down.load(std::memory_order_relaxed) != 0)
-    src.gateway->down.store(0, std::memory_order_relaxed);  // heard from: usable again
+  if (src.gateway != nullptr) {
+    if (src.gateway->down.load(std::memory_order_relaxed) != 0)
+      src.gateway->down.store(0, std::memory_order_relaxed);  // heard from: usable again
+    if (rx.hdr.src_nid.net() != rx.from.net())  // it forwards: alive (this worker is its only writer)
+      src.gateway->heard.store(src.gateway->heard.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   ++src.recv_count;
   note_ping(rx);
   const Verdict v = classify(rx.hdr, rx.ni, locals_, forwards(shared_.routing.load(std::memory_order_relaxed)));
@@ -388,7 +424,8 @@ void Forwarder::on_received(sock::Rx& rx) {
   auto* m = static_cast<RouterMsg*>(rx.cookie);
   if (!m) return;  // dropped or a ping (already answered)
   if (m->kind == RouterMsg::Kind::ping_reply) {
-    ping_done(m, shm::PingOutcome::answered, ByteSpan(m->inline_.data(), rx.hdr.payload_length));
+    ping_done(m, shm::PingOutcome::answered, ping_reply_bytes(m, rx.hdr.payload_length));
+    long_replies_.erase(m);
     return free_msg(m);
   }
   if (m->kind == RouterMsg::Kind::discard) {
@@ -406,6 +443,7 @@ void Forwarder::on_received(sock::Rx& rx) {
 void Forwarder::on_rx_aborted(sock::Rx& rx) {
   auto* m = static_cast<RouterMsg*>(rx.cookie);
   if (!m) return;
+  if (m->kind == RouterMsg::Kind::ping_reply) long_replies_.erase(m);
   if (m->kind != RouterMsg::Kind::forward) return free_msg(m);
   ++m->src->drop_count;
   count_drop(DropReason::send_failed, m->rx.hdr.payload_length);
@@ -515,14 +553,16 @@ void Forwarder::dispatch(RouterMsg* m) {
   m->ni = ni_index(m->next_hop);
   const std::uint32_t owner = cpt_of(m->next_hop, ncpts_);
   if (owner == index_) return send_out(m);
-  // Rings hold every message in the router: never full.
+  // A ring holds at most the messages homed at either end: never full.
   ports_.post(owner, {RingItem::Kind::send, m});
 }
 
 // A routed message could not go to its gateway (every connection failed, or
 // the gateway is down): choose again among the other gateways, with this
 // worker's cursor, rather than drop a message the router accepted.  Any
-// worker may do this (selection reads only the snapshot and the cursor).
+// worker may choose (selection reads only the snapshot and the cursor); the
+// message goes on through its home, so that a ring only ever carries
+// messages homed at one of its two ends (which bounds its size).
 // False if the message goes to its final destination, was re-routed once
 // already (a second failure in a row means more than one gateway is going
 // down: the message is dropped as a kernel router would), or no other
@@ -539,7 +579,11 @@ bool Forwarder::reroute(RouterMsg* m) {
   ++m->reroutes;
   counters().reroutes.add();
   m->next_hop = (*r)->gateway;
-  dispatch(m);
+  if (m->home == index_ || cpt_of(m->next_hop, ncpts_) == index_) {
+    dispatch(m);
+  } else {
+    ports_.post(m->home, {RingItem::Kind::dispatch, m});
+  }
   return true;
 }
 

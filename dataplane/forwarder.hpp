@@ -23,7 +23,7 @@ namespace lnetr::dp {
 
 // What travels on a ring between workers.
 struct RingItem {
-  enum class Kind : std::uint64_t { send, returned, accepted };
+  enum class Kind : std::uint64_t { send, returned, accepted, dispatch };
   Kind kind;
   void* ptr;
 };
@@ -106,6 +106,7 @@ class Forwarder final : public sock::Upper {
   std::size_t own_ping_info(MutableByteSpan out) const;
   sock::RxVerdict take_ping_reply(sock::Rx& rx);
   void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);
+  ByteSpan ping_reply_bytes(RouterMsg* m, std::uint32_t length);
   void map_gateways();
   // A gateway's transmit credits for selection: gateways this worker owns
   // show theirs; others count as equal.
@@ -158,6 +159,8 @@ class Forwarder final : public sock::Upper {
   std::vector<std::uint64_t> ping_sent_;       // per board entry: the request last sent
   std::vector<std::int64_t> ping_sent_ns_;     // ... and when
   std::vector<Nid> ping_nid_;                  // ... and to whom
+  // Ping replies longer than a descriptor holds, while being read.
+  std::unordered_map<RouterMsg*, std::vector<std::uint8_t>> long_replies_;
   // Per gateway of the adopted snapshot: its board entry's `down` flag
   // (nullptr: not on the board, never skipped).
   std::vector<const std::atomic<std::uint32_t>*> gw_down_;

@@ -155,13 +155,13 @@ int run(const Setup& setup) {
     return 1;
   }
 
-  // Rings: every message in the router can be on one ring at once (a
-  // message re-routed after a failed send travels from its sender to the
-  // new gateway's worker whatever its home), plus accepted connections;
-  // round up to a power of two.
+  // Rings: a message travels only between its home and the worker sending
+  // it (a re-routed one goes back through its home), so the ring from A to
+  // B holds at most the messages homed at A or B - plus accepted
+  // connections; round up to a power of two.
   std::uint32_t per_cpt = 0;
   for (std::uint32_t b : setup.buffers) per_cpt += std::max<std::uint32_t>(b / n, 1);
-  const std::uint32_t ring_size = rte_align32pow2(per_cpt * n + 1024);
+  const std::uint32_t ring_size = rte_align32pow2(2 * per_cpt + 1024);
   Fabric fabric;
   fabric.n = n;
   fabric.rings.assign(std::size_t{n} * n, nullptr);

@@ -40,9 +40,13 @@
 //     change at the top of its loop, sends one LNet ping (GET portal 0, ping
 //     match bits) for every slot it owns whose request it has not sent yet.
 //   * The answer (or the send's failure) goes to `result` under the seqlock
-//     `result_gen` (odd while the worker writes; control re-reads until it
-//     sees the same even value before and after).  A late answer to an older
-//     request is dropped.  No answer at all is control's timeout to judge.
+//     `result_gen` (odd while a worker writes; control re-reads until it
+//     sees the same even value before and after).  A writer takes the odd
+//     value by compare-and-swap and never waits: if another worker is
+//     writing the entry, its own result is dropped (control's timeout
+//     judges).  A late answer to an older request is dropped.  No answer at
+//     all is control's timeout to judge.  `nets` summarises every net the
+//     reply listed, so route states never depend on how many NIs it had.
 //   * The last kApiPingSlots entries serve operators' pings of any NID:
 //     control rewrites nid, via and owner between pings, only once the
 //     previous ping was answered or has been given up for a second or more
@@ -53,6 +57,9 @@
 //     entry's latest request and nid, and posts it; one that did not send
 //     it posts sent_ns 0 (control times such a ping itself).  Workers never
 //     map snapshot gateways to these entries.
+//   * `heard` counts routed messages (source net not the gateway's) the
+//     owner worker received from the gateway: a gateway that forwards is
+//     alive, whatever its last ping said (control revives it).
 //   * `down` is the worker's own, faster verdict: set when every connection
 //     to the gateway failed (socklnd's peer down), cleared when anything
 //     arrives from it.  Every worker skips routes through a gateway that is
@@ -72,13 +79,14 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 6;
+inline constexpr std::uint32_t kShmLayoutVersion = 7;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 inline constexpr std::uint32_t kMaxGateways = 256;
 // Board entries after the gateways' that lnetr-control reuses for pings an
 // operator asks for (any NID, one ping at a time per entry).
 inline constexpr std::uint32_t kApiPingSlots = 8;
-inline constexpr std::uint32_t kPingNis = 16;  // NIs of a gateway's ping reply kept
+inline constexpr std::uint32_t kPingNis = 16;   // NIs of a ping reply kept (for display)
+inline constexpr std::uint32_t kPingNets = 64;  // nets of a ping reply summarised (for route states)
 inline constexpr std::uint32_t kRouteSlots = 4;
 inline constexpr std::uint64_t kNoVersion = 0;  // held_version of a worker holding nothing
 
@@ -132,6 +140,13 @@ struct PingNiEntry {
   std::uint32_t status;  // kNiStatusUp / kNiStatusDown / other as received
 };
 
+// Per net of a ping reply: how many NIs it listed there and how many UP.
+struct PingNetEntry {
+  std::uint32_t net;     // Net::to_u32()
+  std::uint16_t listed;  // saturating
+  std::uint16_t up;      // saturating
+};
+
 enum class PingOutcome : std::uint32_t {
   none,        // nothing answered yet
   answered,    // a valid ping info came back
@@ -148,6 +163,9 @@ struct PingResult {
   std::uint32_t n_nis;       // entries kept in nis (0@lo excluded)
   std::uint32_t more_nis;    // entries the reply listed beyond kPingNis
   PingNiEntry nis[kPingNis];
+  std::uint32_t n_nets;      // entries in nets: every net the reply listed (0@lo excluded) ...
+  std::uint32_t more_nets;   // ... unless it listed more than kPingNets
+  PingNetEntry nets[kPingNets];
 };
 static_assert(std::is_trivially_copyable_v<PingResult>);
 
@@ -164,6 +182,7 @@ struct alignas(64) GatewayShm {
   std::atomic<std::uint32_t> down;        // 1: every connection to it failed, nothing heard since
   std::atomic<std::uint64_t> down_events; // times `down` was set
   std::atomic<std::uint64_t> pings_sent;
+  std::atomic<std::uint64_t> heard;       // routed messages received from it (it forwards: it lives)
 };
 static_assert(std::is_standard_layout_v<GatewayShm>);
 

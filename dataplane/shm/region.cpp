@@ -28,6 +28,21 @@ std::uint64_t array_bytes(std::size_t n) noexcept {
 
 }  // namespace
 
+int take_lock(const std::string& name, std::string& err) {
+  err.clear();
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    err = sys_error("cannot open lock", name);
+    return -1;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) err = sys_error("cannot lock", name);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // ---- Region --------------------------------------------------------------------
 
 Region::Region(Region&& o) noexcept
@@ -82,40 +97,33 @@ Region Region::create(const std::string& name, std::uint32_t n_workers, std::uin
   }
   slot_bytes = align8(std::max<std::uint64_t>(slot_bytes, sizeof(RouteSlotHeader)));
   const std::uint64_t size = region_size(n_workers, slot_bytes);
-  // A region of that name whose creator still holds its lock is live.
-  if (const int old = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0); old >= 0) {
-    const bool live = ::flock(old, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    ::close(old);
-    if (live) {
-      err = "shared memory " + name + " belongs to a running lnetr-dataplane: give this one another "
-            "dataplane.shm_name (or stop that one)";
-      return {};
-    }
+  // The name's lock first (never unlinked, so every creator locks the same
+  // file): a region whose creator still holds it is live.
+  std::string lock_err;
+  const int lock_fd = take_lock(name + ".lock", lock_err);
+  if (lock_fd < 0) {
+    err = lock_err.empty() ? "shared memory " + name + " belongs to a running lnetr-dataplane: give this one "
+                             "another dataplane.shm_name (or stop that one)"
+                           : lock_err;
+    return {};
   }
   ::shm_unlink(name.c_str());
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     err = sys_error("cannot create shared memory", name);
+    ::close(lock_fd);
     return {};
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    err = sys_error("cannot lock shared memory", name);
-    ::close(fd);
-    return {};
-  }
-  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    err = sys_error("cannot size shared memory", name);
-    ::close(fd);
-    ::shm_unlink(name.c_str());
-    return {};
-  }
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const bool sized = ::ftruncate(fd, static_cast<off_t>(size)) == 0;
+  void* base = sized ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   if (base == MAP_FAILED) {
-    err = sys_error("cannot map shared memory", name);
+    err = sys_error(sized ? "cannot map shared memory" : "cannot size shared memory", name);
     ::close(fd);
+    ::close(lock_fd);
     ::shm_unlink(name.c_str());
     return {};
   }
+  ::close(fd);  // the mapping stays
   // The object is zero-filled; construct the atomics in place, then the
   // constants, magic last.
   auto* h = new (base) ShmHeader{};
@@ -140,7 +148,7 @@ Region Region::create(const std::string& name, std::uint32_t n_workers, std::uin
     new (static_cast<std::uint8_t*>(base) + h->gateways_offset + i * sizeof(GatewayShm)) GatewayShm{};
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kShmMagic;
-  return Region(base, size, fd);
+  return Region(base, size, lock_fd);
 }
 
 Region Region::attach(const std::string& name, std::string& err) {
@@ -187,12 +195,15 @@ void Region::unlink(const std::string& name) noexcept { ::shm_unlink(name.c_str(
 
 // ---- gateway ping results ---------------------------------------------------------
 
-void store_result(GatewayShm& g, const PingResult& r) noexcept {
-  const std::uint64_t gen = g.result_gen.load(std::memory_order_relaxed);
-  g.result_gen.store(gen + 1, std::memory_order_relaxed);  // odd: being written
+bool store_result(GatewayShm& g, const PingResult& r) noexcept {
+  std::uint64_t gen = g.result_gen.load(std::memory_order_relaxed);
+  // Odd: another worker is writing (or died writing) this entry.
+  if ((gen & 1) != 0 || !g.result_gen.compare_exchange_strong(gen, gen + 1, std::memory_order_relaxed))
+    return false;
   std::atomic_thread_fence(std::memory_order_release);
   std::memcpy(&g.result, &r, sizeof r);
   g.result_gen.store(gen + 2, std::memory_order_release);
+  return true;
 }
 
 PingResult load_result(const GatewayShm& g) noexcept {

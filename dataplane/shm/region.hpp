@@ -26,9 +26,9 @@ class Region {
 
   // Create (replacing a stale one of the same name) the region `name`
   // (a POSIX shm name, "/lnetr-..."), initialised and empty.  The creator
-  // holds an exclusive lock on it while the Region lives (the kernel drops
-  // it when the process dies): a region whose creator still runs is not
-  // replaced, so a second dataplane cannot take a live one's name.
+  // holds take_lock(name + ".lock") while the Region lives (the kernel
+  // drops it when the process dies): a region whose creator still runs is
+  // not replaced, so a second dataplane cannot take a live one's name.
   static Region create(const std::string& name, std::uint32_t n_workers, std::uint64_t slot_bytes,
                        std::uint64_t incarnation, std::string& err);
   // Map an existing region; refuses (empty Region, err set) one whose
@@ -54,10 +54,17 @@ class Region {
   int lock_fd_ = -1;  // the creator's: holds the lock
 };
 
-// The seqlock over GatewayShm::result.  The owner worker stores (never
-// blocks); control loads (retries while a store is in progress; a result
-// with seq 0 if the store never ends: its writer died in it).
-void store_result(GatewayShm& g, const PingResult& r) noexcept;
+// An exclusive lock on the POSIX shm object `name` (created empty if need
+// be, never removed): the descriptor holding it, or -1 - with `err` empty
+// when another process holds it, else saying what failed.  The kernel
+// drops the lock when the holder exits, however it exits.
+int take_lock(const std::string& name, std::string& err);
+
+// The seqlock over GatewayShm::result.  Workers store (never block: false,
+// nothing stored, while another store is in progress); control loads
+// (retries while a store is in progress; a result with seq 0 if the store
+// never ends: its writer died in it).
+bool store_result(GatewayShm& g, const PingResult& r) noexcept;
 PingResult load_result(const GatewayShm& g) noexcept;
 
 enum class PublishResult : std::uint8_t {

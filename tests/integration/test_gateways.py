@@ -17,6 +17,7 @@ import os
 import subprocess
 import shutil
 import signal
+import socket
 import tempfile
 import time
 import unittest
@@ -202,6 +203,16 @@ class AsymmetricFailure(GatewayTestCase):
         self.assertEqual(self.forwarded("g1") - g1, 0)
         self.assertGreaterEqual(self.forwarded("g2") - g2, res["ops"])
 
+        # lnetr-control restarted now carries the route on down: G1 is not
+        # used before the new process has checked it.
+        self.ctl.stop(signal.SIGKILL)
+        self.ctl = self.topo.start_control(self.procs, self.cfg["r"])
+        checked = "gateway %s: alive" % self.g1
+        self.assertTrue(self.ctl.wait_stderr_text(lambda text: checked in text, timeout=10), self.ctl.stderr_so_far)
+        self.assertIn("carried on from the published table", self.ctl.stderr_so_far)
+        self.assertNotIn("route tcp2 via %s: up" % self.g1, self.ctl.stderr_so_far)
+        self.assertNotEqual(self.routes()[("tcp2", self.g1)]["state"], "up")
+
         self.topo.set_link("g1", "eth1", True)
         up_line = "route tcp2 via %s: up" % self.g1
         self.assertTrue(self.ctl.wait_stderr_text(lambda text: up_line in text, timeout=15), self.ctl.stderr_so_far)
@@ -290,6 +301,20 @@ class ManagementApi(GatewayTestCase):
             self.assertEqual(res["version"], 1)
         self.assertEqual(self.routes(), before)
         self.assertEqual(self.ok("global show")["global"]["health_sensitivity"], 100)
+
+        # A client that connects and sends nothing holds up nobody else.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as idle:
+            idle.connect(os.path.join(self.dir, "r-control.sock"))
+            start = time.monotonic()
+            self.ok("route show")
+            self.assertLess(time.monotonic() - start, 2)
+        # A second lnetr-control for the same dataplane is refused and
+        # leaves the first one's socket alone.
+        second = self.topo.start_control(self.procs, self.cfg["r"])
+        second.wait(timeout=10)
+        self.assertEqual(second.returncode, 1, second.stderr_so_far)
+        self.assertIn("another lnetr-control already runs", second.stderr_so_far)
+        self.assertEqual(self.routes(), before)
         self.finish()
 
     def test_ping_through_the_dataplane(self):

@@ -35,10 +35,14 @@ Route route(const Nid& gw, Net net, std::uint32_t hops = kHopsUndefined) {
   return r;
 }
 
-PingAnswer answer(std::vector<GatewayNi> nis, std::uint32_t features = ping_feature::ni_status) {
+// A Multi-Rail gateway running discovery (every current Lustre node).
+constexpr std::uint32_t kModern = ping_feature::ni_status | ping_feature::multi_rail | ping_feature::discovery;
+
+PingAnswer answer(std::vector<GatewayNi> nis, std::uint32_t features = kModern) {
   PingAnswer a;
   a.features = features;
   a.nis = std::move(nis);
+  a.nets = summarise(a.nis);
   a.rtt = 250us;
   return a;
 }
@@ -142,11 +146,78 @@ TEST_F(HealthTest, RouteStatesFollowThePingInfo) {
   h.answered(0, answer({{kGw1, false}, {kGw1Far, true}}), t0);
   EXPECT_EQ(h.route_state(multi), RouteState::no_local_ni_up);
   // Routing disabled trumps the NIs.
-  h.answered(0, answer({{kGw1, true}, {kGw1Far, true}}, ping_feature::ni_status | ping_feature::rte_disabled), t0);
+  h.answered(0, answer({{kGw1, true}, {kGw1Far, true}}, kModern | ping_feature::rte_disabled), t0);
   EXPECT_EQ(h.route_state(multi), RouteState::rte_disabled);
   h.answered(0, answer({{kGw1, true}, {kGw1Far, true}}), t0);
   EXPECT_EQ(h.route_state(multi), RouteState::up);
   EXPECT_EQ(h.route_state(route(nid("10.2.0.77@tcp1"), kTcp2)), RouteState::up);  // not watched
+}
+
+TEST_F(HealthTest, AGatewayWithoutDiscoveryGetsTheOlderRule) {
+  const Route hop1 = route(kGw1, kTcp2, 1);
+  h.sent(0, 1, t0);
+  // No NI on tcp2 listed: the hop-1 route is single-hop only under
+  // discovery on both sides.
+  h.answered(0, answer({{kGw1, true}}, ping_feature::ni_status), t0);
+  EXPECT_EQ(h.route_state(hop1), RouteState::up);
+  h.answered(0, answer({{kGw1, true}}, ping_feature::ni_status | ping_feature::multi_rail), t0);
+  EXPECT_EQ(h.route_state(hop1), RouteState::up);
+  h.answered(0, answer({{kGw1, true}}), t0);
+  EXPECT_EQ(h.route_state(hop1), RouteState::remote_ni_down);
+  // Discovery off here: the older rule whatever the gateway runs.
+  HealthParams p = params();
+  p.discovery = false;
+  h.set_params(p);
+  EXPECT_EQ(h.route_state(hop1), RouteState::up);
+  // A far NI listed DOWN is an asymmetric failure under either rule.
+  h.answered(0, answer({{kGw1, true}, {kGw1Far, false}}, ping_feature::ni_status), t0);
+  EXPECT_EQ(h.route_state(hop1), RouteState::remote_ni_down);
+}
+
+TEST_F(HealthTest, ManyNisOnANetAndNetsBeyondWhatIsKept) {
+  const Route multi = route(kGw1, kTcp2);
+  h.sent(0, 1, t0);
+  // 40 NIs on tcp2, only the last UP: the net is up.
+  std::vector<GatewayNi> nis{{kGw1, true}};
+  for (int i = 0; i < 40; ++i) nis.push_back({nid("10.3.1." + std::to_string(i + 1) + "@tcp2"), i == 39});
+  h.answered(0, answer(nis), t0);
+  EXPECT_EQ(h.route_state(multi), RouteState::up);
+  // Nets beyond what was kept: an unlisted net gets the benefit of the doubt.
+  PingAnswer a = answer({{kGw1, true}});
+  a.nets_complete = false;
+  h.answered(0, a, t0);
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2, 1)), RouteState::up);
+  EXPECT_EQ(h.single_hop(multi), SingleHop::yes);
+}
+
+TEST_F(HealthTest, RoutedTrafficRevivesADeadGateway) {
+  h.sent(0, 1, t0);
+  h.expire(t0 + 3s);
+  ASSERT_FALSE(g(0).alive);
+  const auto next = g(0).next_check;
+  EXPECT_TRUE(h.forwarded(0, t0 + 4s));
+  EXPECT_TRUE(g(0).alive);
+  EXPECT_EQ(g(0).reason, GatewayReason::forwarding);
+  EXPECT_EQ(g(0).health, kMaxHealth);
+  EXPECT_EQ(g(0).next_check, next);  // still checked when due
+  EXPECT_FALSE(h.forwarded(0, t0 + 5s));  // alive already: no change
+}
+
+TEST_F(HealthTest, ASeededDeadGatewayStaysDeadUntilItAnswers) {
+  h.seed(0, false);
+  h.seed(1, true);
+  EXPECT_FALSE(g(0).alive);
+  EXPECT_EQ(g(0).reason, GatewayReason::carried_down);
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::gateway_dead);
+  EXPECT_TRUE(g(1).alive);
+  EXPECT_EQ(g(1).reason, GatewayReason::unchecked);
+  EXPECT_TRUE(is_due(0, t0));  // checked at once
+  h.sent(0, 1, t0);
+  EXPECT_TRUE(h.answered(0, answer({{kGw1, true}, {kGw1Far, true}}), t0 + 1ms));
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::up);
+  // Only before the first check.
+  h.seed(0, false);
+  EXPECT_TRUE(g(0).alive);
 }
 
 TEST_F(HealthTest, SetGatewaysKeepsKnownStateAndForgetsTheRest) {

@@ -376,11 +376,18 @@ struct Board {
   void ask(std::uint32_t i) { slots[i].request.fetch_add(1); }
 };
 
+// A board on which `r`'s worker watches gateway `gw` in slot `i`.
+Board watching(Rig& r, std::uint32_t i, const Nid& gw) {
+  Board b;
+  b.assign(i, gw);
+  r.fwd->attach_gateways(b.span());
+  return b;
+}
+
 // The REPLY a gateway sends to `get` with its ping info listing `nis`.
-sock::Rx& ping_reply(Rig& r, const sock::Tx& get, std::initializer_list<PingNi> nis, std::vector<std::uint8_t>& bytes,
+sock::Rx& ping_reply(Rig& r, const sock::Tx& get, const std::vector<PingNi>& list, std::vector<std::uint8_t>& bytes,
                      std::uint32_t features = ping_feature::ni_status | ping_feature::multi_rail) {
-  bytes.assign(512, 0);
-  const std::vector<PingNi> list(nis);
+  bytes.assign(kPingHeaderSize + (list.size() + 1) * kPingNid4EntrySize, 0);
   auto n = encode_ping_info({features, kPidLustre, 3, list}, bytes);
   EXPECT_TRUE(n);
   bytes.resize(n ? *n : 0);
@@ -400,9 +407,7 @@ void deliver(Rig& r, sock::Rx& rx, const std::vector<std::uint8_t>& payload, soc
 
 TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
   Rig r(make_setup());
-  Board b;
-  b.assign(2, kGw1);
-  r.fwd->attach_gateways(b.span());
+  Board b = watching(r, 2, kGw1);
   EXPECT_EQ(r.fwd->send_pings(), 0u);  // assigned, nothing asked yet
   b.ask(2);
   ASSERT_EQ(r.fwd->send_pings(), 1u);
@@ -413,7 +418,7 @@ TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
   EXPECT_TRUE(is_ping(get.hdr));
   EXPECT_EQ(get.hdr.src_nid, kNiB);  // our NI on the gateway's net
   EXPECT_EQ(get.hdr.dest_nid, kGw1);
-  EXPECT_EQ(get.hdr.get().sink_length, 512u);
+  EXPECT_EQ(get.hdr.get().sink_length, kLnetMtu);  // all of it, however many NIs
   EXPECT_EQ(b.slots[2].pings_sent.load(), 1u);
   r.complete();
 
@@ -434,11 +439,71 @@ TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
   r.expect_idle();
 }
 
+TEST(Forwarder, ALongPingReplyIsReadWholeAndSummarisedPerNet) {
+  Rig r(make_setup());
+  Board b = watching(r, 1, kGw1);
+  b.ask(1);
+  ASSERT_EQ(r.fwd->send_pings(), 1u);
+  const sock::Tx get = *r.ports.sent[0].tx;
+  r.complete();
+  // 100 NIs: ours first, then 60 on tcp7 (only the last UP), 39 on tcp8 (all DOWN).
+  std::vector<PingNi> nis{{kGw1, kNiStatusUp}};
+  for (int i = 0; i < 60; ++i) nis.push_back({Nid::make(Net{2, 7}, 0x0a070000u + i), i == 59 ? kNiStatusUp : kNiStatusDown});
+  for (int i = 0; i < 39; ++i) nis.push_back({Nid::make(Net{2, 8}, 0x0a080000u + i), kNiStatusDown});
+  std::vector<std::uint8_t> info;
+  sock::Rx& rx = ping_reply(r, get, nis, info);
+  ASSERT_GT(info.size(), 512u);
+  deliver(r, rx, info, sock::RxVerdict::accept);
+  const shm::PingResult res = shm::load_result(b.slots[1]);
+  ASSERT_EQ(res.outcome, shm::PingOutcome::answered);
+  EXPECT_EQ(res.n_nis, shm::kPingNis);
+  EXPECT_EQ(res.more_nis, 100u - shm::kPingNis);
+  ASSERT_EQ(res.n_nets, 3u);
+  EXPECT_EQ(res.more_nets, 0u);
+  EXPECT_EQ(res.nets[0].net, kGw1.net().to_u32());
+  EXPECT_EQ(res.nets[1].net, (Net{2, 7}.to_u32()));
+  EXPECT_EQ(res.nets[1].listed, 60u);
+  EXPECT_EQ(res.nets[1].up, 1u);
+  EXPECT_EQ(res.nets[2].listed, 39u);
+  EXPECT_EQ(res.nets[2].up, 0u);
+  // One cut off mid-payload gives its buffer back: nothing posted.
+  b.ask(1);
+  r.fwd->send_pings();
+  const sock::Tx again = *r.ports.sent[0].tx;
+  r.complete();
+  sock::Rx& cut = ping_reply(r, again, nis, info);
+  ASSERT_EQ(r.fwd->on_head(cut), sock::RxVerdict::accept);
+  EXPECT_EQ(cut.sink.size(), info.size());
+  r.fwd->on_rx_aborted(cut);
+  EXPECT_EQ(shm::load_result(b.slots[1]).seq, 1u);
+  r.expect_idle();
+}
+
+TEST(Forwarder, RoutedTrafficFromAGatewayIsCountedAsHeard) {
+  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}});
+  Board b = watching(r, 0, kGw1);
+  b.ask(0);
+  r.fwd->send_pings();  // the gateway's peer now points at its entry
+  r.complete();
+  // From a node behind it (source net tcp7): it forwards.
+  sock::Rx& routed = r.head(kGw1, kNiB, kA, 10);
+  routed.hdr.src_nid = nid("10.7.0.5@tcp7");
+  ASSERT_EQ(r.fwd->on_head(routed), sock::RxVerdict::accept);
+  r.fwd->on_received(routed);
+  r.complete();
+  EXPECT_EQ(b.slots[0].heard.load(), 1u);
+  // Its own message (source net its own) is not forwarding.
+  sock::Rx& own = r.head(kGw1, kNiB, kA, 10);
+  ASSERT_EQ(r.fwd->on_head(own), sock::RxVerdict::accept);
+  r.fwd->on_received(own);
+  r.complete();
+  EXPECT_EQ(b.slots[0].heard.load(), 1u);
+  r.expect_idle();
+}
+
 TEST(Forwarder, LateOrForeignGatewayAnswersAreDroppedAndFailuresPosted) {
   Rig r(make_setup());
-  Board b;
-  b.assign(0, kGw1);
-  r.fwd->attach_gateways(b.span());
+  Board b = watching(r, 0, kGw1);
   b.ask(0);
   r.fwd->send_pings();
   const sock::Tx first = *r.ports.sent[0].tx;
@@ -625,6 +690,56 @@ TEST(Forwarder, CrossCptMessagesGoHomeToBeFreed) {
   EXPECT_EQ(p0.buffers_out[PoolClass::small], 0);
   EXPECT_EQ(f0.msgs_in_use(), 0u);
   EXPECT_EQ(shared.counters[1].route_count.get(), 1u);  // counted by the sender
+}
+
+TEST(Forwarder, AReroutedMessageGoesOnThroughItsHome) {
+  // Home 0; its first gateway belongs to worker 1, the other to worker 2.
+  dp::Setup s = make_setup(3);
+  auto on = [](std::uint32_t cpt, std::uint32_t addr) {
+    while (cpt_of(Nid::make(kGw1.net(), addr), 3) != cpt) ++addr;
+    return Nid::make(kGw1.net(), addr);
+  };
+  Nid src = kA;
+  for (std::uint32_t a = 2; cpt_of(src, 3) != 0; ++a) src = Nid::make(kA.net(), 0x0a010000 + a);
+  const Nid gw1 = on(1, 0x0a020100), gw2 = on(2, 0x0a020200);
+  SharedState shared(s.nis.size(), 3);
+  RouteTable routes = make_routes(s, {{Net{2, 7}, gw1, 1, 0}, {Net{2, 7}, gw2, 1, 1}});
+  FakePorts p0, p1, p2;
+  Forwarder f0(0, s, shared, routes.view(), p0), f1(1, s, shared, routes.view(), p1),
+      f2(2, s, shared, routes.view(), p2);
+  sock::Rx rx;
+  rx.from = src;
+  rx.ni = kNiA;
+  rx.hdr.src_nid = src;
+  rx.hdr.dest_nid = nid("10.7.0.5@tcp7");
+  rx.hdr.set(PutFields{});
+  rx.hdr.payload_length = 64;
+  ASSERT_EQ(f0.on_head(rx), sock::RxVerdict::accept);
+  f0.on_received(rx);
+  ASSERT_EQ(p0.posted.size(), 1u);
+  EXPECT_EQ(p0.posted[0].first, 1u);  // to gw1's worker
+  f1.on_ring(p0.posted[0].second);
+  ASSERT_EQ(p1.sent.size(), 1u);
+  EXPECT_EQ(p1.sent[0].to, gw1);
+  f1.on_sent(*p1.sent[0].tx, -ECONNRESET);
+  // Worker 1 chose gw2 but hands the message back home, not to worker 2.
+  ASSERT_EQ(p1.posted.size(), 1u);
+  EXPECT_EQ(p1.posted[0].first, 0u);
+  EXPECT_EQ(p1.posted[0].second.kind, RingItem::Kind::dispatch);
+  f0.on_ring(p1.posted[0].second);
+  ASSERT_EQ(p0.posted.size(), 2u);
+  EXPECT_EQ(p0.posted[1].first, 2u);
+  f2.on_ring(p0.posted[1].second);
+  ASSERT_EQ(p2.sent.size(), 1u);
+  EXPECT_EQ(p2.sent[0].to, gw2);
+  f2.on_sent(*p2.sent[0].tx, 0);
+  ASSERT_EQ(p2.posted.size(), 1u);
+  EXPECT_EQ(p2.posted[0].first, 0u);  // home frees it
+  f0.on_ring(p2.posted[0].second);
+  EXPECT_EQ(f0.msgs_in_use(), 0u);
+  EXPECT_EQ(p0.buffers_out[PoolClass::small], 0);
+  EXPECT_EQ(shared.counters[1].reroutes.get(), 1u);
+  EXPECT_EQ(shared.counters[2].route_count.get(), 1u);
 }
 
 TEST(Forwarder, AnswersPingsWithItsNisAndRoutingState) {

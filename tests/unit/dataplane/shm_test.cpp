@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -276,6 +277,82 @@ TEST_F(Shm, ReadersNeverSeeATornTableWhileControlPublishes) {
   EXPECT_EQ(dp.worker(0).rejected.load(), 0u);
   EXPECT_EQ(dp.worker(0).held_version.load(), kNoVersion);  // released when the reader went
   RecordProperty("busy_retries", static_cast<int>(busy));
+}
+
+TEST_F(Shm, ALockHasOneHolderAtATime) {
+  const std::string lock = name + ".test-lock";
+  std::string err;
+  const int first = take_lock(lock, err);
+  ASSERT_GE(first, 0) << err;
+  EXPECT_EQ(take_lock(lock, err), -1);
+  EXPECT_TRUE(err.empty()) << err;  // held, not failed
+  ::close(first);
+  const int second = take_lock(lock, err);
+  EXPECT_GE(second, 0) << err;
+  ::close(second);
+  Region::unlink(lock);
+}
+
+TEST_F(Shm, AStoreNeverWaitsForAnotherWriter) {
+  Region r = make();
+  GatewayShm& g = r.gateway(kMaxGateways);
+  PingResult res{};
+  res.seq = 3;
+  EXPECT_TRUE(store_result(g, res));
+  g.result_gen.fetch_add(1);  // another worker is storing
+  res.seq = 4;
+  EXPECT_FALSE(store_result(g, res));
+  g.result_gen.fetch_add(1);  // ... and is done
+  EXPECT_EQ(load_result(g).seq, 3u);
+  EXPECT_TRUE(store_result(g, res));
+  EXPECT_EQ(load_result(g).seq, 4u);
+}
+
+TEST_F(Shm, TwoWritersOfOneEntryNeverTearAResult) {
+  // An operator's ping entry: any worker may post to it.  Every field of a
+  // result from writer w, round n, says (w, n).
+  Region dp = make(2);
+  std::string err;
+  Region control = Region::attach(name, err);
+  ASSERT_TRUE(control) << err;
+  GatewayShm& entry = dp.gateway(kMaxGateways + 1);
+  std::atomic<bool> stop{false};
+  std::array<std::atomic<std::uint64_t>, 2> stored{};
+  auto writer = [&](std::uint64_t w) {
+    for (std::uint64_t n = 1; !stop.load(); ++n) {
+      PingResult r{};
+      r.seq = (w << 40) | n;
+      r.features = static_cast<std::uint32_t>(r.seq);
+      r.sent_ns = r.done_ns = static_cast<std::int64_t>(r.seq);
+      r.n_nets = kPingNets;
+      for (auto& e : r.nis) e.status = static_cast<std::uint32_t>(r.seq);
+      for (auto& e : r.nets) e.net = static_cast<std::uint32_t>(r.seq);
+      if (store_result(entry, r)) stored[w].fetch_add(1);
+    }
+  };
+  std::thread a(writer, 1), b(writer, 2);
+  std::uint64_t torn = 0, reads = 0;
+  std::array<bool, 3> seen{};
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < end) {
+    const PingResult r = load_result(control.gateway(kMaxGateways + 1));
+    if (r.seq == 0) continue;
+    ++reads;
+    const auto tag = static_cast<std::uint32_t>(r.seq);
+    bool whole = r.features == tag && r.sent_ns == static_cast<std::int64_t>(r.seq) && r.done_ns == r.sent_ns;
+    for (const auto& e : r.nis) whole = whole && e.status == tag;
+    for (const auto& e : r.nets) whole = whole && e.net == tag;
+    if (!whole) ++torn;
+    if ((r.seq >> 40) <= 2) seen[r.seq >> 40] = true;
+  }
+  stop.store(true);
+  a.join();
+  b.join();
+  EXPECT_EQ(torn, 0u) << "of " << reads << " reads";
+  EXPECT_GT(stored[1].load(), 0u);
+  EXPECT_GT(stored[2].load(), 0u);
+  EXPECT_TRUE(seen[1] || seen[2]);
+  EXPECT_EQ(entry.result_gen.load() % 2, 0u);  // no writer left it mid-store
 }
 
 TEST_F(Shm, GatewayBoardIsSharedAndResultsAreNeverTorn) {
