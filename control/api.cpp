@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 
 #include "control/request.hpp"
 
@@ -60,9 +61,10 @@ void Api::stop() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
   {
-    // Requests under way finish (each has a deadline; pings end when the
-    // service stops).
+    // Requests under way end: their clients are cut off, so none can hold
+    // a thread (and pings end when the service stops).
     std::unique_lock lock(mu_);
+    for (int fd : open_) ::shutdown(fd, SHUT_RDWR);
     idle_.wait(lock, [this] { return active_ == 0; });
   }
   if (listen_fd_ >= 0) {
@@ -78,8 +80,6 @@ void Api::run() {
     if (::poll(&p, 1, 100) <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    timeval tv{kIoSeconds, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     {
       std::lock_guard lock(mu_);
       if (active_ >= kMaxClients) {
@@ -89,25 +89,42 @@ void Api::run() {
         continue;
       }
       ++active_;
+      open_.insert(fd);
     }
-    // Each request on its own thread: a slow client or a long ping holds
-    // up nobody else.
-    std::thread([this, fd] {
-      serve(fd);
-      ::close(fd);
+    auto done = [this, fd] {
       std::lock_guard lock(mu_);
+      open_.erase(fd);
+      ::close(fd);
       --active_;
       idle_.notify_all();
-    }).detach();
+    };
+    // Each request on its own thread: a slow client or a long ping holds
+    // up nobody else.
+    try {
+      std::thread([this, fd, done] {
+        serve(fd);
+        done();
+      }).detach();
+    } catch (const std::system_error&) {
+      done();  // no thread to be had: the client sees the connection close
+    }
   }
 }
 
 void Api::send_all(int fd, const std::string& reply) {
+  // The whole reply within kIoSeconds, however slowly it is read.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kIoSeconds);
   std::size_t off = 0;
   while (off < reply.size()) {
-    const ssize_t n = ::send(fd, reply.data() + off, reply.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // gone, or not reading for kIoSeconds
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;
+    pollfd p{fd, POLLOUT, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return;
+    const ssize_t n = ::send(fd, reply.data() + off, reply.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return;  // gone
     off += static_cast<std::size_t>(n);
   }
 }

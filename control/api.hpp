@@ -2,13 +2,14 @@
 // (the client writes it, then shuts down its sending side), one response
 // document back (control/request.hpp).  Each connection is served on a
 // thread of its own, at most kMaxClients at once (more get EBUSY); a client
-// that has not sent its whole request within kIoSeconds, or does not read
-// the response for as long, is dropped.
+// that has not sent its whole request within kIoSeconds, or has not read
+// the whole response within as long, is dropped.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -47,7 +48,8 @@ class Api {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable idle_;
-  int active_ = 0;  // connections being served
+  int active_ = 0;     // connections being served ...
+  std::set<int> open_;  // ... and their sockets
 };
 
 }  // namespace lnetr::control

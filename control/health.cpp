@@ -122,13 +122,6 @@ bool GatewayHealth::forwarded(std::size_t gw, Clock::time_point) {
   return true;
 }
 
-void GatewayHealth::seed(std::size_t gw, bool alive) {
-  Gateway& g = gateways_[gw];
-  if (g.reason != GatewayReason::unchecked || alive) return;
-  g.alive = false;
-  g.reason = GatewayReason::carried_down;
-}
-
 std::vector<std::size_t> GatewayHealth::expire(Clock::time_point now) {
   std::vector<std::size_t> changed;
   for (std::size_t i = 0; i < gateways_.size(); ++i) {

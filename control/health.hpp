@@ -14,8 +14,7 @@
 // check interval.  An answer makes it alive with full health (a router
 // resets a gateway's health on any reception, §7); so does routed traffic
 // from it (it forwards, so it lives).  Before its first check a gateway
-// counts as alive (check_routers_before_use = 0) - unless a previous
-// lnetr-control left it dead (seed()): then it stays dead until it answers.
+// counts as alive (check_routers_before_use = 0).
 //
 // A route (remote net R, gateway G reached over local net L) is up iff G is
 // alive and, once G answered a ping: G's ping info does not carry
@@ -61,7 +60,6 @@ struct HealthParams {
   X(send_failed, "a ping could not be sent to it (no connection could be made)")        \
   X(bad_reply, "its ping reply did not hold a valid ping info")                         \
   X(connections_failed, "every connection to it failed")                                 \
-  X(carried_down, "dead when lnetr-control restarted (not answered since)")              \
   X(forwarding, "it forwarded traffic to us")
 
 enum class GatewayReason : std::uint8_t {
@@ -164,9 +162,6 @@ class GatewayHealth {
   bool failed(std::size_t gw, GatewayReason why, Clock::time_point now);
   // Routed traffic arrived from it: alive again (a no-op if it was).
   bool forwarded(std::size_t gw, Clock::time_point now);
-  // Before its first check: the state a previous lnetr-control left (dead:
-  // dead until it answers or forwards).
-  void seed(std::size_t gw, bool alive);
   // Outstanding pings older than ping_timeout fail; the gateways whose alive
   // flag changed.
   std::vector<std::size_t> expire(Clock::time_point now);

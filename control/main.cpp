@@ -51,6 +51,12 @@ int run(const std::string& config_path) {
   }
 
   Api api(svc);
+  // However run() returns: requests waiting on the dataplane end first,
+  // then the API (its destructor) stops.
+  struct ShutdownFirst {
+    Service& svc;
+    ~ShutdownFirst() { svc.shutdown(); }
+  } shutdown_first{svc};
   if (!api.open(cfg.control.socket.value, cfg.control.socket_group.value, err)) {
     log("error", err);
     return 1;

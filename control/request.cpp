@@ -8,8 +8,6 @@
 namespace lnetr::control {
 namespace {
 
-using Json = nlohmann::json;
-
 Json scalar(const yaml::Node& n) {
   if (!n.plain) return n.text;
   if (yaml::is_null(n)) return nullptr;
@@ -19,25 +17,32 @@ Json scalar(const yaml::Node& n) {
   const char* end = n.text.data() + n.text.size();
   const auto [p, ec] = std::from_chars(n.text.data(), end, v);
   if (ec == std::errc{} && p == end && !n.text.empty()) return v;
+  double d = 0;
+  const auto [q, ec2] = std::from_chars(n.text.data(), end, d);
+  if (ec2 == std::errc{} && q == end && !n.text.empty() && n.text.find_first_of(".eE") != std::string::npos) return d;
   return n.text;
 }
 
-Json to_json(const yaml::Node& n) {
+}  // namespace
+
+Json json_of(const yaml::Node& n) {
   switch (n.kind) {
     case yaml::Node::Kind::scalar: return scalar(n);
     case yaml::Node::Kind::sequence: {
       Json a = Json::array();
-      for (const yaml::Node& i : n.items) a.push_back(to_json(i));
+      for (const yaml::Node& i : n.items) a.push_back(json_of(i));
       return a;
     }
     case yaml::Node::Kind::mapping: {
       Json o = Json::object();
-      for (const yaml::Entry& e : n.entries) o[e.key] = to_json(e.value);
+      for (const yaml::Entry& e : n.entries) o[e.key] = json_of(e.value);
       return o;
     }
   }
   return nullptr;
 }
+
+namespace {
 
 std::string at(const yaml::Mark& m) { return std::to_string(m.line) + ":" + std::to_string(m.column) + ": "; }
 
@@ -54,7 +59,7 @@ std::variant<Request, RequestError> parse_request(std::string_view text) {
   bool have_version = false;
   for (const yaml::Entry& e : tree.root->entries) {
     if (e.key == "version") {
-      const Json v = to_json(e.value);
+      const Json v = json_of(e.value);
       if (!v.is_number_integer() || v.get<std::int64_t>() != kRequestVersion)
         return RequestError{EPROTO, "request " + at(e.value.mark) + "version " + yaml::describe(e.value) +
                                         " is not spoken here: this lnetr-control speaks version " +
@@ -68,7 +73,7 @@ std::variant<Request, RequestError> parse_request(std::string_view text) {
       if (yaml::is_null(e.value)) continue;
       if (e.value.kind != yaml::Node::Kind::mapping)
         return RequestError{EINVAL, "request " + at(e.value.mark) + "args: expected a mapping, got " + yaml::describe(e.value)};
-      r.args = to_json(e.value);
+      r.args = json_of(e.value);
     } else {
       return RequestError{EINVAL, "request " + at(e.key_mark) + "unknown key '" + e.key + "': expected version, command, args"};
     }
@@ -78,7 +83,7 @@ std::variant<Request, RequestError> parse_request(std::string_view text) {
   return r;
 }
 
-std::string success(const std::string& command, const nlohmann::json& data) {
+std::string success(const std::string& command, const Json& data) {
   Json j = {{"version", kRequestVersion}, {"command", command}, {"errno", 0}, {"data", data}};
   return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }

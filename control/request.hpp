@@ -14,14 +14,20 @@
 #include <string_view>
 #include <variant>
 
+#include "router/yaml_tree.hpp"
+
 namespace lnetr::control {
+
+// Documents keep their keys in the order written (lnetctl's order, which
+// lnetrctl prints).
+using Json = nlohmann::ordered_json;
 
 inline constexpr int kRequestVersion = 1;
 inline constexpr std::size_t kMaxRequestBytes = 1 << 20;
 
 struct Request {
   std::string command;
-  nlohmann::json args = nlohmann::json::object();
+  Json args = Json::object();
 };
 
 struct RequestError {
@@ -31,7 +37,12 @@ struct RequestError {
 
 std::variant<Request, RequestError> parse_request(std::string_view text);
 
-std::string success(const std::string& command, const nlohmann::json& data);
+// A YAML node as a document: plain scalars that read as integers, numbers
+// with a fraction or exponent, booleans or null become those; everything
+// else (quoted scalars, keys) stays a string.
+Json json_of(const yaml::Node& n);
+
+std::string success(const std::string& command, const Json& data);
 std::string failure(const std::string& command, int err, const std::string& descr);
 
 }  // namespace lnetr::control

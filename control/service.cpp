@@ -122,7 +122,8 @@ class Controller {
     for (std::uint32_t i = 0; i < shm::kMaxGateways; ++i) {
       shm::GatewayShm& g = region_.gateway(i);
       if (g.assigned.load() != 0) {
-        down_seen_[i] = g.down_events.load();
+        // A gateway the dataplane has down now is handled at the first step.
+        down_seen_[i] = g.down_events.load() - (g.down.load() != 0 ? 1 : 0);
         heard_seen_[i] = g.heard.load();
       }
     }
@@ -161,18 +162,10 @@ class Controller {
     return true;
   }
 
-  // Attaching to a table that was in use: a gateway every route of which is
-  // down, or that the dataplane has seen fail, stays dead until it answers
-  // (not used meanwhile as a gateway never checked would be).
-  void seed_from_table() {
-    for (std::size_t i = 0; i < health_.gateways().size(); ++i) {
-      const Nid& nid = health_.gateways()[i].nid;
-      bool any_alive = false;
-      for (const Route& r : builder_.routes()) any_alive = any_alive || (r.gateway == nid && r.alive);
-      const bool down = region_.gateway(slot_[i]).down.load() != 0;
-      health_.seed(i, any_alive && !down);
-    }
-  }
+  // Attaching to a table that was in use (and gateways are checked): each
+  // route keeps the state it has there until its gateway's first check,
+  // rather than counting as up as a route through an unchecked gateway does.
+  void hold_carried_states() { hold_carried_ = health_.params().check_interval > Clock::duration::zero(); }
 
   // One round: results, failures, timeouts, due pings, route states.  True
   // if the table changed (publish it).
@@ -188,9 +181,9 @@ class Controller {
         if (s.down.load(std::memory_order_relaxed) != 0)
           gateway_event(i, health_.failed(i, GatewayReason::connections_failed, now));
       }
-      // It forwarded traffic to us.
+      // It forwarded traffic to us (and no connection failed since).
       const std::uint64_t heard = s.heard.load(std::memory_order_relaxed);
-      if (heard != heard_seen_[slot_[i]]) {
+      if (heard != heard_seen_[slot_[i]] && s.down.load(std::memory_order_relaxed) == 0) {
         heard_seen_[slot_[i]] = heard;
         gateway_event(i, health_.forwarded(i, now));
       }
@@ -246,6 +239,10 @@ class Controller {
       if (sh != SingleHop::unknown && sh != r.single_hop) {
         builder_.set_single_hop(r.net, r.gateway, sh);
         changed = true;
+      }
+      if (hold_carried_) {
+        const auto gw = health_.find(r.gateway);
+        if (gw && health_.gateways()[*gw].reason == GatewayReason::unchecked) continue;
       }
       const RouteState st = health_.route_state(r);
       const bool alive = st == RouteState::up;
@@ -321,6 +318,7 @@ class Controller {
   GatewayHealth health_;
   std::vector<std::uint32_t> slot_;                               // per watched gateway: its board slot
   bool unpublished_ = false;  // the last publish gave up: retry on the next step
+  bool hold_carried_ = false;  // routes keep their carried state until their gateway's first check
   std::array<std::uint64_t, shm::kMaxGateways> down_seen_{};   // per slot: down_events handled
   std::array<std::uint64_t, shm::kMaxGateways> heard_seen_{};  // per slot: heard handled
 };
@@ -387,7 +385,7 @@ bool Service::attach(shm::Region region) {
     ctl_.reset();
     return false;
   }
-  if (!from_config) ctl_->seed_from_table();
+  if (!from_config) ctl_->hold_carried_states();
   ctl_->apply_route_states();
   if (!ctl_->publish()) {
     ctl_.reset();
@@ -399,6 +397,8 @@ bool Service::attach(shm::Region region) {
                   std::to_string(builder_->routes().size()) + " route(s), " + origin);
   return true;
 }
+
+std::uint64_t Service::incarnation_locked() const { return ctl_ ? ctl_->region().header().incarnation : 0; }
 
 bool Service::step(Clock::time_point now) {
   std::lock_guard lock(mu_);
@@ -418,7 +418,7 @@ void Service::routes_changed() {
 const std::vector<std::string>& Service::commands() {
   static const std::vector<std::string> names = {
       "route show", "route add",  "route del",   "gateway show", "routing show", "set routing", "net show",
-      "peer show",  "stats show", "buffers show", "global show", "set",          "export",      "import",
+      "peer show",  "stats show", "stats reset", "dataplane show", "buffers show", "global show", "set", "export", "import",
       "ping",
   };
   return names;
@@ -435,6 +435,8 @@ Json Service::handle(const std::string& command, const Json& args) {
   if (command == "net show") return net_show(args);
   if (command == "peer show") return peer_show(args);
   if (command == "stats show") return stats_show(args);
+  if (command == "stats reset") return stats_reset(args);
+  if (command == "dataplane show") return dataplane_show(args);
   if (command == "buffers show") return buffers_show(args);
   if (command == "global show") return global_show(args);
   if (command == "set") return set_tunable(args);
@@ -469,7 +471,7 @@ Json Service::route_show(const Json& args) {
   const auto gw = opt_nid(args, "gateway");
   const auto hop = opt_int(args, "hop", -1, kHopsMax);
   const auto prio = opt_int(args, "priority", 0, 0xffffffffLL);
-  (void)opt_int(args, "verbose", 0, 4);
+  const bool verbose = opt_int(args, "verbose", 0, 4).value_or(0) > 0;
   std::lock_guard lock(mu_);
   Json routes = Json::array();
   if (builder_)
@@ -477,7 +479,8 @@ Json Service::route_show(const Json& args) {
       if ((net && r.net != *net) || (gw && !(r.gateway == *gw)) || (hop && display_hop(r) != *hop) ||
           (prio && r.priority != *prio))
         continue;
-      routes.push_back(route_json(r));
+      // As lnetctl: net and gateway, and with verbose the rest.
+      routes.push_back(verbose ? route_json(r) : Json{{"net", to_string(r.net)}, {"gateway", to_string(r.gateway)}});
     }
   return {{"route", routes}};
 }
@@ -608,11 +611,57 @@ Json Service::set_routing(const Json& args) {
   return {{"routing", {{"enable", r["enable"]}, {"state", r["routing"]}}}};
 }
 
+namespace {
+
+std::string cpt_text(const std::vector<std::uint32_t>& cpts, std::uint32_t n_workers) {
+  std::string t = "[";
+  if (cpts.empty())
+    for (std::uint32_t i = 0; i < n_workers; ++i) t += (i ? "," : "") + std::to_string(i);
+  else
+    for (std::size_t i = 0; i < cpts.size(); ++i) t += (i ? "," : "") + std::to_string(cpts[i]);
+  return t + "]";
+}
+
+// The config NI the dataplane reports as `ni` (by NID, else interface).
+const config::NiConfig* config_ni(const config::NetConfig& n, const Json& ni) {
+  for (const config::NiConfig& c : n.nis)
+    if ((c.nid && to_string(c.nid->value) == ni["nid"].get<std::string>()) ||
+        (!c.nid && c.interface && c.interface->value == ni["interface"].get<std::string>()))
+      return &c;
+  return nullptr;
+}
+
+// A peer's counters summed over the workers that account for it; credits
+// from the worker that owns it (its connections' CPT).
+Json merged_peers(const Json& status) {
+  Json out = Json::array();
+  for (const Json& p : status["peers"]) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const Json& q) { return q["nid"] == p["nid"]; });
+    if (it == out.end()) {
+      out.push_back(p);
+      continue;
+    }
+    for (const char* k : {"send_count", "recv_count", "drop_count"})
+      (*it)[k] = (*it)[k].get<std::uint64_t>() + p[k].get<std::uint64_t>();
+    const auto n = parse_nid(p["nid"].get<std::string>());
+    if (n && cpt_of(*n, static_cast<std::uint32_t>(status["workers"].size())) == p["cpt"].get<std::uint32_t>())
+      for (const char* k : {"cpt", "state", "multi_rail", "max_ni_tx_credits", "available_tx_credits", "min_tx_credits",
+                            "max_rtr_credits", "available_rtr_credits", "min_rtr_credits", "tx_q_num_of_buf",
+                            "rtr_q_num_of_buf"})
+        (*it)[k] = p[k];
+  }
+  return out;
+}
+
+}  // namespace
+
 Json Service::net_show(const Json& args) {
   only(args, {"net", "verbose"});
   const auto net = opt_net(args, "net");
-  (void)opt_int(args, "verbose", 0, 4);
+  const auto verbose = opt_int(args, "verbose", 0, 4).value_or(0);
   const Json st = dataplane("status");
+  const Json peers = verbose ? merged_peers(st) : Json::array();
+  const auto n_workers = static_cast<std::uint32_t>(st["workers"].size());
   Json nets = Json::array();
   for (const config::NetConfig& n : cfg_.nets) {
     if (net && n.net.value != *net) continue;
@@ -620,11 +669,45 @@ Json Service::net_show(const Json& args) {
     for (const Json& ni : st["nis"]) {
       const auto nid = parse_nid(ni["nid"].get<std::string>());
       if (!nid || nid->net() != n.net.value) continue;
-      nis.push_back({{"nid", ni["nid"]},
-                     {"status", ni["status"]},
-                     {"link", ni["link"]},
-                     {"interfaces", {{"0", ni["interface"]}}},
-                     {"tunables", {{"peer_credits", ni["peer_credits"]}, {"credits", ni["credits"]}}}});
+      Json j = {{"nid", ni["nid"]}, {"status", ni["status"]}, {"interfaces", {{"0", ni["interface"]}}}};
+      if (verbose) {
+        // What went through the NI: its peers' messages (every peer on its
+        // net is reached through it).
+        std::uint64_t sent = 0, received = 0, dropped = 0;
+        for (const Json& p : peers) {
+          const auto pn = parse_nid(p["nid"].get<std::string>());
+          if (!pn || pn->net() != n.net.value) continue;
+          sent += p["send_count"].get<std::uint64_t>();
+          received += p["recv_count"].get<std::uint64_t>();
+          dropped += p["drop_count"].get<std::uint64_t>();
+        }
+        j["statistics"] = {{"send_count", sent}, {"recv_count", received}, {"drop_count", dropped}};
+        const config::NiConfig* c = config_ni(n, ni);
+        j["tunables"] = {{"peer_timeout", c ? c->tunables.peer_timeout.value : 0},
+                         {"peer_credits", ni["peer_credits"]},
+                         {"peer_buffer_credits", c ? c->tunables.peer_buffer_credits.value : 0},
+                         {"credits", ni["credits"]}};
+        if (c) {
+          const config::LndTunables& l = c->lnd_tunables;
+          j["lnd tunables"] = n.net.value.type == static_cast<std::uint8_t>(LndType::o2ib)
+                                  ? Json{{"peercredits_hiw", l.peercredits_hiw.value},
+                                         {"map_on_demand", l.map_on_demand.value},
+                                         {"concurrent_sends", l.concurrent_sends.value},
+                                         {"fmr_pool_size", l.fmr_pool_size.value},
+                                         {"fmr_flush_trigger", l.fmr_flush_trigger.value},
+                                         {"fmr_cache", l.fmr_cache.value},
+                                         {"ntx", l.ntx.value},
+                                         {"conns_per_peer", l.conns_per_peer.value},
+                                         {"timeout", l.timeout.value},
+                                         {"tos", l.tos.value}}
+                                  : Json{{"conns_per_peer", l.conns_per_peer.value},
+                                         {"timeout", l.timeout.value},
+                                         {"tos", l.tos.value}};
+          j["CPT"] = cpt_text(c->cpts.value, n_workers);
+        }
+        j["link"] = ni["link"];
+      }
+      nis.push_back(j);
     }
     nets.push_back({{"net type", to_string(n.net.value)}, {"local NI(s)", nis}});
   }
@@ -634,24 +717,96 @@ Json Service::net_show(const Json& args) {
 Json Service::peer_show(const Json& args) {
   only(args, {"nid", "verbose"});
   const auto nid = opt_nid(args, "nid");
-  (void)opt_int(args, "verbose", 0, 4);
+  const auto verbose = opt_int(args, "verbose", 0, 4).value_or(0);
   const Json st = dataplane("status");
   Json peers = Json::array();
-  for (const Json& p : st["peers"]) {
+  for (const Json& p : merged_peers(st)) {
     if (nid && p["nid"].get<std::string>() != to_string(*nid)) continue;
-    Json ni = p;
-    peers.push_back({{"primary nid", p["nid"]}, {"Multi-Rail", false}, {"peer ni", Json::array({ni})}});
+    Json ni = {{"nid", p["nid"]}, {"state", p["state"]}};
+    if (verbose) {
+      for (const char* k : {"max_ni_tx_credits", "available_tx_credits", "min_tx_credits", "tx_q_num_of_buf",
+                            "max_rtr_credits", "available_rtr_credits", "min_rtr_credits", "rtr_q_num_of_buf", "cpt"})
+        ni[k] = p[k];
+      ni["statistics"] = {{"send_count", p["send_count"]}, {"recv_count", p["recv_count"]}, {"drop_count", p["drop_count"]}};
+    }
+    peers.push_back({{"primary nid", p["nid"]}, {"Multi-Rail", p["multi_rail"]}, {"peer ni", Json::array({ni})}});
   }
+  if (nid && peers.empty()) throw ApiError{ENOENT, "no peer " + to_string(*nid) + " (the router has not exchanged a message with it)"};
   return {{"peer", peers}};
 }
 
-Json Service::stats_show(const Json& args) {
-  only(args, {});
+// Counters as `stats show` reports them: the dataplane's, less what they
+// were at the last `stats reset` of the same dataplane run (the dataplane's
+// own counters and the Prometheus series never go back).
+Json Service::stats_now() const {
   const Json st = dataplane("status");
   Json s = st["statistics"];
   s["drops"] = st["drops"];
   s["socklnd"] = st["socklnd"];
+  return s;
+}
+
+Json Service::stats_show(const Json& args) {
+  only(args, {});
+  Json s = stats_now();
+  std::lock_guard lock(mu_);
+  if (!stats_base_.is_null() && stats_base_incarnation_ == incarnation_locked()) subtract(s, stats_base_);
   return {{"statistics", s}};
+}
+
+Json Service::stats_reset(const Json& args) {
+  only(args, {});
+  Json s = stats_now();
+  std::lock_guard lock(mu_);
+  stats_base_ = std::move(s);
+  stats_base_incarnation_ = incarnation_locked();
+  log("info", "statistics reset by request");
+  return {{"statistics", "reset"}};
+}
+
+void Service::subtract(Json& now, const Json& base) {
+  for (auto it = now.begin(); it != now.end(); ++it) {
+    if (!base.contains(it.key())) continue;
+    const Json& b = base[it.key()];
+    if (it->is_object() && b.is_object()) {
+      subtract(*it, b);
+    } else if (it->is_number_unsigned() && b.is_number_unsigned()) {
+      const auto v = it->get<std::uint64_t>(), w = b.get<std::uint64_t>();
+      *it = v >= w ? v - w : v;  // counters that went back started again
+    }
+  }
+}
+
+// The dataplane's workers, ports and rings (lnetr's own).
+Json Service::dataplane_show(const Json& args) {
+  only(args, {});
+  const Json st = dataplane("status");
+  Json workers = Json::array();
+  for (const Json& w : st["workers"]) {
+    const auto loops = w["loops"].get<std::uint64_t>(), busy = w["busy_loops"].get<std::uint64_t>();
+    workers.push_back({{"cpt", w["cpt"]},
+                       {"core", w["core"]},
+                       {"busy_ratio", loops ? static_cast<double>(busy) / static_cast<double>(loops) : 0.0},
+                       {"loops", loops},
+                       {"busy_loops", busy},
+                       {"ring_size", w["ring_size"]},
+                       {"ring_backlog", w["ring_backlog"]},
+                       {"conns_opened", w["conns_opened"]},
+                       {"rx_msgs", w["rx_msgs"]},
+                       {"tx_msgs", w["tx_msgs"]},
+                       {"route_version", w["route_version"]}});
+  }
+  Json ports = Json::array();
+  for (const Json& ni : st["nis"])
+    ports.push_back({{"nid", ni["nid"]}, {"interface", ni["interface"]}, {"transport", "socket"}, {"link", ni["link"]},
+                     {"status", ni["status"]}});
+  std::lock_guard lock(mu_);
+  return {{"dataplane",
+           {{"shm_name", cfg_.dataplane.shm_name.value},
+            {"incarnation", incarnation_locked()},
+            {"routing", st["routing"]["state"]},
+            {"workers", workers},
+            {"ports", ports}}}};
 }
 
 Json Service::buffers_show(const Json& args) {
@@ -685,7 +840,13 @@ Json Service::global_show(const Json& args) {
 
 // The tunables lnetr-control applies at run time.
 Json Service::set_tunable(const Json& args) {
-  only(args, {"health_sensitivity", "alive_router_check_interval", "router_ping_timeout"});
+  only(args, {"health_sensitivity", "alive_router_check_interval", "router_ping_timeout", "tiny_buffers",
+              "small_buffers", "large_buffers"});
+  for (const char* pool : {"tiny_buffers", "small_buffers", "large_buffers"})
+    if (args.contains(pool))
+      throw ApiError{EOPNOTSUPP, std::string(pool) + " cannot change at run time: lnetr-dataplane sizes its router buffer "
+                                                     "pools when it starts; set buffers: in its configuration file "
+                                                     "and restart it"};
   const auto sens = opt_int(args, "health_sensitivity", 0, kSensitivityMax);
   const auto check = opt_int(args, "alive_router_check_interval", 0, 0x7fffffff);
   const auto timeout = opt_int(args, "router_ping_timeout", 1, 0x7fffffff);
@@ -703,9 +864,27 @@ Json Service::set_tunable(const Json& args) {
   return {{"global", out}};
 }
 
+// As `lnetctl export`: the running configuration with its state (NI
+// status and statistics, route state and type, per-CPT buffer pools);
+// `backup` keeps only what recreates the configuration.
 Json Service::export_config(const Json& args) {
   only(args, {"backup"});
-  (void)opt_int(args, "backup", 0, 1);
+  if (opt_int(args, "backup", 0, 1).value_or(0) == 0) {
+    // Only lnetctl's keys: what lnetr adds (NI link, route reason, the
+    // dataplane's check intervals) is not part of the format.
+    Json out = net_show({{"verbose", 1}});
+    for (Json& n : out["net"])
+      for (Json& ni : n["local NI(s)"]) ni.erase("link");
+    out["route"] = route_show({{"verbose", 1}})["route"];
+    for (Json& r : out["route"]) r.erase("reason");
+    const Json routing = routing_show({});
+    out["routing"] = routing["routing"];
+    out["buffers"] = routing["buffers"];
+    out["global"] = global_show({})["global"];
+    out["global"].erase("alive_router_check_interval");
+    out["global"].erase("router_ping_timeout");
+    return out;
+  }
   Json routing = dataplane("status")["routing"];
   std::lock_guard lock(mu_);
   Json nets = Json::array();

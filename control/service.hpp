@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "control/health.hpp"
+#include "control/request.hpp"
 #include "dataplane/shm/region.hpp"
 #include "router/config.hpp"
 #include "router/route_table.hpp"
 
 namespace lnetr::control {
 
-using Json = nlohmann::json;
 
 inline constexpr int kApiVersion = 1;
 
@@ -83,6 +83,11 @@ class Service {
   Json net_show(const Json& args);
   Json peer_show(const Json& args);
   Json stats_show(const Json& args);
+  Json stats_reset(const Json& args);
+  Json stats_now() const;  // the dataplane's counters as stats show gives them
+  Json dataplane_show(const Json& args);
+  static void subtract(Json& now, const Json& base);
+  std::uint64_t incarnation_locked() const;
   Json buffers_show(const Json& args);
   Json global_show(const Json& args);
   Json set_tunable(const Json& args);
@@ -96,6 +101,9 @@ class Service {
   Json dataplane(const std::string& line) const;  // a request on its control socket
 
   std::atomic<bool> stopping_{false};
+  // `stats reset`: the counters then, and of which dataplane run.
+  Json stats_base_;
+  std::uint64_t stats_base_incarnation_ = 0;
   mutable std::mutex mu_;
   config::Config cfg_;
   HealthParams params_;

@@ -318,6 +318,8 @@ std::string Control::status() {
       copy.send_count = p->send_count;
       copy.recv_count = p->recv_count;
       copy.drop_count = p->drop_count;
+      copy.tx_wait.count = p->tx_wait.count;
+      copy.rtr_wait.count = p->rtr_wait.count;
       v.peers.push_back(copy);
     }
     v.sock = w.node().stats();
@@ -362,6 +364,8 @@ std::string Control::status() {
       credits(j, "tx", p.tx);
       j.key("max_rtr_credits").value(static_cast<std::int64_t>(p.rtr.max));
       credits(j, "rtr", p.rtr);
+      j.key("tx_q_num_of_buf").value(static_cast<std::uint64_t>(p.tx_wait.count));
+      j.key("rtr_q_num_of_buf").value(static_cast<std::uint64_t>(p.rtr_wait.count));
       j.key("send_count").value(p.send_count).key("recv_count").value(p.recv_count);
       j.key("drop_count").value(p.drop_count);
       j.end_object();
@@ -424,6 +428,16 @@ std::string Control::status() {
     const WorkerCounters& c = shared_.counters[w];
     j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w)).key("core").value(static_cast<std::uint64_t>(setup_.cores[w]));
     j.key("loops").value(c.loops.get()).key("busy_loops").value(c.busy_loops.get());
+    // Its inbound rings: capacity each, and what waits in them now.
+    std::uint64_t backlog = 0, ring_size = 0;
+    for (std::uint32_t from = 0; from < fabric_.n; ++from) {
+      if (from == w) continue;
+      backlog += rte_ring_count(fabric_.ring(from, w));
+      ring_size = rte_ring_get_capacity(fabric_.ring(from, w));
+    }
+    j.key("ring_size").value(ring_size).key("ring_backlog").value(backlog);
+    j.key("conns_opened").value(views[w].sock.conns_accepted + views[w].sock.conns_connected);
+    j.key("rx_msgs").value(views[w].sock.rx_msgs).key("tx_msgs").value(views[w].sock.tx_msgs);
     // The route snapshot it forwards with (shared memory, dataplane.shm_name).
     const shm::WorkerShm& ws = region_.worker(w);
     j.key("route_version").value(ws.held_version.load(std::memory_order_relaxed));

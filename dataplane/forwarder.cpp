@@ -164,12 +164,15 @@ sock::RxVerdict Forwarder::take_ping_reply(sock::Rx& rx) {
 // The payload a ping reply of `length` bytes was read into.
 ByteSpan Forwarder::ping_reply_bytes(RouterMsg* m, std::uint32_t length) {
   auto it = long_replies_.find(m);
-  if (it == long_replies_.end()) return ByteSpan(m->inline_.data(), std::min<std::size_t>(length, m->inline_.size()));
+  if (it == long_replies_.end() || it->second.size() != length)
+    return ByteSpan(m->inline_.data(), std::min<std::size_t>(length, m->inline_.size()));
   return ByteSpan(it->second.data(), it->second.size());
 }
 
 void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info) {
   shm::GatewayShm& g = board_[m->ping_slot];
+  // An operator's ping entry may have been handed on while this was read.
+  if (m->ping_slot >= shm::kMaxGateways && g.request.load(std::memory_order_acquire) != m->ping_seq) return;
   shm::PingResult r{};
   r.seq = m->ping_seq;
   r.outcome = outcome;
@@ -472,7 +475,8 @@ std::size_t Forwarder::own_ping_info(MutableByteSpan out) const {
   std::size_t n = 0;
   for (std::size_t i = 0; i < ni_nids_.size() && n < std::size(nis); ++i)
     nis[n++] = {ni_nids_[i], shared_.ni[i].up(now, timeout) ? kNiStatusUp : kNiStatusDown};
-  std::uint32_t features = ping_feature::ni_status | ping_feature::multi_rail | ping_feature::discovery;
+  std::uint32_t features = ping_feature::ni_status | ping_feature::multi_rail;
+  if (setup_.discovery) features |= ping_feature::discovery;
   if (advertises_disabled(shared_.routing.load(std::memory_order_relaxed))) features |= ping_feature::rte_disabled;
   auto size = encode_ping_info({features, kPidLustre, 1, std::span(nis, n)}, out);
   return size ? *size : 0;

@@ -89,6 +89,8 @@ class Forwarder final : public sock::Upper {
   const std::vector<Credits>& ni_credits() const noexcept { return ni_tx_; }
   // Descriptors not on the free list (in flight, waiting or owed a reply).
   std::size_t msgs_in_use() const noexcept { return msgs_allocated_ - msgs_free_; }
+  // Long ping replies being read.
+  std::size_t long_replies() const noexcept { return long_replies_.size(); }
 
  private:
   // Receive side (home).

@@ -161,9 +161,11 @@ int run(const Setup& setup) {
   // connections; round up to a power of two.
   std::uint32_t per_cpt = 0;
   for (std::uint32_t b : setup.buffers) per_cpt += std::max<std::uint32_t>(b / n, 1);
-  const std::uint32_t ring_size = rte_align32pow2(2 * per_cpt + 1024);
+  // (An rte_ring of size N holds N - 1.)
+  const std::uint32_t ring_size = rte_align32pow2(2 * per_cpt + 1024 + 1);
   Fabric fabric;
   fabric.n = n;
+  fabric.message_room = 2 * per_cpt;
   fabric.rings.assign(std::size_t{n} * n, nullptr);
   for (std::uint32_t from = 0; from < n; ++from) {
     for (std::uint32_t to = 0; to < n; ++to) {

@@ -51,6 +51,7 @@ struct Setup {
 
   sock::Options sock;
   std::chrono::seconds alive_router_check_interval{60};
+  bool discovery = true;  // global.discovery: our ping info says we run it
   std::chrono::seconds router_ping_timeout{50};
 
   std::uint32_t ncpts() const noexcept { return static_cast<std::uint32_t>(cores.size()); }

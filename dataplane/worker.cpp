@@ -86,6 +86,14 @@ bool Worker::init(std::string& err) {
         setup_.sock, nis, incarnation_, poller_, [this](sock::Accepted&& a) {
           const std::uint32_t owner = cpt_of(a.hello.src_nid, fabric_.n);
           if (owner == index_) return node_->adopt(std::move(a));
+          // Only into the ring's spare room: the rest is for messages,
+          // whose posts must never fail.
+          if (rte_ring_free_count(fabric_.ring(index_, owner)) <= fabric_.message_room) {
+            log_warn("worker %u: CPT %u is not taking connections fast enough: closing one from %s",
+                        index_, owner, to_string(a.hello.src_nid).c_str());
+            ::close(a.fd);
+            return;
+          }
           auto* moved = new sock::Accepted(std::move(a));
           if (!push(owner, {RingItem::Kind::accepted, moved})) {
             ::close(moved->fd);
@@ -194,7 +202,8 @@ int Worker::send(const Nid& next_hop, sock::Tx& tx) { return node_->send(next_ho
 void Worker::resume(sock::Rx& rx) { node_->resume(rx); }
 
 void Worker::post(std::uint32_t worker, const RingItem& item) {
-  // Rings hold every message a worker can have in flight: never full.
+  // A ring keeps room for every message homed at either end (accepted
+  // connections use only what is left): never full.
   if (!push(worker, item)) std::abort();
 }
 

@@ -41,6 +41,9 @@ struct Fabric {
   std::vector<rte_ring*> rings;      // rings[from * n + to], SPSC
   std::vector<rte_ring*> commands;   // control -> worker i
   std::vector<Worker*> workers;
+  // Ring entries kept for messages (those homed at the ring's two ends);
+  // accepted connections take only the rest.
+  std::uint32_t message_room = 0;
   rte_ring* ring(std::uint32_t from, std::uint32_t to) const noexcept { return rings[from * n + to]; }
 };
 

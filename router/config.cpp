@@ -157,7 +157,9 @@ class Checker {
                                           net_name + " (" + position(*it->second) + ")");
       }
       for (std::uint32_t cpt : ni.cpts.value) {
-        if (cpt >= ncpt) {
+        // A fragment without dataplane.cores is checked against the running
+        // router's CPTs by whoever applies it, not against the default.
+        if (cpt >= ncpt && !(opt_.fragment && !cfg_.dataplane.cores.given())) {
           error(ni.cpts.source, "CPT " + std::to_string(cpt) + " does not exist: dataplane.cores gives " +
                                     std::to_string(ncpt) + (ncpt == 1 ? " CPT" : " CPTs") + " (0.." +
                                     std::to_string(ncpt - 1) + ")");

@@ -30,7 +30,8 @@ std::uint64_t array_bytes(std::size_t n) noexcept {
 
 int take_lock(const std::string& name, std::string& err) {
   err.clear();
-  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // Read-only is enough to lock, so whoever created it, anyone may lock it.
+  const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     err = sys_error("cannot open lock", name);
     return -1;

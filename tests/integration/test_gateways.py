@@ -82,7 +82,7 @@ class GatewayTestCase(PeerTestCase):
         return res["data"]
 
     def routes(self):
-        return {(r["net"], r["gateway"]): r for r in self.ok("route show")["route"]}
+        return {(r["net"], r["gateway"]): r for r in self.ok("route show", {"verbose": 1})["route"]}
 
     def status(self, name):
         return control_request(os.path.join(self.dir, name + ".sock"), "status")

@@ -203,23 +203,6 @@ TEST_F(HealthTest, RoutedTrafficRevivesADeadGateway) {
   EXPECT_FALSE(h.forwarded(0, t0 + 5s));  // alive already: no change
 }
 
-TEST_F(HealthTest, ASeededDeadGatewayStaysDeadUntilItAnswers) {
-  h.seed(0, false);
-  h.seed(1, true);
-  EXPECT_FALSE(g(0).alive);
-  EXPECT_EQ(g(0).reason, GatewayReason::carried_down);
-  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::gateway_dead);
-  EXPECT_TRUE(g(1).alive);
-  EXPECT_EQ(g(1).reason, GatewayReason::unchecked);
-  EXPECT_TRUE(is_due(0, t0));  // checked at once
-  h.sent(0, 1, t0);
-  EXPECT_TRUE(h.answered(0, answer({{kGw1, true}, {kGw1Far, true}}), t0 + 1ms));
-  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::up);
-  // Only before the first check.
-  h.seed(0, false);
-  EXPECT_TRUE(g(0).alive);
-}
-
 TEST_F(HealthTest, SetGatewaysKeepsKnownStateAndForgetsTheRest) {
   h.sent(0, 1, t0);
   h.expire(t0 + 3s);

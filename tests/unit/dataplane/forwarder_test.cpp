@@ -138,6 +138,7 @@ struct Rig {
     for (const auto& c : fwd->ni_credits()) EXPECT_EQ(c.cur, c.max);
     for (const auto& [c, n] : ports.buffers_out) EXPECT_EQ(n, 0) << kPoolNames[static_cast<std::size_t>(c)];
     EXPECT_EQ(fwd->msgs_in_use(), 0u);
+    EXPECT_EQ(fwd->long_replies(), 0u);
   }
 };
 
@@ -474,7 +475,9 @@ TEST(Forwarder, ALongPingReplyIsReadWholeAndSummarisedPerNet) {
   sock::Rx& cut = ping_reply(r, again, nis, info);
   ASSERT_EQ(r.fwd->on_head(cut), sock::RxVerdict::accept);
   EXPECT_EQ(cut.sink.size(), info.size());
+  EXPECT_EQ(r.fwd->long_replies(), 1u);
   r.fwd->on_rx_aborted(cut);
+  EXPECT_EQ(r.fwd->long_replies(), 0u);
   EXPECT_EQ(shm::load_result(b.slots[1]).seq, 1u);
   r.expect_idle();
 }

@@ -451,6 +451,17 @@ TEST(ConfigDefaults, MainCoreSkipsWorkerCores) {
   EXPECT_EQ(e.dataplane.effective_main_core(2), 0u);  // every CPU has a worker
 }
 
+TEST(ConfigDefaults, AFragmentsCptsAreNotCheckedAgainstDefaultCores) {
+  const std::string ni = "net:\n  - net type: tcp\n    local NI(s):\n      - nid: 10.0.0.1@tcp\n        CPT: \"[0,1]\"\n";
+  const auto c = load_ok(ni, {.fragment = true}).config;
+  EXPECT_THAT(c.nets[0].nis[0].cpts.value, ElementsAre(0u, 1u));
+  // A whole file, or a fragment that says how many cores, is checked.
+  const auto whole = load_config(ni, "t.yaml");
+  EXPECT_FALSE(whole);
+  const auto named = load_config(ni + "dataplane:\n  cores: [0]\n", "t.yaml", {.fragment = true});
+  EXPECT_FALSE(named);
+}
+
 TEST(ConfigDefaults, MultiRailSpellings) {
   const auto c = load_ok(std::string(kOneNet) +
                          "peer:\n"
