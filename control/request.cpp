@@ -17,6 +17,9 @@ Json scalar(const yaml::Node& n) {
   const char* end = n.text.data() + n.text.size();
   const auto [p, ec] = std::from_chars(n.text.data(), end, v);
   if (ec == std::errc{} && p == end && !n.text.empty()) return v;
+  std::uint64_t u = 0;
+  const auto [pu, ecu] = std::from_chars(n.text.data(), end, u);
+  if (ecu == std::errc{} && pu == end && !n.text.empty()) return u;
   double d = 0;
   const auto [q, ec2] = std::from_chars(n.text.data(), end, d);
   if (ec2 == std::errc{} && q == end && !n.text.empty() && n.text.find_first_of(".eE") != std::string::npos) return d;

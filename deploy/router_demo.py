@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
 from lnetr_router import Router, Topology, brw, parse_metrics, scrape_metrics  # noqa: E402
-from lnetr_test import Processes, parse_yaml, peer_binary  # noqa: E402
+from lnetr_test import Processes, build_dir, parse_yaml, peer_binary  # noqa: E402
 
 METRICS = "127.0.0.1:9798"  # inside namespace r
 LOADS = [  # (op, size, concurrency)
@@ -34,6 +34,13 @@ LOADS = [  # (op, size, concurrency)
 
 def say(text=""):
     print(text, flush=True)
+
+
+def lnetrctl(topo, router, *args):
+    """Run lnetrctl in the router's namespace: (returncode, what it printed)."""
+    binary = os.environ.get("LNETR_LNETRCTL") or os.path.join(build_dir(), "cli", "lnetrctl", "lnetrctl")
+    cp = topo.host("r").run([binary, "--socket", router.api_sock] + list(args))
+    return cp.returncode, cp.stdout + cp.stderr
 
 
 def demo(args, topo, procs, workdir):
@@ -74,15 +81,10 @@ def demo(args, topo, procs, workdir):
             target, rtts[len(rtts) // 2], len(rtts), first["features"],
             ", ".join("%s %s" % kv for kv in first["status"].items())))
 
-    say("\n== ping (from the router, through lnetr-control's management API)")
-    res = router.api("ping", {"nid": topo.b_nid, "timeout": 5})  # the client runs only while it has work
-    if res["errno"] != 0:
-        say("ping %s failed: %s" % (topo.b_nid, res["descr"]))
-        failures += 1
-    else:
-        p = res["data"]["ping"][0]
-        say("%-18s rtt %7.1f us  Multi-Rail %s  NIs %s" % (topo.b_nid, p["rtt_us"], p["Multi-Rail"], ", ".join(
-            "%s %s" % (n["nid"], n["status"]) for n in p["peer_ni"])))
+    say("\n== lnetrctl ping (from the router, through lnetr-control)")
+    rc, out = lnetrctl(topo, router, "ping", topo.b_nid, "--timeout", "5")  # the client runs only while it has work
+    say(out.rstrip())
+    failures += rc != 0
 
     say("\n== brw through the router, %g s each" % args.duration)
     say("%-6s %8s %5s %9s %11s %9s %9s %9s %7s" % ("op", "size", "conc", "ops", "messages/s", "MB/s",
@@ -123,6 +125,10 @@ def demo(args, topo, procs, workdir):
         say("peer %-18s tx credits %d/%d min %d, router credits %d/%d min %d" % (
             p["nid"], p["available_tx_credits"], p["max_ni_tx_credits"], p["min_tx_credits"],
             p["available_rtr_credits"], p["max_rtr_credits"], p["min_rtr_credits"]))
+    say("\n== lnetrctl peer show -v --nid %s" % topo.a_nid)
+    rc, out = lnetrctl(topo, router, "peer", "show", "-v", "--nid", topo.a_nid)
+    say(out.rstrip())
+    failures += rc != 0
     if problems:
         say("NOT at rest: " + "; ".join(problems))
         failures += 1

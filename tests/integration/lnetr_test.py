@@ -244,6 +244,8 @@ def _scalar(s):
     s = s.strip()
     if s == "" or s == "~" or s == "null":
         return None
+    if s in ("[]", "{}"):  # empty flow collections
+        return [] if s == "[]" else {}
     if s.startswith("! "):  # libyaml's non-specific tag (lnetctl prints it)
         s = s[2:].strip()
     if len(s) >= 2 and s[0] == "'" and s[-1] == "'":

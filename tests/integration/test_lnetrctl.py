@@ -1,0 +1,311 @@
+"""lnetrctl against a real lnetr-control and lnetr-dataplane in network
+namespaces: every verb with its YAML (and JSON) output parsed, errors and
+exit codes, the export/import round trip onto a fresh router, top, and the
+interactive shell driven through a real pseudo-terminal.
+
+    a: peer 10.N.1.2@tcp -- r: lnetr-dataplane + lnetr-control -- b: peer 10.N.2.3@tcp1
+"""
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import time
+import unittest
+
+from lnetr_test import build_dir, parse_yaml
+from test_router import RouterTestCase
+
+
+def lnetrctl_binary():
+    return os.environ.get("LNETR_LNETRCTL") or os.path.join(build_dir(), "cli", "lnetrctl", "lnetrctl")
+
+
+class LnetrctlTestCase(RouterTestCase):
+
+    def setUp(self):
+        super().setUp()
+        if not os.access(lnetrctl_binary(), os.X_OK):
+            self.fail("lnetrctl not found at %s" % lnetrctl_binary())
+        self.ctl, err = self.router.start_control(self.procs)
+        if err:
+            self.fail(err)
+
+    def cli(self, *args, stdin=None, timeout=60):
+        """Run lnetrctl in r with `args`: (returncode, stdout, stderr)."""
+        cp = self.topo.host("r").run([lnetrctl_binary(), "--socket", self.router.api_sock] + list(args),
+                                     timeout=timeout) if stdin is None else subprocess.run(
+            ["ip", "netns", "exec", self.topo.ns["r"], lnetrctl_binary(), "--socket", self.router.api_sock] +
+            list(args), input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        return cp.returncode, cp.stdout, cp.stderr
+
+    def yaml(self, *args):
+        """A command that must succeed; its YAML output parsed."""
+        rc, out, err = self.cli(*args)
+        self.assertEqual(rc, 0, "%s: %s%s" % (args, out, err))
+        try:
+            return parse_yaml(out)
+        except ValueError as e:
+            self.fail("unparsable YAML from %s (%s):\n%s" % (args, e, out))
+
+    def json(self, *args):
+        rc, out, err = self.cli(*(args + ("--json",)))
+        self.assertEqual(rc, 0, "%s: %s%s" % (args, out, err))
+        return json.loads(out)
+
+    def error(self, args, rc, action, obj, errno, needle):
+        """A command that must fail as lnetctl reports failures."""
+        got, out, err = self.cli(*args)
+        self.assertEqual(got, rc, "%s: %s%s" % (args, out, err))
+        doc = parse_yaml(err)
+        item = doc[action][0][obj]
+        self.assertEqual(item["errno"], -errno, err)
+        self.assertIn(needle, item["descr"])
+
+    def routes(self):
+        return {(r["net"], r["gateway"]): r for r in self.json("route", "show", "-v")["route"]}
+
+    def brw(self, duration=1):
+        """A short write load from a to b through the router; its results."""
+        json_path = os.path.join(self.dir, "load.json")
+        rc, doc, cp = self.peer("a", ["brw", self.topo.b_nid, "--op", "write", "--size", "4096", "--concurrency",
+                                      "4", "--duration", str(duration), "--json", json_path])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        with open(json_path) as f:
+            return json.load(f)
+
+
+class Verbs(LnetrctlTestCase):
+
+    def test_show_verbs_print_lnetctl_yaml_and_json(self):
+        b = self.server("b")
+        self.brw()
+        t = self.topo
+        nets = self.yaml("net", "show")["net"]
+        self.assertEqual([n["net type"] for n in nets], ["tcp", "tcp1"])
+        ni = nets[0]["local NI(s)"][0]
+        self.assertEqual((ni["nid"], ni["status"], ni["interfaces"]["0"]), (t.ra_nid, "up", t.if_ra))
+        self.assertNotIn("statistics", ni)
+        ni = self.yaml("net", "show", "-v", "--net", "tcp")["net"][0]["local NI(s)"][0]
+        self.assertGreater(ni["statistics"]["recv_count"], 0)
+        self.assertEqual(ni["tunables"]["peer_credits"], 8)
+        self.assertEqual(ni["CPT"], "[0,1]")
+        self.assertEqual(self.json("net", "show", "--net", "tcp1")["net"][0]["local NI(s)"][0]["nid"], t.rb_nid)
+
+        routing = self.yaml("routing", "show")
+        self.assertEqual([list(c)[0] for c in routing["routing"][:2]], ["cpt[0]", "cpt[1]"])
+        self.assertEqual(routing["routing"][0]["cpt[0]"]["small"]["nbuffers"], 128)
+        self.assertEqual(routing["routing"][2]["enable"], 1)
+        self.assertEqual(routing["buffers"], {"tiny": 128, "small": 256, "large": 32})
+
+        peers = {p["primary nid"]: p for p in self.yaml("peer", "show")["peer"]}
+        self.assertEqual(set(peers), {t.a_nid, t.b_nid})
+        self.assertEqual(peers[t.b_nid]["peer ni"][0], {"nid": t.b_nid, "state": "up"})
+        peer = self.yaml("peer", "show", "-v", "--nid", t.a_nid)["peer"][0]["peer ni"][0]
+        self.assertEqual(peer["max_ni_tx_credits"], 8)
+        self.assertEqual(peer["available_rtr_credits"], 8)
+        self.assertGreater(peer["statistics"]["recv_count"], 100)
+        self.error(("peer", "show", "--nid", "10.9.9.9@tcp"), 1, "show", "peer", 2, "no peer 10.9.9.9@tcp")
+
+        stats = self.yaml("stats", "show")["statistics"]
+        self.assertGreater(stats["route_count"], 100)
+        self.assertEqual(stats["drop_count"], 0)
+        self.assertEqual(self.cli("stats", "reset"), (0, "", ""))
+        self.assertLess(self.yaml("stats", "show")["statistics"]["route_count"], 100)
+
+        g = self.yaml("global", "show")["global"]
+        self.assertEqual((g["health_sensitivity"], g["discovery"]), (100, 1))
+        workers = self.yaml("dataplane", "show")["dataplane"]["workers"]
+        self.assertEqual([w["cpt"] for w in workers], [0, 1])
+        self.assertTrue(all(0 <= w["busy_ratio"] <= 1 and w["ring_size"] > 0 for w in workers), workers)
+        self.assertEqual(len(self.json("buffers", "show")["buffers"]), 2)
+
+        res = self.yaml("ping", t.b_nid, t.ra_nid)["ping"]
+        self.assertEqual([r["primary nid"] for r in res], [t.b_nid, t.ra_nid])
+        self.error(("ping", "10.%s.2.99@tcp1" % t.b_ip.split(".")[1], "--timeout", "1"), 1, "manage", "ping", 110,
+                   "no answer within 1 s")
+        self.stop_server(b)
+
+    def test_routes_and_tunables_change_through_lnetrctl(self):
+        b = self.server("b")
+        t = self.topo
+        self.assertEqual(self.cli("route", "add", "--net", "tcp5", "--gateway", t.b_nid, "--hop", "2",
+                                  "--priority", "3", "--health_sensitivity", "250"), (0, "", ""))
+        r = self.routes()[("tcp5", t.b_nid)]
+        self.assertEqual((r["hop"], r["priority"], r["health_sensitivity"]), (2, 3, 250))
+        self.assertEqual(self.yaml("route", "show")["route"], [{"net": "tcp5", "gateway": t.b_nid}])
+        self.assertEqual(self.yaml("route", "show", "--net", "tcp9")["route"], [])
+        gw = self.yaml("gateway", "show")["gateway"][0]
+        self.assertEqual(gw["nid"], t.b_nid)
+        # A NID range adds (and deletes) one route per gateway.
+        prefix = t.b_ip.rsplit(".", 1)[0]
+        self.assertEqual(self.cli("route", "add", "--net", "tcp6", "--gateway", prefix + ".[10-11]@tcp1")[0], 0)
+        self.assertEqual({k for k in self.routes() if k[0] == "tcp6"},
+                         {("tcp6", prefix + ".10@tcp1"), ("tcp6", prefix + ".11@tcp1")})
+        self.error(("route", "add", "--net", "tcp5", "--gateway", t.b_nid), 1, "add", "route", 17, "exists")
+        self.assertEqual(self.cli("route", "del", "--net", "tcp6", "--gateway", prefix + ".[10-11]@tcp1")[0], 0)
+        self.assertEqual(set(self.routes()), {("tcp5", t.b_nid)})
+        self.error(("route", "del", "--net", "tcp6", "--gateway", t.b_nid), 1, "del", "route", 2, "no route")
+
+        self.assertEqual(self.cli("set", "health_sensitivity", "200")[0], 0)
+        self.assertEqual(self.yaml("global", "show")["global"]["health_sensitivity"], 200)
+        self.error(("set", "tiny_buffers", "64"), 1, "manage", "tiny_buffers", 95, "cannot change at run time")
+        self.assertEqual(self.cli("set", "routing", "0")[0], 0)
+        self.assertEqual(self.yaml("routing", "show")["routing"][2]["enable"], 2)  # draining
+        # As a kernel router: not enabled again until it has stopped.
+        self.error(("set", "routing", "1"), 1, "manage", "routing", 16, "routing is stopping")
+        self.stop_server(b)
+
+    def test_export_then_import_on_a_fresh_router(self):
+        t = self.topo
+        for net, prio in (("tcp5", 1), ("tcp6", 2)):
+            self.assertEqual(self.cli("route", "add", "--net", net, "--gateway", t.b_nid, "--priority", str(prio),
+                                      "--hop", "1")[0], 0)
+        full = self.yaml("export")
+        self.assertEqual([n["net type"] for n in full["net"]], ["tcp", "tcp1"])
+        self.assertIn("statistics", full["net"][0]["local NI(s)"][0])
+        self.assertIn("state", full["route"][0])
+        path = os.path.join(self.dir, "backup.yaml")
+        self.assertEqual(self.cli("export", "--backup", path)[0], 0)
+        with open(path) as f:
+            backup = parse_yaml(f.read())
+        self.assertEqual(backup["routing"], {"enable": 1})
+        self.assertNotIn("state", backup["route"][0])
+        before = self.routes()
+
+        # A fresh router from the same file knows none of those routes ...
+        self.ctl.stop(signal.SIGTERM)
+        self.router.proc.stop(signal.SIGTERM)
+        err = self.router.start(self.procs)
+        self.assertIsNone(err, err)
+        self.ctl, err = self.router.start_control(self.procs)
+        self.assertIsNone(err, err)
+        self.assertEqual(self.routes(), {})
+        # ... until the export is imported (the full one, state and all, too).
+        self.assertEqual(self.cli("import", path), (0, "", ""))
+        self.assertEqual({k: (r["hop"], r["priority"]) for k, r in self.routes().items()},
+                         {k: (r["hop"], r["priority"]) for k, r in before.items()})
+        rc, out, err = self.cli("import", "--del", stdin=json.dumps(full))
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(self.routes(), {})
+        self.error(("import", os.path.join(self.dir, "missing.yaml")), 1, "manage", "import", 2, "cannot read")
+
+    def test_top_shows_rates_per_net_and_peer(self):
+        b = self.server("b")
+        t = self.topo
+        json_path = os.path.join(self.dir, "load.json")
+        load = self.procs.start(self.peer_argv(t.a_nid, ["brw", t.b_nid, "--op", "write", "--size", "4096",
+                                                         "--concurrency", "4", "--duration", "4", "--json",
+                                                         json_path], self.peer_options("a")), host=t.host("a"))
+        time.sleep(1)
+        rc, out, err = self.cli("top", "--count", "2", "--interval", "0.5")
+        load.wait(timeout=60)
+        self.assertEqual(rc, 0, err)
+        frames = [f for f in out.split("lnetrctl top:") if f.strip()]
+        self.assertEqual(len(frames), 2, out)
+        for frame in frames:
+            lines = frame.splitlines()
+            fwd = next(l for l in lines if l.startswith("forwarded"))
+            self.assertGreater(float(fwd.split()[1]), 0, frame)
+            nets = {l.split()[0]: l.split() for l in lines if l.startswith(("tcp ", "tcp1 "))}
+            self.assertGreater(float(nets["tcp"][2]), 0, frame)  # received from a
+            self.assertGreater(float(nets["tcp1"][1]), 0, frame)  # sent to b
+            self.assertTrue(any(l.startswith(t.a_nid) for l in lines), frame)
+        self.stop_server(b)
+
+
+class Errors(LnetrctlTestCase):
+
+    def test_bad_arguments_say_what_was_expected(self):
+        cases = [
+            (("route", "add", "--net", "tcp5"), "--gateway is required"),
+            (("route", "add", "--net", "tcp!", "--gateway", "10.0.0.1@tcp"), "expected a net such as"),
+            (("route", "add", "--net", "tcp5", "--gateway", "nid"), "expected a NID or a NID range"),
+            (("route", "show", "--hop", "300"), "300"),
+            (("route",), "needs an action"),
+            (("frobnicate",), "frobnicate"),
+            (("set", "routing", "2"), "expected 0 (disable) or 1 (enable)"),
+            (("ping",), "NID is required"),
+        ]
+        for args, needle in cases:
+            rc, out, err = self.cli(*args)
+            self.assertEqual(rc, 2, (args, out, err))
+            self.assertIn(needle, err, args)
+        rc, out, err = self.cli("route", "add", "--help")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("--health_sensitivity", out)
+        self.assertEqual(self.json("route", "show")["route"], [])  # nothing changed
+
+    def test_a_stopped_control_process_is_a_clear_error(self):
+        self.ctl.stop(signal.SIGTERM)
+        self.error(("route", "show"), 1, "show", "route", 2, "is it running?")
+        self.error(("set", "routing", "1"), 1, "manage", "routing", 2, "cannot reach lnetr-control")
+
+
+class Shell(LnetrctlTestCase):
+
+    def test_a_session_completes_a_verb_and_runs_it(self):
+        home = os.path.join(self.dir, "home")
+        os.mkdir(home)
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.environ["HOME"] = home
+            os.environ["TERM"] = "xterm"
+            os.execvp("ip", ["ip", "netns", "exec", self.topo.ns["r"], lnetrctl_binary(), "--socket",
+                             self.router.api_sock])
+        self.addCleanup(self._reap, pid)
+        seen = b""
+
+        def expect(needle, timeout=10):
+            nonlocal seen
+            end = time.monotonic() + timeout
+            while needle.encode() not in seen:
+                left = end - time.monotonic()
+                r, _, _ = select.select([fd], [], [], max(left, 0))
+                if not r:
+                    self.fail("no %r from the shell; it printed:\n%s" % (needle, seen.decode(errors="replace")))
+                try:
+                    seen += os.read(fd, 4096)
+                except OSError:
+                    self.fail("the shell ended; it printed:\n%s" % seen.decode(errors="replace"))
+            at = seen.index(needle.encode()) + len(needle)
+            before, seen = seen[:at], seen[at:]
+            return before.decode(errors="replace")
+
+        # Completion is judged by what runs: "pe<TAB> sh<TAB> --js<TAB>"
+        # is "peer show --json" only if each word was completed.
+        expect("lnetrctl > ")
+        os.write(fd, b"pe\tsh\t--js\t\r")
+        out = expect("lnetrctl > ")
+        self.assertIn('"peer": []', out)
+        os.write(fd, b"route add --net tcp5 --gateway " + self.topo.b_nid.encode() + b"\r")
+        expect("lnetrctl > ")
+        # A NID lnetr-control knows (the only one starting so).
+        os.write(fd, b"route sh\t--gateway " + self.topo.b_nid[:-5].encode() + b"\t\r")
+        out = expect("lnetrctl > ")
+        self.assertIn("gateway: " + self.topo.b_nid, out)
+        os.write(fd, b"help route add\r")
+        out = expect("lnetrctl > ")
+        self.assertIn("lnetrctl route add --net VALUE --gateway VALUE", out)
+        os.write(fd, b"route bogus\r")
+        out = expect("lnetrctl > ")
+        self.assertIn("bogus", out)
+        os.write(fd, b"exit\r")
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        with open(os.path.join(home, ".lnetrctl_history")) as f:
+            self.assertIn("route add --net tcp5", f.read().replace("\\040", " "))  # libedit's encoding
+
+    @staticmethod
+    def _reap(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+if __name__ == "__main__":
+    unittest.main()
