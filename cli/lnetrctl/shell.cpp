@@ -157,8 +157,13 @@ std::vector<std::string> completions(const std::string& before, const std::vecto
           if (pending->kind == ValueKind::net)
             for (const std::string& n : nets) offer(n);
         } else {
-          for (const OptionSpec& o : v->options)
-            if (std::find(done.begin(), done.end(), long_option(o)) == done.end()) offer(long_option(o));
+          for (const OptionSpec& o : v->options) {
+            const auto names = option_names(o);
+            const bool given = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
+              return std::find(done.begin(), done.end(), n) != done.end();
+            });
+            if (!given) offer(long_option(o));
+          }
           if (v->prints && std::find(done.begin(), done.end(), "--json") == done.end()) offer("--json");
           for (const PositionalSpec& p : v->positionals)
             if (p.kind == ValueKind::nid && !word.starts_with("-"))

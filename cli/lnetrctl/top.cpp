@@ -23,8 +23,23 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Fields read defensively: an answer of another shape shows zeros, never
+// ends top.
 std::uint64_t u64(const Json& j, const char* k) {
-  return j.contains(k) && j[k].is_number() ? j[k].get<std::uint64_t>() : 0;
+  if (!j.is_object() || !j.contains(k) || !j[k].is_number_integer()) return 0;
+  return j[k].is_number_unsigned() || j[k].get<long long>() >= 0 ? j[k].get<std::uint64_t>() : 0;
+}
+long long i64(const Json& j, const char* k) {
+  return j.is_object() && j.contains(k) && j[k].is_number_integer() ? j[k].get<long long>() : 0;
+}
+std::string text(const Json& j, const char* k) {
+  return j.is_object() && j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : "?";
+}
+Json object(const Json& j, const char* k) {
+  return j.is_object() && j.contains(k) && j[k].is_object() ? j[k] : Json::object();
+}
+Json array(const Json& j, const char* k) {
+  return j.is_object() && j.contains(k) && j[k].is_array() ? j[k] : Json::array();
 }
 
 // Counter b - a per second (0 if the counter went back: a restart or reset).
@@ -46,18 +61,18 @@ struct PeerRow {
 
 std::map<std::string, Json> by_nid(const Json& peers) {
   std::map<std::string, Json> m;
-  for (const Json& p : peers.value("peer", Json::array())) {
-    const Json& ni = p["peer ni"][0];
-    m[ni.value("nid", std::string())] = ni;
+  for (const Json& p : array(peers, "peer")) {
+    const Json nis = array(p, "peer ni");
+    if (!nis.empty() && nis[0].is_object()) m[text(nis[0], "nid")] = nis[0];
   }
   return m;
 }
 
 TopSample sample(Context& ctx) {
   TopSample s;
-  s.stats = ctx.client.call("stats show")["statistics"];
+  s.stats = object(ctx.client.call("stats show"), "statistics");
   s.peers = ctx.client.call("peer show", {{"verbose", 1}});
-  s.dataplane = ctx.client.call("dataplane show")["dataplane"];
+  s.dataplane = object(ctx.client.call("dataplane show"), "dataplane");
   s.t = now_s();
   return s;
 }
@@ -73,7 +88,7 @@ std::string top_frame(const TopSample& a, const TopSample& b, const TopOptions& 
            rate(u64(a.stats, "drop_count"), u64(b.stats, "drop_count"), dt),
            rate(u64(a.stats, "reroute_count"), u64(b.stats, "reroute_count"), dt));
   // Workers: busy share of their loop iterations over the interval.
-  const Json aw = a.dataplane.value("workers", Json::array()), bw = b.dataplane.value("workers", Json::array());
+  const Json aw = array(a.dataplane, "workers"), bw = array(b.dataplane, "workers");
   f += "workers  ";
   for (std::size_t i = 0; i < bw.size(); ++i) {
     const Json& w = bw[i];
@@ -95,15 +110,15 @@ std::string top_frame(const TopSample& a, const TopSample& b, const TopOptions& 
     r.nid = nid;
     const auto parsed = parse_nid(nid);
     r.net = parsed ? to_string(parsed->net()) : "?";
-    r.state = ni.value("state", std::string("?"));
-    const Json s1 = ni.value("statistics", Json::object());
+    r.state = text(ni, "state");
+    const Json s1 = object(ni, "statistics");
     const auto it = pa.find(nid);
-    const Json s0 = it == pa.end() ? Json::object() : it->second.value("statistics", Json::object());
+    const Json s0 = it == pa.end() ? Json::object() : object(it->second, "statistics");
     r.send = rate(u64(s0, "send_count"), u64(s1, "send_count"), dt);
     r.recv = rate(u64(s0, "recv_count"), u64(s1, "recv_count"), dt);
     r.drop = rate(u64(s0, "drop_count"), u64(s1, "drop_count"), dt);
-    r.tx = ni.value("available_tx_credits", 0LL);
-    r.rtr = ni.value("available_rtr_credits", 0LL);
+    r.tx = i64(ni, "available_tx_credits");
+    r.rtr = i64(ni, "available_rtr_credits");
     PeerRow& n = nets[r.net];
     n.net = r.net;
     n.send += r.send;
@@ -194,6 +209,9 @@ int run_top(Context& ctx, const TopOptions& o) {
     }
   } catch (const CallError& e) {
     print_error(ctx.err, "manage", "top", e.err, e.descr);
+    return kExitFailed;
+  } catch (const std::exception& e) {  // the terminal is restored on the way out
+    print_error(ctx.err, "manage", "top", EPROTO, std::string("unexpected answer from lnetr-control: ") + e.what());
     return kExitFailed;
   }
   return kExitOk;

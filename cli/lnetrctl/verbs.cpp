@@ -1,8 +1,13 @@
 #include "cli/lnetrctl/verbs.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <deque>
 #include <fstream>
 #include <iostream>
@@ -92,6 +97,38 @@ std::vector<VerbSpec> make_verbs() {
 }
 
 // ---- argument checks --------------------------------------------------------------
+
+// A whole base-10 integer (CLI11's own checks also read 0x10 and 010, and
+// a number it accepts must be the number sent).
+std::optional<long long> parse_int(const std::string& s) {
+  long long v = 0;
+  const char* end = s.data() + s.size();
+  const auto [p, ec] = std::from_chars(s.data(), end, v);
+  if (s.empty() || ec != std::errc{} || p != end) return std::nullopt;
+  return v;
+}
+
+CLI::Validator integer_check(long long lo, long long hi, bool empty_ok = false) {
+  return CLI::Validator(
+      [lo, hi, empty_ok](std::string& s) -> std::string {
+        if (s.empty() && empty_ok) return {};
+        const auto v = parse_int(s);
+        if (v && *v >= lo && *v <= hi) return {};
+        return "expected an integer " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + s + "'";
+      },
+      "INT");
+}
+
+CLI::Validator seconds_check() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (!s.empty() && *end == '\0' && v >= 0.1 && v <= 3600) return {};
+        return "expected seconds, 0.1..3600, got '" + s + "'";
+      },
+      "SECONDS");
+}
 
 CLI::Validator checker(ValueKind k) {
   switch (k) {
@@ -196,13 +233,13 @@ struct Parser {
         if (o.kind == ValueKind::none) {
           opt = cmd->add_flag(o.names, o.help);
         } else if (o.kind == ValueKind::level) {
-          opt = cmd->add_option(o.names, *value, o.help)->expected(0, 1);
+          opt = cmd->add_option(o.names, *value, o.help)->expected(0, 1)->check(integer_check(o.lo, o.hi, true));
         } else {
           opt = cmd->add_option(o.names, *value, o.help);
           if (o.kind == ValueKind::integer) {
-            opt->check(o.lo < o.hi ? CLI::Validator(CLI::Range(o.lo, o.hi)) : CLI::Validator(CLI::Number));
+            opt->check(integer_check(o.lo, o.hi));
           } else if (o.kind == ValueKind::seconds) {
-            opt->check(CLI::PositiveNumber);
+            opt->check(seconds_check());
           } else {
             opt->check(checker(o.kind));
           }
@@ -215,7 +252,7 @@ struct Parser {
         CLI::Option* opt = cmd->add_option(p.name, *values, p.help);
         opt->expected(p.required ? 1 : 0, p.many ? CLI::detail::expected_max_vector_size : 1);
         if (p.required) opt->required();
-        if (p.kind == ValueKind::integer) opt->check(CLI::Number);
+        if (p.kind == ValueKind::integer) opt->check(integer_check(0, std::numeric_limits<std::int32_t>::max()));
         else if (p.kind == ValueKind::nid) opt->check(checker(p.kind));
         bound_pos.push_back({&v, opt, values});
       }
@@ -248,7 +285,7 @@ Json args_of(const Parsed& p) {
     const OptionSpec* spec = nullptr;
     for (const OptionSpec& o : p.verb->options)
       if (o.key == k) spec = &o;
-    if (spec && (spec->kind == ValueKind::integer || spec->kind == ValueKind::level)) a[k] = std::stoll(v);
+    if (spec && (spec->kind == ValueKind::integer || spec->kind == ValueKind::level)) a[k] = parse_int(v).value();
     else a[k] = v;
   }
   for (const auto& [k, on] : p.switches) a[k] = on ? 1 : 0;
@@ -284,16 +321,18 @@ std::vector<Nid> gateways_of(const std::string& text) {
 
 int route_change(Context& ctx, const Parsed& p) {
   Json args = args_of(p);
-  int rc = kExitOk;
+  Json errors = Json::array();
   for (const Nid& gw : gateways_of(p.values.at("gateway"))) {
     args["gateway"] = to_string(gw);
     try {
       ctx.client.call("route " + p.verb->action, args);
     } catch (const CallError& e) {
-      rc = fail(ctx, *p.verb, e);
+      errors.push_back(error_item("route", e.err, e.descr));
     }
   }
-  return rc;
+  if (errors.empty()) return kExitOk;
+  ctx.err << to_yaml(Json{{p.verb->action, errors}});  // one document, one item per gateway
+  return kExitFailed;
 }
 
 int set_tunable(Context& ctx, const Parsed& p) {
@@ -304,9 +343,9 @@ int set_tunable(Context& ctx, const Parsed& p) {
         ctx.err << "lnetrctl: set routing: expected 0 (disable) or 1 (enable), got '" << value << "'\n";
         return kExitUsage;
       }
-      ctx.client.call("set routing", {{"enable", std::stoi(value)}});
+      ctx.client.call("set routing", {{"enable", value == "1" ? 1 : 0}});
     } else {
-      ctx.client.call("set", {{p.verb->action, std::stoll(value)}});
+      ctx.client.call("set", {{p.verb->action, parse_int(value).value()}});
     }
   } catch (const CallError& e) {
     return fail(ctx, *p.verb, e);
@@ -319,14 +358,19 @@ int ping(Context& ctx, const Parsed& p) {
   int rc = kExitOk;
   Json args = args_of(p);
   Json errors = Json::array();
+  // lnetr-control answers within the ping's timeout.
+  const Client client(ctx.client.path(), static_cast<int>(args.value("timeout", 1)) + 10);
   for (const std::string& nid : p.positionals) {
     args["nid"] = nid;
     try {
-      const Json answer = ctx.client.call("ping", args);
+      const Json answer = client.call("ping", args);
       for (const Json& r : answer.value("ping", Json::array())) ok.push_back(r);
     } catch (const CallError& e) {
+      // lnetctl's shape: `- ping:` with errno and descr beside it.
       Json item = Json::object();
-      item["ping"] = {{"errno", -e.err}, {"descr", e.descr}};
+      item["ping"] = nullptr;
+      item["errno"] = -e.err;
+      item["descr"] = e.descr;
       errors.push_back(item);
       rc = kExitFailed;
     }
@@ -344,7 +388,8 @@ int import_file(Context& ctx, const Parsed& p) {
   } else {
     std::ifstream in(file);
     if (!in) {
-      print_error(ctx.err, "manage", "import", ENOENT, "cannot read " + file + ": " + std::strerror(errno));
+      const int e = errno ? errno : EIO;
+      print_error(ctx.err, "manage", "import", e, "cannot read " + file + ": " + std::strerror(e));
       return kExitFailed;
     }
     text.assign(std::istreambuf_iterator<char>(in), {});
@@ -359,8 +404,10 @@ int import_file(Context& ctx, const Parsed& p) {
     return fail(ctx, *p.verb, e);
   }
   // lnetctl is silent when everything applied; what did not is an error.
-  for (const Json& w : r.value("warnings", Json::array())) ctx.err << "lnetrctl: warning: " << w.get<std::string>() << "\n";
-  const Json errors = r.value("errors", Json::array());
+  const Json result = r.value("import", Json::object());
+  for (const Json& w : result.value("warnings", Json::array()))
+    ctx.err << "lnetrctl: warning: " << (w.is_string() ? w.get<std::string>() : w.dump()) << "\n";
+  const Json errors = result.value("errors", Json::array());
   if (!errors.empty()) {
     Json list = Json::array();
     for (const Json& e : errors) list.push_back({{"import", e}});
@@ -383,11 +430,13 @@ int export_config(Context& ctx, const Parsed& p) {
     ctx.out.flush();
     return kExitOk;
   }
+  errno = 0;
   std::ofstream f(p.positionals[0]);
   f << text;
   f.close();
   if (!f) {
-    print_error(ctx.err, "manage", "export", EIO, "cannot write " + p.positionals[0]);
+    const int e = errno ? errno : EIO;
+    print_error(ctx.err, "manage", "export", e, "cannot write " + p.positionals[0] + ": " + std::strerror(e));
     return kExitFailed;
   }
   return kExitOk;
@@ -395,9 +444,10 @@ int export_config(Context& ctx, const Parsed& p) {
 
 int top(Context& ctx, const Parsed& p) {
   TopOptions o;
-  if (auto it = p.local.find("interval"); it != p.local.end()) o.interval = std::stod(it->second);
-  if (auto it = p.local.find("count"); it != p.local.end()) o.count = std::stoi(it->second);
-  if (auto it = p.local.find("peers"); it != p.local.end()) o.peers = std::stoul(it->second);
+  if (auto it = p.local.find("interval"); it != p.local.end()) o.interval = std::strtod(it->second.c_str(), nullptr);
+  if (auto it = p.local.find("count"); it != p.local.end()) o.count = static_cast<int>(parse_int(it->second).value());
+  if (auto it = p.local.find("peers"); it != p.local.end())
+    o.peers = static_cast<std::size_t>(parse_int(it->second).value());
   return run_top(ctx, o);
 }
 
@@ -437,15 +487,19 @@ const std::vector<VerbSpec>& verbs() {
   return all;
 }
 
-void print_error(std::ostream& err, const std::string& action, const std::string& object, int errnum,
-                 const std::string& descr) {
+Json error_item(const std::string& object, int errnum, const std::string& descr) {
   Json body = Json::object();
   body["errno"] = -errnum;
   body["descr"] = descr;
   Json item = Json::object();
   item[object] = body;
+  return item;
+}
+
+void print_error(std::ostream& err, const std::string& action, const std::string& object, int errnum,
+                 const std::string& descr) {
   Json doc = Json::object();
-  doc[action] = Json::array({item});
+  doc[action] = Json::array({error_item(object, errnum, descr)});
   err << to_yaml(doc);
   err.flush();
 }
@@ -473,6 +527,8 @@ int run_command(const std::vector<std::string>& args, Context& ctx) {
     if (dynamic_cast<const CLI::RequiredError*>(&e) && what.find("subcommand") != std::string::npos)
       what = "expected a command: " + std::string(args.empty() ? "" : "'" + args[0] + "' needs an action; ") +
              "'help' lists them";
+    if (!args.empty() && std::none_of(verbs().begin(), verbs().end(), [&](const VerbSpec& v) { return v.object == args[0]; }))
+      what = "unknown command '" + args[0] + "': 'help' lists the commands";
     ctx.err << "lnetrctl: " << what << "\n" << usage;
     return kExitUsage;
   }
@@ -480,7 +536,14 @@ int run_command(const std::vector<std::string>& args, Context& ctx) {
     ctx.err << "lnetrctl: expected a command ('help' lists them)\n";
     return kExitUsage;
   }
-  return dispatch(ctx, p);
+  try {
+    return dispatch(ctx, p);
+  } catch (const std::exception& e) {
+    // An answer of a shape this lnetrctl does not know (another release?).
+    print_error(ctx.err, error_action(*p.verb), error_object(*p.verb), EPROTO,
+                std::string("unexpected answer from lnetr-control: ") + e.what());
+    return kExitFailed;
+  }
 }
 
 std::string help_text(const std::vector<std::string>& words) {

@@ -70,7 +70,9 @@ std::string help_text(const std::vector<std::string>& words = {});
 // lnetrctl.8 in man(7) roff, from the same table.
 std::string man_page();
 
-// Print an error as lnetctl does: `action: - object: {errno, descr}`.
+// An error as lnetctl reports one: `object: {errno, descr}`; and printed
+// alone, under `action:`.
+Json error_item(const std::string& object, int errnum, const std::string& descr);
 void print_error(std::ostream& err, const std::string& action, const std::string& object, int errnum,
                  const std::string& descr);
 

@@ -35,6 +35,11 @@ bool reserved(std::string_view s) {
 // string, so it may look like a number or a boolean (lnetctl's `0: eth0`).
 bool plain_ok(std::string_view s, bool key = false) {
   if (s.empty() || (!key && (reserved(s) || looks_like_number(s)))) return false;
+  // YAML 1.1 readers (PyYAML) turn 1:30 into 90 and dates into timestamps,
+  // and refuse plain = and <<: quote those shapes too.
+  if (!key && (s.find(':') != std::string_view::npos || s == "=" || s.starts_with("<<") ||
+               (s.size() >= 10 && std::isdigit(static_cast<unsigned char>(s[0])) && s[4] == '-' && s[7] == '-')))
+    return false;
   if (std::string_view("-?:,[]{}#&*!|>'\"%@` ").find(s.front()) != std::string_view::npos) return false;
   if (s.back() == ' ' || s.back() == ':') return false;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -48,7 +53,8 @@ bool plain_ok(std::string_view s, bool key = false) {
 
 std::string dquote(std::string_view s) {
   std::string out = "\"";
-  for (char ch : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
     const auto c = static_cast<unsigned char>(ch);
     switch (ch) {
       case '"': out += "\\\""; break;
@@ -57,7 +63,15 @@ std::string dquote(std::string_view s) {
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
       default:
-        if (c < 0x20 || c == 0x7f) {
+        // Line breaks YAML would fold inside quotes: NEL, LS, PS.
+        if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x85) {
+          out += "\\N";
+          ++i;
+        } else if (c == 0xe2 && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
+                   (static_cast<unsigned char>(s[i + 2]) == 0xa8 || static_cast<unsigned char>(s[i + 2]) == 0xa9)) {
+          out += static_cast<unsigned char>(s[i + 2]) == 0xa8 ? "\\L" : "\\P";
+          i += 2;
+        } else if (c < 0x20 || c == 0x7f) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\x%02x", c);
           out += buf;
@@ -76,7 +90,9 @@ bool nested(const Json& v) { return (v.is_object() || v.is_array()) && !v.empty(
 
 // `key:` then its value: inline if a scalar, below if a collection.
 void emit_value(std::string& out, const Json& v, std::size_t key_col) {
-  if (!nested(v)) {
+  if (v.is_null()) {
+    out += "\n";  // `key:` alone, as lnetctl prints an empty value
+  } else if (!nested(v)) {
     out += " " + yaml_scalar(v) + "\n";
   } else if (v.is_object()) {
     out += "\n";

@@ -1,7 +1,8 @@
 // lnetrctl's output: a management-API document printed as lnetctl prints
 // YAML (block style, lnetctl's indentation, keys in the document's order,
 // scalars quoted only where YAML would read them as something else).
-// Reading the text back gives the same document (fuzzed).
+// Reading the text back gives the same document (fuzzed), for keys up to
+// YAML's 1024-character limit on implicit keys.
 #pragma once
 
 #include <string>

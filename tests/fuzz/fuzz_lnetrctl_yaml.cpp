@@ -14,10 +14,14 @@ namespace {
 
 using Json = lnetr::control::Json;
 
-std::size_t depth(const Json& j) {
+// Nesting, and the longest key (YAML's implicit keys end at 1024
+// characters; lnetr's keys are short names).
+std::size_t depth(const Json& j, std::size_t& longest_key) {
   std::size_t d = 0;
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it) longest_key = std::max(longest_key, it.key().size());
   if (j.is_structured())
-    for (const Json& v : j) d = std::max(d, depth(v));
+    for (const Json& v : j) d = std::max(d, depth(v, longest_key));
   return d + 1;
 }
 
@@ -26,7 +30,8 @@ std::size_t depth(const Json& j) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   Json doc = Json::parse(text, nullptr, false);
-  if (doc.is_discarded() || depth(doc) > 64) return 0;
+  std::size_t longest_key = 0;
+  if (doc.is_discarded() || depth(doc, longest_key) > 64 || longest_key > 1000) return 0;
   const std::string yaml = lnetr::lnetrctl::to_yaml(doc);
   const lnetr::yaml::Tree tree = lnetr::yaml::parse(yaml, "fuzz");
   FUZZ_CHECK(!tree.error);

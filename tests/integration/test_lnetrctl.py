@@ -60,7 +60,9 @@ class LnetrctlTestCase(RouterTestCase):
         got, out, err = self.cli(*args)
         self.assertEqual(got, rc, "%s: %s%s" % (args, out, err))
         doc = parse_yaml(err)
-        item = doc[action][0][obj]
+        item = doc[action][0]
+        item = item if "errno" in item else item[obj]  # ping puts errno beside `ping:`
+        self.assertIn(obj, doc[action][0], err)
         self.assertEqual(item["errno"], -errno, err)
         self.assertIn(needle, item["descr"])
 
@@ -149,9 +151,13 @@ class Verbs(LnetrctlTestCase):
         self.assertEqual(set(self.routes()), {("tcp5", t.b_nid)})
         self.error(("route", "del", "--net", "tcp6", "--gateway", t.b_nid), 1, "del", "route", 2, "no route")
 
-        self.assertEqual(self.cli("set", "health_sensitivity", "200")[0], 0)
-        self.assertEqual(self.yaml("global", "show")["global"]["health_sensitivity"], 200)
-        self.error(("set", "tiny_buffers", "64"), 1, "manage", "tiny_buffers", 95, "cannot change at run time")
+        for name, value in (("health_sensitivity", 200), ("alive_router_check_interval", 7),
+                            ("router_ping_timeout", 4)):
+            self.assertEqual(self.cli("set", name, str(value)), (0, "", ""))
+            self.assertEqual(self.yaml("global", "show")["global"][name], value)
+        for pool in ("tiny_buffers", "small_buffers", "large_buffers"):
+            self.error(("set", pool, "64"), 1, "manage", pool, 95, "cannot change at run time")
+        self.assertEqual(self.yaml("routing", "show")["buffers"], {"tiny": 128, "small": 256, "large": 32})
         self.assertEqual(self.cli("set", "routing", "0")[0], 0)
         self.assertEqual(self.yaml("routing", "show")["routing"][2]["enable"], 2)  # draining
         # As a kernel router: not enabled again until it has stopped.
@@ -187,6 +193,12 @@ class Verbs(LnetrctlTestCase):
         self.assertEqual(self.cli("import", path), (0, "", ""))
         self.assertEqual({k: (r["hop"], r["priority"]) for k, r in self.routes().items()},
                          {k: (r["hop"], r["priority"]) for k, r in before.items()})
+        # Importing it again: every route exists already, each reported.
+        rc, out, err = self.cli("import", path)
+        self.assertEqual(rc, 1, out + err)
+        failed = parse_yaml(err)["manage"]
+        self.assertEqual(len(failed), 2, err)
+        self.assertEqual({f["import"]["errno"] for f in failed}, {-17}, err)
         rc, out, err = self.cli("import", "--del", stdin=json.dumps(full))
         self.assertEqual(rc, 0, out + err)
         self.assertEqual(self.routes(), {})

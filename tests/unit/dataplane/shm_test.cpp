@@ -317,7 +317,7 @@ TEST_F(Shm, TwoWritersOfOneEntryNeverTearAResult) {
   ASSERT_TRUE(control) << err;
   GatewayShm& entry = dp.gateway(kMaxGateways + 1);
   std::atomic<bool> stop{false};
-  std::array<std::atomic<std::uint64_t>, 2> stored{};
+  std::array<std::atomic<std::uint64_t>, 3> stored{};  // by writer 1, 2
   auto writer = [&](std::uint64_t w) {
     for (std::uint64_t n = 1; !stop.load(); ++n) {
       PingResult r{};

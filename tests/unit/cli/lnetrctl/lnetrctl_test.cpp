@@ -61,7 +61,8 @@ TEST(YamlOut, ScalarsAreQuotedOnlyWhereYamlWouldMisreadThem) {
   EXPECT_EQ(yaml_scalar("local NI(s)"), "local NI(s)");
   for (const char* s : {"10", "-1", "1.5", "1e3", "true", "False", "null", "~", "yes", "", " x", "x ", "a: b",
                         "a #b", "-x", "[0,1]", "{a}", "*x", "&x", "!x", "|", ">", "'q'", "\"q\"", "%x", "@x",
-                        "line\nbreak", "tab\there"}) {
+                        "line\nbreak", "tab\there", "1:30", "a:b", "2001-12-14 21:59:43.10 -5", "=", "<<x",
+                        "nel\u0085x", "ls\u2028x"}) {
     const Json j = std::string(s);
     EXPECT_EQ(yaml_scalar(j).front(), '"') << s;
     EXPECT_EQ(roundtrip(Json{{"k", j}}), (Json{{"k", j}})) << s;
@@ -138,6 +139,44 @@ TEST(Top, AFrameShowsRatesPerNetAndPeerBusiestFirst) {
   EXPECT_LT(f.find("10.0.1.3@tcp1"), f.find("10.0.0.2@tcp")) << f;
   EXPECT_EQ(f.find("10.0.1.4@tcp1 "), std::string::npos) << f;
   EXPECT_NE(f.find("(1 more peers)"), std::string::npos) << f;
+}
+
+TEST(YamlOut, AnEmptyValueIsPrintedAsLnetctlDoes) {
+  const Json err = Json::parse(R"j({"manage": [{"ping": null, "errno": -110, "descr": "failed to ping 10.0.0.9@o2ib"}]})j");
+  EXPECT_EQ(to_yaml(err),
+            "manage:\n"
+            "    - ping:\n"
+            "      errno: -110\n"
+            "      descr: failed to ping 10.0.0.9@o2ib\n");
+  EXPECT_EQ(roundtrip(err), err);
+}
+
+// No socket: what must be refused before lnetr-control is asked exits 2,
+// anything else fails to connect (1); nothing throws.
+TEST(Verbs, BadCommandLinesAreRefusedAndNothingThrows) {
+  std::ostringstream out, err;
+  Context ctx{Client("/nonexistent/lnetr.sock"), out, err};
+  const std::vector<std::vector<std::string>> usage = {
+      {"net", "show", "-v", "tcp"},   {"net", "show", "-v", "9"},       {"net", "show", "-v=x"},
+      {"route", "add", "--net", "tcp2", "--gateway", "10.0.0.1@tcp", "--hop", "0x10"},
+      {"route", "add", "--net", "tcp2", "--gateway", "10.0.0.1@tcp", "--priority", "010x"},
+      {"route", "show", "--hop", "256"}, {"set", "health_sensitivity", "99999999999999999999"},
+      {"set", "health_sensitivity", "nan"}, {"set", "routing", "x"},  {"set", "routing", "2"},
+      {"top", "--interval", "nan"},     {"top", "--interval", "0"},      {"top", "--interval", "1e-300"},
+      {"peer", "show", "-v", "10.0.0.1@tcp"}, {"frobnicate"},            {"route"},
+      {"ping"},                          {"ping", "not-a-nid"},           {},
+  };
+  for (const auto& args : usage) {
+    err.str("");
+    EXPECT_EQ(run_command(args, ctx), kExitUsage) << ::testing::PrintToString(args) << err.str();
+    EXPECT_NE(err.str().find("lnetrctl: "), std::string::npos) << ::testing::PrintToString(args);
+  }
+  err.str("");
+  EXPECT_EQ(run_command({"frobnicate"}, ctx), kExitUsage);
+  EXPECT_NE(err.str().find("unknown command 'frobnicate'"), std::string::npos) << err.str();
+  err.str("");
+  EXPECT_EQ(run_command({"route", "show", "--hop", "-1", "-v", "2"}, ctx), kExitFailed);
+  EXPECT_NE(err.str().find("show:\n    - route:\n          errno: -2\n"), std::string::npos) << err.str();
 }
 
 TEST(Verbs, HelpAndManPageCoverEveryVerb) {
