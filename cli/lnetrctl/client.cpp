@@ -39,6 +39,11 @@ Json Client::call(const std::string& command, const Json& args) const {
   for (;;) {
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      ::close(fd);
+      throw CallError{ETIMEDOUT, "lnetr-control on " + path_ + " did not answer within " +
+                                     std::to_string(timeout_s_) + " s"};
+    }
     if (n <= 0) break;
     reply.append(buf, static_cast<std::size_t>(n));
   }

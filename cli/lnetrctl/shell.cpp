@@ -37,10 +37,14 @@ void refresh_known() {
   if (now - g_known_at < std::chrono::seconds(2)) return;
   g_known_at = now;
   std::set<std::string> nids, nets;
+  const Client quick(g_ctx->client.path(), 2);  // a Tab never waits long
   auto collect = [&](const char* command, auto each) {
     try {
-      each(g_ctx->client.call(command));
+      each(quick.call(command));
     } catch (const CallError&) {
+      // not reachable now: complete without its NIDs
+    } catch (const std::exception&) {
+      // an answer of another shape: likewise
     }
   };
   collect("net show", [&](const Json& d) {

@@ -204,6 +204,26 @@ class Verbs(LnetrctlTestCase):
         self.assertEqual(self.routes(), {})
         self.error(("import", os.path.join(self.dir, "missing.yaml")), 1, "manage", "import", 2, "cannot read")
 
+    def test_import_of_files_lnetctl_wrote(self):
+        vectors = os.environ.get("LNETR_VECTORS") or os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                                                 "shared", "vectors")
+        # A kernel router's export: applies; its buffer sizes are reported.
+        rc, out, err = self.cli("import", os.path.join(vectors, "v4-lnetctl", "router-run-R-export.yaml"))
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("lnetrctl: warning: ", err)
+        self.assertIn("buffers differ", err)
+        # A node's export with routes: those through gateways on tcp are
+        # added as written; the one through tcp5 (not a net here) is an error.
+        rc, out, err = self.cli("import", os.path.join(vectors, "v4-lnetctl-import", "Q-after-export.yaml"))
+        self.assertEqual(rc, 1, out + err)
+        failed = parse_yaml(err[err.index("manage:"):])["manage"]  # after the warnings
+        self.assertEqual([(f["import"]["route"], f["import"]["errno"]) for f in failed],
+                         [("tcp7 via 10.201.1.52@tcp5", -113)], err)
+        routes = self.routes()
+        self.assertEqual((routes[("tcp8", "10.201.1.50@tcp")]["hop"], routes[("tcp8", "10.201.1.50@tcp")]["priority"]),
+                         (3, 2))
+        self.assertEqual(len(routes), 4)
+
     def test_top_shows_rates_per_net_and_peer(self):
         b = self.server("b")
         t = self.topo
