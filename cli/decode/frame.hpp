@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "dataplane/tcp/wire.hpp"
 #include "router/bytes.hpp"
 #include "router/result.hpp"
 
@@ -79,13 +80,7 @@ struct Endpoint {
 };
 std::string to_string(const Endpoint& e);  // "10.201.1.2:1023", "[2001:db8::1]:988"
 
-namespace tcp_flag {
-inline constexpr std::uint8_t fin = 0x01;
-inline constexpr std::uint8_t syn = 0x02;
-inline constexpr std::uint8_t rst = 0x04;
-inline constexpr std::uint8_t psh = 0x08;
-inline constexpr std::uint8_t ack = 0x10;
-}  // namespace tcp_flag
+namespace tcp_flag = lnetr::tcp::tcp_flag;
 
 struct TcpSegment {
   std::uint32_t seq = 0;

@@ -1,0 +1,312 @@
+#include "dataplane/tcp/wire.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "router/enum_names.hpp"
+
+namespace lnetr::tcp {
+
+LNETR_ENUM_NAMES(, PacketError, LNETR_PACKET_ERRORS)
+
+// ---- checksum -----------------------------------------------------------------------
+
+std::uint32_t checksum_add(std::uint32_t sum, ByteSpan bytes) noexcept {
+  std::uint64_t s = sum;
+  std::size_t i = 0;
+  for (; i + 1 < bytes.size(); i += 2) s += static_cast<std::uint32_t>(bytes[i] << 8 | bytes[i + 1]);
+  if (i < bytes.size()) s += static_cast<std::uint32_t>(bytes[i] << 8);
+  while (s >> 16) s = (s & 0xffff) + (s >> 16);
+  return static_cast<std::uint32_t>(s);
+}
+
+std::uint16_t checksum_fold(std::uint32_t sum) noexcept {
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<std::uint16_t>(sum);
+}
+
+std::uint16_t checksum(ByteSpan bytes) noexcept {
+  return static_cast<std::uint16_t>(~checksum_fold(checksum_add(0, bytes)));
+}
+
+std::uint16_t tcp_pseudo_sum(std::uint32_t src, std::uint32_t dst, std::uint16_t tcp_length) noexcept {
+  std::uint32_t s = (src >> 16) + (src & 0xffff) + (dst >> 16) + (dst & 0xffff) + kProtoTcp + tcp_length;
+  return checksum_fold(s);
+}
+
+// ---- Ethernet -----------------------------------------------------------------------
+
+PacketResult<Ethernet> decode_ethernet(ByteSpan f) noexcept {
+  if (f.size() < 14) return fail(PacketError::truncated);
+  Ethernet e;
+  std::memcpy(e.dst.data(), f.data(), 6);
+  std::memcpy(e.src.data(), f.data() + 6, 6);
+  e.type = load_be<std::uint16_t>(f.data() + 12);
+  if (e.type == kEtherVlan) {
+    if (f.size() < 18) return fail(PacketError::truncated);
+    e.vlan = load_be<std::uint16_t>(f.data() + 14);
+    e.type = load_be<std::uint16_t>(f.data() + 16);
+  }
+  return e;
+}
+
+std::size_t encode_ethernet(const Ethernet& e, MutableByteSpan out) noexcept {
+  if (out.size() < e.header_size()) return 0;
+  std::memcpy(out.data(), e.dst.data(), 6);
+  std::memcpy(out.data() + 6, e.src.data(), 6);
+  std::size_t at = 12;
+  if (e.vlan) {
+    store_be<std::uint16_t>(out.data() + at, kEtherVlan);
+    store_be<std::uint16_t>(out.data() + at + 2, *e.vlan);
+    at += 4;
+  }
+  store_be<std::uint16_t>(out.data() + at, e.type);
+  return at + 2;
+}
+
+// ---- ARP ------------------------------------------------------------------------------
+
+PacketResult<Arp> decode_arp(ByteSpan b) noexcept {
+  if (b.size() < kArpSize) return fail(PacketError::truncated);
+  // Ethernet hardware (1), IPv4 protocol, 6- and 4-byte addresses.
+  if (load_be<std::uint16_t>(b.data()) != 1 || load_be<std::uint16_t>(b.data() + 2) != kEtherIpv4 || b[4] != 6 ||
+      b[5] != 4)
+    return fail(PacketError::bad_arp);
+  Arp a;
+  a.op = load_be<std::uint16_t>(b.data() + 6);
+  if (a.op != kArpRequest && a.op != kArpReply) return fail(PacketError::bad_arp);
+  std::memcpy(a.sender_mac.data(), b.data() + 8, 6);
+  a.sender_ip = load_be<std::uint32_t>(b.data() + 14);
+  std::memcpy(a.target_mac.data(), b.data() + 18, 6);
+  a.target_ip = load_be<std::uint32_t>(b.data() + 24);
+  return a;
+}
+
+std::size_t encode_arp(const Arp& a, MutableByteSpan out) noexcept {
+  if (out.size() < kArpSize) return 0;
+  std::uint8_t* p = out.data();
+  store_be<std::uint16_t>(p, 1);
+  store_be<std::uint16_t>(p + 2, kEtherIpv4);
+  p[4] = 6;
+  p[5] = 4;
+  store_be<std::uint16_t>(p + 6, a.op);
+  std::memcpy(p + 8, a.sender_mac.data(), 6);
+  store_be<std::uint32_t>(p + 14, a.sender_ip);
+  std::memcpy(p + 18, a.target_mac.data(), 6);
+  store_be<std::uint32_t>(p + 24, a.target_ip);
+  return kArpSize;
+}
+
+// ---- IPv4 -----------------------------------------------------------------------------
+
+PacketResult<Ipv4> decode_ipv4(ByteSpan p) noexcept {
+  if (p.size() < kIpv4MinHeader) return fail(PacketError::truncated);
+  if ((p[0] >> 4) != 4) return fail(PacketError::not_ipv4);
+  Ipv4 h;
+  h.header_size = static_cast<std::uint8_t>((p[0] & 0x0f) * 4);
+  h.tos = p[1];
+  h.total_length = load_be<std::uint16_t>(p.data() + 2);
+  if (h.header_size < kIpv4MinHeader || h.total_length < h.header_size || h.total_length > p.size())
+    return fail(PacketError::bad_ip_header);
+  if (checksum(p.first(h.header_size)) != 0) return fail(PacketError::bad_ip_checksum);
+  h.id = load_be<std::uint16_t>(p.data() + 4);
+  const std::uint16_t frag = load_be<std::uint16_t>(p.data() + 6);
+  h.dont_fragment = (frag & 0x4000) != 0;
+  if ((frag & 0x2000) != 0 || (frag & 0x1fff) != 0) return fail(PacketError::ip_fragment);
+  h.ttl = p[8];
+  h.protocol = p[9];
+  h.src = load_be<std::uint32_t>(p.data() + 12);
+  h.dst = load_be<std::uint32_t>(p.data() + 16);
+  h.payload = p.subspan(h.header_size, h.total_length - h.header_size);
+  return h;
+}
+
+std::size_t encode_ipv4(const Ipv4& h, MutableByteSpan out) noexcept {
+  if (out.size() < kIpv4MinHeader) return 0;
+  std::uint8_t* p = out.data();
+  p[0] = 0x45;
+  p[1] = h.tos;
+  store_be<std::uint16_t>(p + 2, h.total_length);
+  store_be<std::uint16_t>(p + 4, h.id);
+  store_be<std::uint16_t>(p + 6, h.dont_fragment ? 0x4000 : 0);
+  p[8] = h.ttl;
+  p[9] = h.protocol;
+  store_be<std::uint16_t>(p + 10, 0);
+  store_be<std::uint32_t>(p + 12, h.src);
+  store_be<std::uint32_t>(p + 16, h.dst);
+  store_be<std::uint16_t>(p + 10, checksum(out.first(kIpv4MinHeader)));
+  return kIpv4MinHeader;
+}
+
+// ---- ICMP -----------------------------------------------------------------------------
+
+PacketResult<Icmp> decode_icmp(ByteSpan m) noexcept {
+  if (m.size() < 8 || checksum(m) != 0) return fail(PacketError::bad_icmp);
+  Icmp i;
+  i.type = m[0];
+  i.code = m[1];
+  i.id = load_be<std::uint16_t>(m.data() + 4);
+  i.sequence = load_be<std::uint16_t>(m.data() + 6);
+  i.data = m.subspan(8);
+  return i;
+}
+
+// ---- TCP ------------------------------------------------------------------------------
+
+namespace {
+
+namespace opt {
+inline constexpr std::uint8_t eol = 0, nop = 1, mss = 2, wscale = 3, sack_ok = 4, sack = 5, ts = 8;
+}
+
+// Parse the option bytes; false on a malformed one.
+bool parse_options(ByteSpan o, TcpOptions& out) noexcept {
+  std::size_t i = 0;
+  while (i < o.size()) {
+    const std::uint8_t kind = o[i];
+    if (kind == opt::eol) break;
+    if (kind == opt::nop) {
+      ++i;
+      continue;
+    }
+    if (i + 1 >= o.size()) return false;
+    const std::uint8_t len = o[i + 1];
+    if (len < 2 || i + len > o.size()) return false;
+    const std::uint8_t* v = o.data() + i + 2;
+    switch (kind) {
+      case opt::mss:
+        if (len != 4) return false;
+        out.mss = load_be<std::uint16_t>(v);
+        break;
+      case opt::wscale:
+        if (len != 3) return false;
+        out.window_scale = v[0];
+        break;
+      case opt::sack_ok:
+        if (len != 2) return false;
+        out.sack_permitted = true;
+        break;
+      case opt::sack:
+        if ((len - 2) % 8 != 0 || len == 2 || static_cast<std::size_t>(len - 2) / 8 > kMaxSackBlocks) return false;
+        out.sack_count = static_cast<std::uint8_t>((len - 2) / 8);
+        for (std::size_t b = 0; b < out.sack_count; ++b)
+          out.sack[b] = {load_be<std::uint32_t>(v + 8 * b), load_be<std::uint32_t>(v + 8 * b + 4)};
+        break;
+      case opt::ts:
+        if (len != 10) return false;
+        out.timestamps = {load_be<std::uint32_t>(v), load_be<std::uint32_t>(v + 4)};
+        break;
+      default:
+        break;  // unknown: skipped by its length
+    }
+    i += len;
+  }
+  return true;
+}
+
+}  // namespace
+
+PacketResult<TcpHeader> decode_tcp(ByteSpan s) noexcept {
+  if (s.size() < kTcpMinHeader) return fail(PacketError::truncated);
+  TcpHeader h;
+  h.src_port = load_be<std::uint16_t>(s.data());
+  h.dst_port = load_be<std::uint16_t>(s.data() + 2);
+  h.seq = load_be<std::uint32_t>(s.data() + 4);
+  h.ack = load_be<std::uint32_t>(s.data() + 8);
+  h.header_size = static_cast<std::uint8_t>((s[12] >> 4) * 4);
+  if (h.header_size < kTcpMinHeader || h.header_size > s.size()) return fail(PacketError::bad_tcp_header);
+  h.flags = s[13];
+  h.window = load_be<std::uint16_t>(s.data() + 14);
+  h.checksum = load_be<std::uint16_t>(s.data() + 16);
+  h.urgent = load_be<std::uint16_t>(s.data() + 18);
+  if (!parse_options(s.subspan(kTcpMinHeader, h.header_size - kTcpMinHeader), h.options))
+    return fail(PacketError::bad_tcp_option);
+  h.payload = s.subspan(h.header_size);
+  return h;
+}
+
+bool tcp_checksum_ok(std::uint32_t src, std::uint32_t dst, ByteSpan segment) noexcept {
+  if (segment.size() > 0xffff) return false;
+  const std::uint32_t sum = checksum_add(tcp_pseudo_sum(src, dst, static_cast<std::uint16_t>(segment.size())), segment);
+  return checksum_fold(sum) == 0xffff;
+}
+
+std::size_t tcp_options_size(const TcpOptions& o, bool syn) noexcept {
+  std::size_t n = 0;
+  if (syn) {
+    if (o.mss) n += 4;
+    if (o.timestamps) n += 10 + 2;  // SACK-permitted (or NOP NOP) + timestamps
+    else if (o.sack_permitted) n += 4;  // NOP NOP + SACK-permitted
+    if (o.window_scale) n += 4;          // NOP + window scale
+  } else {
+    if (o.timestamps) n += 12;
+    if (o.sack_count) n += 2 + 2 + 8 * o.sack_count;
+  }
+  return n;
+}
+
+std::size_t encode_tcp(const TcpHeader& h, MutableByteSpan out) noexcept {
+  const bool syn = (h.flags & tcp_flag::syn) != 0;
+  const std::size_t opts = tcp_options_size(h.options, syn);
+  const std::size_t size = kTcpMinHeader + opts;
+  if (opts > kTcpMaxHeader - kTcpMinHeader || out.size() < size) return 0;
+  std::uint8_t* p = out.data();
+  store_be<std::uint16_t>(p, h.src_port);
+  store_be<std::uint16_t>(p + 2, h.dst_port);
+  store_be<std::uint32_t>(p + 4, h.seq);
+  store_be<std::uint32_t>(p + 8, h.ack);
+  p[12] = static_cast<std::uint8_t>((size / 4) << 4);
+  p[13] = h.flags;
+  store_be<std::uint16_t>(p + 14, h.window);
+  store_be<std::uint16_t>(p + 16, h.checksum);
+  store_be<std::uint16_t>(p + 18, h.urgent);
+  std::uint8_t* o = p + kTcpMinHeader;
+  auto put = [&o](std::initializer_list<std::uint8_t> bytes) {
+    for (std::uint8_t b : bytes) *o++ = b;
+  };
+  auto put32 = [&o](std::uint32_t v) {
+    store_be<std::uint32_t>(o, v);
+    o += 4;
+  };
+  const TcpOptions& t = h.options;
+  if (syn) {
+    // Linux's SYN order: MSS, SACK-permitted + timestamps, NOP + wscale.
+    if (t.mss) {
+      put({opt::mss, 4});
+      store_be<std::uint16_t>(o, *t.mss);
+      o += 2;
+    }
+    if (t.timestamps) {
+      if (t.sack_permitted) put({opt::sack_ok, 2});
+      else put({opt::nop, opt::nop});
+      put({opt::ts, 10});
+      put32(t.timestamps->first);
+      put32(t.timestamps->second);
+    } else if (t.sack_permitted) {
+      put({opt::nop, opt::nop, opt::sack_ok, 2});
+    }
+    if (t.window_scale) put({opt::nop, opt::wscale, 3, *t.window_scale});
+  } else {
+    if (t.timestamps) {
+      put({opt::nop, opt::nop, opt::ts, 10});
+      put32(t.timestamps->first);
+      put32(t.timestamps->second);
+    }
+    if (t.sack_count) {
+      put({opt::nop, opt::nop, opt::sack, static_cast<std::uint8_t>(2 + 8 * t.sack_count)});
+      for (std::size_t b = 0; b < t.sack_count; ++b) {
+        put32(t.sack[b].left);
+        put32(t.sack[b].right);
+      }
+    }
+  }
+  return size;
+}
+
+void finish_tcp_checksum(std::uint32_t src, std::uint32_t dst, MutableByteSpan segment) noexcept {
+  store_be<std::uint16_t>(segment.data() + 16, 0);
+  const std::uint32_t sum = checksum_add(tcp_pseudo_sum(src, dst, static_cast<std::uint16_t>(segment.size())), segment);
+  store_be<std::uint16_t>(segment.data() + 16, static_cast<std::uint16_t>(~checksum_fold(sum)));
+}
+
+}  // namespace lnetr::tcp
