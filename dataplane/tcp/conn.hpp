@@ -1,0 +1,232 @@
+// One TCP connection of the dataplane's own TCP (issue 6): the state
+// machine of RFC 9293, with MSS, window scaling, SACK-permitted and
+// timestamps negotiated as Linux does, retransmission by RFC 6298 (timer
+// with exponential backoff, RTT from timestamps, else Karn's rule), fast
+// retransmit and NewReno recovery (RFC 6582), delayed ACKs, SACK blocks
+// for data held out of order, a receive window its owner sizes (the router
+// buffers it has: that is the back-pressure), FIN/RST handling, TIME_WAIT
+// and sequence-number wrap.
+//
+// Pure logic over a caller's clock: segments come in through input() (the
+// caller has checked the checksum), go out through Output::transmit(), and
+// time moves only when the caller says (tick()).  Nothing here allocates
+// per segment on the in-order path: in-order payload is handed to the
+// owner straight from the received segment; only out-of-order bytes are
+// copied, to be held.
+//
+// Not yet (the rest of issue 6): SACK-based loss recovery at the sender
+// (RFC 6675; SACK blocks are sent and parsed), keepalive, the persist
+// timer's zero-window probes beyond one byte, and sending from mbuf chains
+// (the send queue copies for now).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "dataplane/tcp/wire.hpp"
+
+namespace lnetr::tcp {
+
+using Time = std::chrono::nanoseconds;  // a monotonic clock's reading
+
+// Sequence-number comparisons modulo 2^32 (RFC 9293 §3.4).
+constexpr bool seq_lt(std::uint32_t a, std::uint32_t b) noexcept { return static_cast<std::int32_t>(a - b) < 0; }
+constexpr bool seq_le(std::uint32_t a, std::uint32_t b) noexcept { return static_cast<std::int32_t>(a - b) <= 0; }
+constexpr bool seq_gt(std::uint32_t a, std::uint32_t b) noexcept { return seq_lt(b, a); }
+constexpr bool seq_ge(std::uint32_t a, std::uint32_t b) noexcept { return seq_le(b, a); }
+
+#define LNETR_TCP_STATES(X)                          \
+  X(closed, "CLOSED")                                \
+  X(syn_sent, "SYN-SENT")                            \
+  X(syn_received, "SYN-RECEIVED")                    \
+  X(established, "ESTABLISHED")                      \
+  X(fin_wait_1, "FIN-WAIT-1")                        \
+  X(fin_wait_2, "FIN-WAIT-2")                        \
+  X(closing, "CLOSING")                              \
+  X(time_wait, "TIME-WAIT")                          \
+  X(close_wait, "CLOSE-WAIT")                        \
+  X(last_ack, "LAST-ACK")
+
+enum class State : std::uint8_t {
+#define LNETR_X(n, text) n,
+  LNETR_TCP_STATES(LNETR_X)
+#undef LNETR_X
+};
+std::string_view name(State s) noexcept;
+std::string_view describe(State s) noexcept;
+
+// Why a connection ended.
+#define LNETR_TCP_ENDS(X)                                                    \
+  X(closed, "closed by both sides")                                          \
+  X(reset, "reset by the peer")                                              \
+  X(refused, "the peer refused the connection (RST to our SYN)")             \
+  X(timed_out, "retransmissions went unanswered")                            \
+  X(aborted, "aborted by this side")
+
+enum class End : std::uint8_t {
+#define LNETR_X(n, text) n,
+  LNETR_TCP_ENDS(LNETR_X)
+#undef LNETR_X
+};
+std::string_view name(End e) noexcept;
+std::string_view describe(End e) noexcept;
+
+struct Endpoints {
+  std::uint32_t local_ip = 0, remote_ip = 0;  // host order
+  std::uint16_t local_port = 0, remote_port = 0;
+};
+
+struct ConnConfig {
+  std::uint16_t mss = 1460;        // what we accept (our MTU - 40)
+  std::uint8_t window_scale = 7;   // what we offer
+  bool sack = true;
+  bool timestamps = true;
+  std::uint32_t send_buffer = 4 << 20;  // bytes queued (sent or not) at most
+  Time initial_rto = std::chrono::seconds(1);
+  Time min_rto = std::chrono::milliseconds(200);
+  Time max_rto = std::chrono::seconds(120);
+  int max_retries = 15;  // retransmissions of one segment before timed_out (tcp_retries2)
+  int max_syn_retries = 6;
+  Time delayed_ack = std::chrono::milliseconds(40);
+  Time time_wait = std::chrono::seconds(60);
+  std::uint32_t initial_cwnd_segments = 10;  // RFC 6928
+};
+
+// What a connection emits.
+class Output {
+ public:
+  virtual ~Output() = default;
+  // Send this segment (header without checksum; payload valid until return).
+  virtual void transmit(const Endpoints& ep, const TcpHeader& h, ByteSpan payload) = 0;
+};
+
+// Its owner.
+class Upper {
+ public:
+  virtual ~Upper() = default;
+  virtual void on_established() = 0;
+  // In-order bytes from the peer (valid until return); all of them are
+  // taken.
+  virtual void on_data(ByteSpan bytes) = 0;
+  // Bytes the owner can take now: the receive window advertised.
+  virtual std::uint32_t receive_space() const = 0;
+  // The peer sent FIN: no more data will come.
+  virtual void on_peer_closed() = 0;
+  // The connection is over (after this the Conn may be destroyed).
+  virtual void on_end(End why) = 0;
+};
+
+class Conn {
+ public:
+  Conn(const Endpoints& ep, const ConnConfig& cfg, Upper& upper, Output& out) noexcept
+      : ep_(ep), cfg_(cfg), upper_(upper), out_(out) {}
+
+  // Active open: send SYN with initial sequence `iss`.
+  void connect(std::uint32_t iss, Time now);
+  // Passive open: `syn` arrived for a listener; answer SYN-ACK.
+  void accept(const TcpHeader& syn, std::uint32_t iss, Time now);
+  // A segment for this connection (checksum already verified).
+  void input(const TcpHeader& seg, Time now);
+  // Queue bytes to send; how many were taken (the send buffer may be full).
+  std::size_t send(ByteSpan data, Time now);
+  // Send FIN once everything queued has been sent.
+  void close(Time now);
+  // Send RST and end now.
+  void abort(Time now);
+  // The owner took bytes: the window opened (maybe worth a window update).
+  void window_opened(Time now);
+  // Timers; returns when it next wants to be called (nullopt: no timer).
+  void tick(Time now);
+  std::optional<Time> next_timer() const noexcept;
+
+  State state() const noexcept { return state_; }
+  const Endpoints& endpoints() const noexcept { return ep_; }
+
+  // For tests and counters.
+  struct Stats {
+    std::uint64_t segments_in = 0, segments_out = 0;
+    std::uint64_t retransmits = 0, fast_retransmits = 0, timeouts = 0;
+    std::uint64_t out_of_order = 0, duplicates = 0;
+    std::uint64_t bytes_in = 0, bytes_acked = 0;
+  };
+  const Stats& stats() const noexcept { return stats_; }
+  std::uint32_t cwnd() const noexcept { return cwnd_; }
+  std::uint32_t ssthresh() const noexcept { return ssthresh_; }
+  Time rto() const noexcept { return rto_; }
+  std::uint16_t send_mss() const noexcept { return snd_mss_; }
+  std::size_t queued() const noexcept { return sndq_.size(); }  // bytes not yet acked
+
+ private:
+  // Sending.
+  void send_syn(bool with_ack, Time now);
+  void push(Time now);  // send what the windows allow
+  void send_segment(std::uint32_t seq, std::size_t len, std::uint8_t flags, Time now);
+  void send_ack(Time now);
+  void send_rst(std::uint32_t seq, std::uint32_t ack, bool with_ack);
+  void retransmit_first(Time now);
+  TcpHeader header(std::uint32_t seq, std::uint8_t flags, Time now) const;
+  std::uint16_t advertised_window() const;
+  // Receiving.
+  void process_ack(const TcpHeader& seg, Time now);
+  void process_data(const TcpHeader& seg, Time now);
+  void deliver_held();
+  void take_options(const TcpHeader& syn);
+  bool acceptable(const TcpHeader& seg) const;
+  // Timers and RTT.
+  void rtt_sample(Time rtt);
+  void arm_rto(Time now) { rto_at_ = now + rto_; }
+  void end(End why);
+  std::uint32_t ts_now(Time now) const noexcept {
+    return static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  }
+  std::uint32_t flight() const noexcept { return snd_nxt_ - snd_una_; }
+
+  Endpoints ep_;
+  ConnConfig cfg_;
+  Upper& upper_;
+  Output& out_;
+  State state_ = State::closed;
+
+  // Send sequence space (RFC 9293 §3.3.1).
+  std::uint32_t iss_ = 0, snd_una_ = 0, snd_nxt_ = 0, snd_max_ = 0;
+  std::uint32_t snd_wnd_ = 0;  // scaled
+  std::uint32_t snd_wl1_ = 0, snd_wl2_ = 0;
+  std::uint16_t snd_mss_ = 536;
+  std::uint8_t snd_wscale_ = 0;  // the peer's (applied to windows it sends)
+  std::uint8_t rcv_wscale_ = 0;  // ours (applied to windows we send)
+  bool sack_ok_ = false, ts_ok_ = false;
+  std::vector<std::uint8_t> sndq_;  // bytes from snd_una_ on (sent or not)
+  bool fin_queued_ = false;         // close(): FIN after sndq_
+  bool fin_sent_ = false;
+
+  // Receive sequence space.
+  std::uint32_t irs_ = 0, rcv_nxt_ = 0;
+  std::uint32_t ts_recent_ = 0;
+  std::map<std::uint32_t, std::vector<std::uint8_t>, bool (*)(std::uint32_t, std::uint32_t)> held_{seq_lt};
+  bool fin_received_ = false;
+
+  // Congestion control (NewReno).
+  std::uint32_t cwnd_ = 0, ssthresh_ = 0xffffffff;
+  int dupacks_ = 0;
+  bool in_recovery_ = false;
+  std::uint32_t recover_ = 0;
+
+  // Timers.
+  Time srtt_{0}, rttvar_{0};
+  Time rto_{std::chrono::seconds(1)};
+  bool have_rtt_ = false;
+  std::optional<Time> rto_at_, ack_at_, time_wait_at_;
+  int retries_ = 0;
+  // Karn: one timed segment when timestamps are off.
+  std::optional<std::pair<std::uint32_t, Time>> timed_;
+  bool ack_pending_ = false;
+  unsigned unacked_segments_ = 0;  // full segments received since our last ACK
+
+  Stats stats_;
+};
+
+}  // namespace lnetr::tcp

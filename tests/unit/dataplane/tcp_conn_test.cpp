@@ -1,0 +1,384 @@
+// The dataplane TCP connection (dataplane/tcp/conn.hpp) on a simulated
+// clock: two connections joined by a wire that encodes every segment to
+// bytes (checksum included) and decodes it at the other end, with a latency
+// and a hook that drops or delays segments.  Handshakes, options, bulk data
+// across the sequence-number wrap, loss with fast retransmit and with
+// timeouts (backoff), reordering with SACK blocks, zero windows, closes,
+// resets and timeouts.
+#include "dataplane/tcp/conn.hpp"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <numeric>
+
+namespace lnetr::tcp {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
+
+struct Wire;
+
+// One end: the connection, its owner and what it received.
+struct End_ : Upper, Output {
+  Wire* wire = nullptr;
+  int side = 0;
+  std::unique_ptr<Conn> conn;
+  std::vector<std::uint8_t> got;
+  std::uint32_t space = 1 << 20;
+  bool established = false, peer_closed = false;
+  std::optional<End> ended;
+  std::vector<TcpHeader> sent;  // every header it sent (payload cleared)
+
+  void on_established() override { established = true; }
+  void on_data(ByteSpan b) override { got.insert(got.end(), b.begin(), b.end()); }
+  std::uint32_t receive_space() const override { return space; }
+  void on_peer_closed() override { peer_closed = true; }
+  void on_end(End why) override { ended = why; }
+  void transmit(const Endpoints& ep, const TcpHeader& h, ByteSpan payload) override;
+};
+
+struct Wire {
+  struct Packet {
+    Time at;
+    int to;
+    std::vector<std::uint8_t> bytes;
+  };
+  Time now = 1000s;  // timestamps start well away from 0
+  Time latency = 1ms;
+  std::deque<Packet> inflight;
+  // Return true to drop a segment `from` sends (its header as sent).
+  std::function<bool(int from, const TcpHeader&)> drop;
+  // Extra delay for a segment (reordering).
+  std::function<Time(int from, const TcpHeader&)> delay;
+  End_ ends[2];
+  std::uint64_t dropped = 0;
+
+  Wire() {
+    for (int i = 0; i < 2; ++i) {
+      ends[i].wire = this;
+      ends[i].side = i;
+    }
+  }
+  Endpoints ep(int side) const {
+    return side == 0 ? Endpoints{kIpA, kIpB, 1023, 988} : Endpoints{kIpB, kIpA, 988, 1023};
+  }
+  Conn& make(int side, ConnConfig cfg = {}) {
+    ends[side].conn = std::make_unique<Conn>(ep(side), cfg, ends[side], ends[side]);
+    return *ends[side].conn;
+  }
+
+  void send(int from, const TcpHeader& h, ByteSpan payload) {
+    std::vector<std::uint8_t> bytes(kTcpMaxHeader + payload.size());
+    const std::size_t n = encode_tcp(h, bytes);
+    EXPECT_GT(n, 0u);
+    std::copy(payload.begin(), payload.end(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+    bytes.resize(n + payload.size());
+    const Endpoints e = ep(from);
+    finish_tcp_checksum(e.local_ip, e.remote_ip, bytes);
+    TcpHeader rec = h;
+    rec.payload = {};
+    ends[from].sent.push_back(rec);
+    TcpHeader full = h;  // what the hooks see: the header with its payload
+    full.payload = payload;
+    if (drop && drop(from, full)) {
+      ++dropped;
+      return;
+    }
+    const Time extra = delay ? delay(from, full) : Time::zero();
+    inflight.push_back({now + latency + extra, 1 - from, std::move(bytes)});
+    std::stable_sort(inflight.begin(), inflight.end(), [](const Packet& a, const Packet& b) { return a.at < b.at; });
+  }
+
+  // Run events until `until` or nothing is left to do.
+  void run(Time until) {
+    while (true) {
+      std::optional<Time> next;
+      if (!inflight.empty()) next = inflight.front().at;
+      for (auto& e : ends)
+        if (e.conn && e.conn->state() != State::closed)
+          if (auto t = e.conn->next_timer(); t && (!next || *t < *next)) next = t;
+      if (!next || *next > until) {
+        now = until;
+        return;
+      }
+      now = std::max(now, *next);
+      if (!inflight.empty() && inflight.front().at <= now) {
+        Packet p = std::move(inflight.front());
+        inflight.pop_front();
+        const Endpoints e = ep(1 - p.to);
+        ASSERT_TRUE(tcp_checksum_ok(e.local_ip, e.remote_ip, p.bytes));
+        auto h = decode_tcp(p.bytes);
+        ASSERT_TRUE(h);
+        End_& to = ends[p.to];
+        if (to.conn && to.conn->state() != State::closed) to.conn->input(*h, now);
+        continue;
+      }
+      for (auto& e : ends)
+        if (e.conn && e.conn->state() != State::closed)
+          if (auto t = e.conn->next_timer(); t && *t <= now) e.conn->tick(now);
+    }
+  }
+
+  // A connects, B accepts A's SYN (as a listener would).
+  void open(ConnConfig a = {}, ConnConfig b = {}, std::uint32_t iss_a = 1000, std::uint32_t iss_b = 500000) {
+    make(0, a).connect(iss_a, now);
+    ASSERT_EQ(inflight.size(), 1u);
+    Packet syn = std::move(inflight.front());
+    inflight.pop_front();
+    auto h = decode_tcp(syn.bytes);
+    ASSERT_TRUE(h);
+    now = syn.at;
+    make(1, b).accept(*h, iss_b, now);
+    run(now + 10ms);
+  }
+};
+
+void End_::transmit(const Endpoints&, const TcpHeader& h, ByteSpan payload) { wire->send(side, h, payload); }
+
+std::vector<std::uint8_t> pattern(std::size_t n, std::uint8_t seed = 0) {
+  std::vector<std::uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(i * 131 + seed + (i >> 12));
+  return v;
+}
+
+// Feed `data` into side `from` as the send buffer takes it, running the
+// wire, until it has all been delivered (or `limit` passes).
+void transfer(Wire& w, int from, const std::vector<std::uint8_t>& data, Time limit = 600s) {
+  std::size_t off = 0;
+  const Time end = w.now + limit;
+  while (w.ends[1 - from].got.size() < data.size() && w.now < end) {
+    if (off < data.size()) off += w.ends[from].conn->send(ByteSpan(data).subspan(off), w.now);
+    w.run(w.now + 5ms);
+  }
+}
+
+TEST(TcpConn, HandshakeNegotiatesLikeLinux) {
+  Wire w;
+  ConnConfig b;
+  b.window_scale = 9;
+  b.mss = 1400;
+  w.open({}, b);
+  EXPECT_EQ(w.ends[0].conn->state(), State::established);
+  EXPECT_EQ(w.ends[1].conn->state(), State::established);
+  EXPECT_TRUE(w.ends[0].established && w.ends[1].established);
+  const TcpHeader& syn = w.ends[0].sent.at(0);
+  EXPECT_EQ(syn.flags, tcp_flag::syn);
+  EXPECT_EQ(syn.options.mss, 1460);
+  EXPECT_EQ(syn.options.window_scale, 7);
+  EXPECT_TRUE(syn.options.sack_permitted);
+  EXPECT_TRUE(syn.options.timestamps);
+  const TcpHeader& synack = w.ends[1].sent.at(0);
+  EXPECT_EQ(synack.flags, tcp_flag::syn | tcp_flag::ack);
+  EXPECT_EQ(synack.ack, 1001u);
+  EXPECT_EQ(synack.options.window_scale, 9);
+  EXPECT_EQ(w.ends[0].conn->send_mss(), 1400);  // the smaller of the two
+  EXPECT_EQ(w.ends[1].conn->send_mss(), 1400);
+  // Without the peer's offer, no scaling, SACK or timestamps in the answer.
+  Wire v;
+  ConnConfig bare;
+  bare.window_scale = 0;
+  bare.sack = false;
+  bare.timestamps = false;
+  v.open(bare, {});
+  const TcpHeader& plain = v.ends[1].sent.at(0);
+  EXPECT_FALSE(plain.options.window_scale);
+  EXPECT_FALSE(plain.options.sack_permitted);
+  EXPECT_FALSE(plain.options.timestamps);
+  EXPECT_EQ(v.ends[1].conn->state(), State::established);
+}
+
+TEST(TcpConn, BulkDataBothWaysAcrossTheSequenceWrap) {
+  Wire w;
+  w.open({}, {}, 0xfff00000u, 0xffffff00u);  // both sides wrap within the first MiB
+  const auto ab = pattern(3 << 20, 1), ba = pattern(1 << 20, 2);
+  transfer(w, 0, ab);
+  // Delayed ACKs: fewer ACKs than segments (B has sent only ACKs).
+  const std::size_t acks = w.ends[1].sent.size() - 1;  // less the SYN-ACK
+  const std::size_t segs = ab.size() / (1460 - 12);
+  EXPECT_LT(acks, segs * 8 / 10) << acks << " ACKs for " << segs << " segments";
+  transfer(w, 1, ba);
+  EXPECT_EQ(w.ends[1].got, ab);
+  EXPECT_EQ(w.ends[0].got, ba);
+  EXPECT_EQ(w.ends[0].conn->stats().retransmits, 0u);
+  EXPECT_EQ(w.ends[0].conn->queued(), 0u);
+  EXPECT_GT(w.ends[0].conn->cwnd(), 10u * 1448);  // slow start grew it
+}
+
+TEST(TcpConn, AcksEverySecondSegmentOrAfterTheDelay) {
+  Wire w;
+  w.open();
+  const std::size_t before = w.ends[1].sent.size();
+  w.ends[0].conn->send(pattern(2 * 1448), w.now);  // two full segments
+  w.run(w.now + 5ms);
+  EXPECT_EQ(w.ends[1].sent.size(), before + 1);  // one ACK, at once
+  w.ends[0].conn->send(pattern(100), w.now);  // one small segment
+  w.run(w.now + 30ms);
+  EXPECT_EQ(w.ends[1].sent.size(), before + 1);  // held ...
+  w.run(w.now + 20ms);
+  EXPECT_EQ(w.ends[1].sent.size(), before + 2);  // ... until delayed_ack (40 ms)
+  EXPECT_EQ(w.ends[1].sent.back().ack, 1001u + 2 * 1448 + 100);
+}
+
+TEST(TcpConn, LossIsRepairedByFastRetransmitAndNewReno) {
+  Wire w;
+  w.open();
+  int data_segments = 0;
+  w.drop = [&](int from, const TcpHeader& h) {
+    // Every 50th data segment from A, the first time it is sent.
+    return from == 0 && !h.payload.empty() && ++data_segments % 50 == 0;
+  };
+  const auto data = pattern(2 << 20, 3);
+  transfer(w, 0, data);
+  EXPECT_EQ(w.ends[1].got, data);
+  EXPECT_GT(w.dropped, 10u);
+  EXPECT_GT(w.ends[0].conn->stats().fast_retransmits, 5u);
+  EXPECT_GT(w.ends[1].conn->stats().out_of_order, 10u);
+  // The receiver's duplicate ACKs carried SACK blocks.
+  bool sacked = false;
+  for (const TcpHeader& h : w.ends[1].sent) sacked = sacked || h.options.sack_count > 0;
+  EXPECT_TRUE(sacked);
+}
+
+TEST(TcpConn, TimeoutsBackOffThenRecover) {
+  Wire w;
+  w.open();
+  bool cut = true;
+  w.drop = [&](int from, const TcpHeader&) { return cut && from == 0; };
+  const auto data = pattern(10000, 4);
+  EXPECT_EQ(w.ends[0].conn->send(data, w.now), data.size());
+  w.run(w.now + 20s);
+  // Resent after the RTO, which doubles each time (from 200 ms, the
+  // minimum over a 2 ms round trip): 0.2 + 0.4 + 0.8 + 1.6 + 3.2 + 6.4 s
+  // fit in 20 s.
+  const auto& sent = w.ends[0].sent;
+  EXPECT_GE(w.ends[0].conn->stats().timeouts, 4u);
+  EXPECT_GE(w.ends[0].conn->rto(), 3200ms);
+  cut = false;
+  w.run(w.now + 140s);
+  EXPECT_EQ(w.ends[1].got, data);
+  EXPECT_EQ(w.ends[0].conn->state(), State::established);
+  EXPECT_GT(sent.size(), 10u);
+}
+
+TEST(TcpConn, ReorderingIsHeldAndDeliveredInOrder) {
+  Wire w;
+  w.open();
+  int n = 0;
+  w.delay = [&](int from, const TcpHeader& h) {
+    return from == 0 && !h.payload.empty() && ++n % 3 == 0 ? Time(2ms) : Time::zero();
+  };
+  const auto data = pattern(500000, 5);
+  transfer(w, 0, data);
+  EXPECT_EQ(w.ends[1].got, data);
+  EXPECT_GT(w.ends[1].conn->stats().out_of_order, 10u);
+}
+
+TEST(TcpConn, AZeroWindowStopsTheSenderUntilItOpens) {
+  Wire w;
+  w.open();
+  w.ends[1].space = 0;  // B's owner takes nothing
+  w.ends[1].conn->window_opened(w.now);  // B advertises 0
+  w.run(w.now + 10ms);
+  const auto data = pattern(50000, 6);
+  w.ends[0].conn->send(data, w.now);
+  w.run(w.now + 10s);
+  EXPECT_LT(w.ends[1].got.size(), 2u);  // at most a 1-byte probe got through
+  w.ends[1].space = 1 << 20;
+  w.ends[1].conn->window_opened(w.now);
+  w.run(w.now + 30s);
+  EXPECT_EQ(w.ends[1].got, data);
+}
+
+TEST(TcpConn, OrderlyCloseFromEitherSideAndBoth) {
+  Wire w;
+  w.open();
+  const auto data = pattern(30000, 7);
+  w.ends[0].conn->send(data, w.now);
+  w.ends[0].conn->close(w.now);  // FIN after the data
+  w.run(w.now + 1s);
+  EXPECT_EQ(w.ends[1].got, data);
+  EXPECT_TRUE(w.ends[1].peer_closed);
+  EXPECT_EQ(w.ends[1].conn->state(), State::close_wait);
+  EXPECT_EQ(w.ends[0].conn->state(), State::fin_wait_2);
+  w.ends[1].conn->close(w.now);
+  w.run(w.now + 1s);
+  EXPECT_EQ(w.ends[1].ended, End::closed);  // LAST-ACK acknowledged
+  EXPECT_EQ(w.ends[0].conn->state(), State::time_wait);
+  w.run(w.now + 61s);
+  EXPECT_EQ(w.ends[0].ended, End::closed);
+
+  // Both close at once: FIN-WAIT-1 -> CLOSING -> TIME-WAIT on both.
+  Wire s;
+  s.open();
+  s.ends[0].conn->close(s.now);
+  s.ends[1].conn->close(s.now);
+  s.run(s.now + 1s);
+  EXPECT_EQ(s.ends[0].conn->state(), State::time_wait);
+  EXPECT_EQ(s.ends[1].conn->state(), State::time_wait);
+}
+
+TEST(TcpConn, ResetsAndRefusals) {
+  Wire w;
+  w.open();
+  w.ends[0].conn->abort(w.now);
+  EXPECT_EQ(w.ends[0].ended, End::aborted);
+  w.run(w.now + 10ms);
+  EXPECT_EQ(w.ends[1].ended, End::reset);
+
+  // A SYN answered by RST+ACK (nobody listens): refused.
+  Wire r;
+  Conn& a = r.make(0);
+  a.connect(77, r.now);
+  r.inflight.clear();
+  TcpHeader rst;
+  rst.src_port = 988;
+  rst.dst_port = 1023;
+  rst.flags = tcp_flag::rst | tcp_flag::ack;
+  rst.ack = 78;
+  a.input(rst, r.now);
+  EXPECT_EQ(r.ends[0].ended, End::refused);
+
+  // An RST outside the window is ignored (answered with an ACK).
+  Wire o;
+  o.open();
+  TcpHeader stray;
+  stray.flags = tcp_flag::rst;
+  stray.seq = 12345;
+  o.ends[0].conn->input(stray, o.now);
+  EXPECT_EQ(o.ends[0].conn->state(), State::established);
+}
+
+TEST(TcpConn, AnUnansweredPeerTimesOut) {
+  Wire w;
+  ConnConfig c;
+  c.max_retries = 3;
+  w.open(c);
+  w.drop = [](int, const TcpHeader&) { return true; };
+  w.ends[0].conn->send(pattern(1000), w.now);
+  w.run(w.now + 600s);
+  EXPECT_EQ(w.ends[0].ended, End::timed_out);
+  // A SYN nobody answers.
+  Wire s;
+  s.drop = [](int, const TcpHeader&) { return true; };
+  ConnConfig q;
+  q.max_syn_retries = 2;
+  s.make(0, q).connect(5, s.now);
+  s.run(s.now + 60s);
+  EXPECT_EQ(s.ends[0].ended, End::timed_out);
+  EXPECT_EQ(s.ends[0].sent.size(), 3u);  // the SYN and two retries
+}
+
+TEST(TcpSeq, ComparisonsWrap) {
+  EXPECT_TRUE(seq_lt(0xfffffff0u, 0x10u));
+  EXPECT_TRUE(seq_gt(0x10u, 0xfffffff0u));
+  EXPECT_TRUE(seq_le(5u, 5u));
+  EXPECT_FALSE(seq_lt(5u, 5u));
+}
+
+}  // namespace
+}  // namespace lnetr::tcp
