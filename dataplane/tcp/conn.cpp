@@ -14,8 +14,14 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr std::uint32_t kMaxWindow = 65535;
-constexpr std::uint8_t kMaxWindowScale = 14;      // RFC 7323 §2.3
-constexpr std::size_t kTimestampBytes = 12;       // NOP NOP TS: what each data segment's header carries
+constexpr std::uint8_t kMaxWindowScale = 14;       // RFC 7323 §2.3
+constexpr std::uint16_t kMinMss = 64;              // a peer's smaller MSS is raised to this (Linux: 48)
+constexpr std::uint32_t kMaxCwnd = 1u << 30;       // cwnd saturates here
+constexpr std::int64_t kMaxRttMs = 60000;          // a longer "sample" from a timestamp is bogus
+
+std::uint32_t saturating_add(std::uint32_t a, std::uint64_t b) {
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{a} + b, kMaxCwnd));
+}
 
 }  // namespace
 
@@ -47,7 +53,8 @@ void Conn::accept(const TcpHeader& syn, std::uint32_t iss, Time now) {
 // What the peer's SYN offers, against what we offer (as Linux negotiates).
 void Conn::take_options(const TcpHeader& syn) {
   const TcpOptions& o = syn.options;
-  snd_mss_ = std::min<std::uint16_t>(o.mss.value_or(536), cfg_.mss);
+  const std::uint16_t floor = static_cast<std::uint16_t>(kMinMss + (cfg_.timestamps && o.timestamps ? 12 : 0));
+  snd_mss_ = std::clamp<std::uint16_t>(o.mss.value_or(536), floor, std::max(cfg_.mss, floor));
   if (o.window_scale && cfg_.window_scale > 0) {
     snd_wscale_ = std::min(*o.window_scale, kMaxWindowScale);
     rcv_wscale_ = std::min(cfg_.window_scale, kMaxWindowScale);
@@ -68,6 +75,7 @@ void Conn::send_syn(bool with_ack, Time now) {
   h.flags = static_cast<std::uint8_t>(tcp_flag::syn | (with_ack ? tcp_flag::ack : 0));
   h.ack = with_ack ? rcv_nxt_ : 0;
   h.window = static_cast<std::uint16_t>(std::min<std::uint32_t>(upper_.receive_space(), kMaxWindow));
+  if (with_ack) rcv_adv_ = rcv_nxt_ + h.window;
   h.options.mss = cfg_.mss;
   // A SYN offers what we are configured for; a SYN-ACK only what the
   // peer offered too.
@@ -86,7 +94,7 @@ std::size_t Conn::send(ByteSpan data, Time now) {
   const bool open = state_ == State::established || state_ == State::close_wait || state_ == State::syn_sent ||
                     state_ == State::syn_received;
   if (!open || fin_queued_) return 0;
-  const std::size_t room = cfg_.send_buffer > sndq_.size() ? cfg_.send_buffer - sndq_.size() : 0;
+  const std::size_t room = cfg_.send_buffer > queued() ? cfg_.send_buffer - queued() : 0;
   const std::size_t n = std::min(room, data.size());
   sndq_.insert(sndq_.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(n));
   push(now);
@@ -112,7 +120,7 @@ void Conn::close(Time now) {
 void Conn::abort(Time now) {
   (void)now;
   if (state_ == State::closed) return;
-  if (state_ != State::syn_sent) send_rst(snd_nxt_, 0, false);
+  if (state_ != State::syn_sent) send_rst(snd_max_, 0, false);
   end(End::aborted);
 }
 
@@ -121,16 +129,19 @@ void Conn::push(Time now) {
   if (state_ != State::established && state_ != State::close_wait && state_ != State::fin_wait_1 &&
       state_ != State::closing && state_ != State::last_ack)
     return;
-  const std::size_t payload_mss = snd_mss_ - (ts_ok_ ? kTimestampBytes : 0);
   for (;;) {
     const std::size_t offset = snd_nxt_ - snd_una_;
-    const std::size_t unsent = offset < sndq_.size() ? sndq_.size() - offset : 0;
+    const std::size_t unsent = offset < queued() ? queued() - offset : 0;
     const std::uint32_t wnd = std::min(snd_wnd_, cwnd_);
     const std::uint32_t usable = wnd > flight() ? wnd - flight() : 0;
-    const std::size_t len = std::min({unsent, static_cast<std::size_t>(usable), payload_mss});
+    const std::size_t len = std::min({unsent, static_cast<std::size_t>(usable), payload_mss()});
     if (len == 0) {
-      // Data waits on a zero window with nothing in flight: probe it later.
-      if (unsent > 0 && flight() == 0 && !rto_at_) arm_rto(now);
+      // Data waits on a zero window with nothing in flight: the persist
+      // timer probes it (from the RTO, not backed off).
+      if (unsent > 0 && snd_wnd_ == 0 && flight() == 0 && !persist_at_) {
+        persist_backoff_ = rto_;
+        persist_at_ = now + persist_backoff_;
+      }
       break;
     }
     const bool last = len == unsent;
@@ -140,8 +151,10 @@ void Conn::push(Time now) {
     if (seq_gt(snd_nxt_, snd_max_)) snd_max_ = snd_nxt_;
     if (!rto_at_) arm_rto(now);
   }
-  // FIN once every byte has been sent (it takes one sequence number).
-  if (fin_queued_ && !fin_sent_ && snd_nxt_ - snd_una_ == sndq_.size()) {
+  // FIN once every byte has been sent (it takes one sequence number); again
+  // after a timeout went back to it.
+  if (fin_queued_ && snd_nxt_ - snd_una_ == queued() && (!fin_sent_ || snd_nxt_ == fin_seq_)) {
+    if (!fin_sent_) fin_seq_ = snd_nxt_;
     send_segment(snd_nxt_, 0, tcp_flag::fin | tcp_flag::ack, now);
     ++snd_nxt_;
     if (seq_gt(snd_nxt_, snd_max_)) snd_max_ = snd_nxt_;
@@ -154,8 +167,7 @@ void Conn::push(Time now) {
 
 void Conn::send_segment(std::uint32_t seq, std::size_t len, std::uint8_t flags, Time now) {
   const TcpHeader h = header(seq, flags, now);
-  const std::size_t at = seq - snd_una_;
-  out_.transmit(ep_, h, ByteSpan(sndq_).subspan(at, len));
+  out_.transmit(ep_, h, len ? unacked(seq - snd_una_, len) : ByteSpan{});
   ++stats_.segments_out;
   ack_pending_ = false;
   ack_at_.reset();
@@ -182,7 +194,7 @@ void Conn::send_rst(std::uint32_t seq, std::uint32_t ack, bool with_ack) {
   ++stats_.segments_out;
 }
 
-TcpHeader Conn::header(std::uint32_t seq, std::uint8_t flags, Time now) const {
+TcpHeader Conn::header(std::uint32_t seq, std::uint8_t flags, Time now) {
   TcpHeader h;
   h.src_port = ep_.local_port;
   h.dst_port = ep_.remote_port;
@@ -190,26 +202,48 @@ TcpHeader Conn::header(std::uint32_t seq, std::uint8_t flags, Time now) const {
   h.flags = flags;
   h.ack = (flags & tcp_flag::ack) ? rcv_nxt_ : 0;
   h.window = advertised_window();
+  const std::uint32_t edge = rcv_nxt_ + (static_cast<std::uint32_t>(h.window) << rcv_wscale_);
+  if (seq_gt(edge, rcv_adv_)) rcv_adv_ = edge;
   if (ts_ok_) h.options.timestamps = {{ts_now(now), ts_recent_}};
   if (sack_ok_ && !held_.empty()) {
     // The blocks held out of order, merged, first ones first.
+    // The held intervals are disjoint; the one holding the latest
+    // arrival goes first (RFC 2018 §4), then the others in order.
     const std::size_t max_blocks = ts_ok_ ? 3 : kMaxSackBlocks;
-    for (const auto& [start, bytes] : held_) {
-      const std::uint32_t stop = start + static_cast<std::uint32_t>(bytes.size());
-      if (h.options.sack_count > 0 && seq_le(start, h.options.sack[h.options.sack_count - 1].right)) {
-        SackBlock& last = h.options.sack[h.options.sack_count - 1];
-        if (seq_gt(stop, last.right)) last.right = stop;
-      } else if (h.options.sack_count < max_blocks) {
-        h.options.sack[h.options.sack_count++] = {start, stop};
-      }
-    }
+    auto latest = held_.upper_bound(last_held_);
+    if (latest != held_.begin()) --latest;
+    auto block = [](const auto& it) {
+      return SackBlock{it->first, it->first + static_cast<std::uint32_t>(it->second.size())};
+    };
+    h.options.sack[h.options.sack_count++] = block(latest);
+    for (auto it = held_.begin(); it != held_.end() && h.options.sack_count < max_blocks; ++it)
+      if (it != latest) h.options.sack[h.options.sack_count++] = block(it);
   }
   return h;
 }
 
+// What the owner can take, but never less than what was advertised before
+// (a window does not shrink, RFC 9293 §3.8.6.2.1).
 std::uint16_t Conn::advertised_window() const {
-  const std::uint32_t space = std::min<std::uint32_t>(upper_.receive_space(), kMaxWindow << rcv_wscale_);
-  return static_cast<std::uint16_t>(space >> rcv_wscale_);
+  std::uint32_t space = upper_.receive_space();
+  if (seq_gt(rcv_adv_, rcv_nxt_)) space = std::max(space, rcv_adv_ - rcv_nxt_);
+  space = std::min<std::uint32_t>(space, kMaxWindow << rcv_wscale_);
+  return static_cast<std::uint16_t>((space + (1u << rcv_wscale_) - 1) >> rcv_wscale_);
+}
+
+std::size_t Conn::held_bytes() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [start, bytes] : held_) n += bytes.size();
+  return n;
+}
+
+void Conn::drop_acked(std::size_t n) {
+  sndq_head_ += n;
+  // Compact once the acknowledged prefix is half the buffer: amortised O(1).
+  if (sndq_head_ * 2 >= sndq_.size()) {
+    sndq_.erase(sndq_.begin(), sndq_.begin() + static_cast<std::ptrdiff_t>(sndq_head_));
+    sndq_head_ = 0;
+  }
 }
 
 void Conn::window_opened(Time now) {
@@ -217,11 +251,11 @@ void Conn::window_opened(Time now) {
 }
 
 void Conn::retransmit_first(Time now) {
-  const std::size_t len = std::min<std::size_t>(sndq_.size(), snd_mss_ - (ts_ok_ ? kTimestampBytes : 0));
+  const std::size_t len = std::min(queued(), payload_mss());
   ++stats_.retransmits;
   if (len > 0) {
     send_segment(snd_una_, len, tcp_flag::ack, now);
-  } else if (fin_sent_) {
+  } else if (fin_sent_ && snd_una_ == fin_seq_) {
     send_segment(snd_una_, 0, tcp_flag::fin | tcp_flag::ack, now);
   }
 }
@@ -237,6 +271,15 @@ bool Conn::acceptable(const TcpHeader& seg) const {
   if (len == 0) return wnd == 0 ? seg.seq == rcv_nxt_ : in_window(seg.seq);
   if (wnd == 0) return false;
   return in_window(seg.seq) || in_window(seg.seq + len - 1);
+}
+
+// An RTT sample from an echoed timestamp (milliseconds of our clock); a
+// negative or implausible one (a bogus TSecr) is ignored.
+static std::optional<Time> ts_rtt(std::uint32_t now_ms, const TcpHeader& seg) {
+  if (!seg.options.timestamps || seg.options.timestamps->second == 0) return std::nullopt;
+  const std::int32_t ms = static_cast<std::int32_t>(now_ms - seg.options.timestamps->second);
+  if (ms < 0 || ms > kMaxRttMs) return std::nullopt;
+  return std::chrono::milliseconds(ms);
 }
 
 void Conn::input(const TcpHeader& seg, Time now) {
@@ -265,10 +308,8 @@ void Conn::input(const TcpHeader& seg, Time now) {
     if (ack) {
       snd_una_ = seg.ack;
       snd_wl2_ = seg.ack;
-      if (ts_ok_ && seg.options.timestamps && seg.options.timestamps->second != 0)
-        rtt_sample(std::chrono::milliseconds(ts_now(now) - seg.options.timestamps->second));
-      else if (timed_ && retries_ == 0)
-        rtt_sample(now - timed_->second);
+      if (const auto rtt = ts_ok_ ? ts_rtt(ts_now(now), seg) : std::nullopt) rtt_sample(*rtt);
+      else if (timed_ && retries_ == 0) rtt_sample(now - timed_->second);
       timed_.reset();
       retries_ = 0;
       rto_at_.reset();
@@ -283,14 +324,28 @@ void Conn::input(const TcpHeader& seg, Time now) {
     return;
   }
 
+  // SYN-RECEIVED: the peer's SYN again (our SYN-ACK was lost): answer anew.
+  if (state_ == State::syn_received && syn && !ack && seg.seq == irs_) {
+    send_syn(true, now);
+    return;
+  }
+
   // Synchronized states.
   if (!acceptable(seg)) {
     ++stats_.duplicates;
-    if (!rst) send_ack(now);
+    if (!rst) {
+      // A closed window still takes the ACK and window of a segment that
+      // starts where we expect (RFC 9293 §3.10.7.4).
+      if (ack && !syn && state_ != State::syn_received && seg.seq == rcv_nxt_) process_ack(seg, now);
+      send_ack(now);
+    }
     return;
   }
   if (rst) {
-    end(End::reset);
+    // Only an exact RST resets; another in the window gets a challenge ACK
+    // (RFC 5961 §3.2).
+    if (seg.seq == rcv_nxt_) end(End::reset);
+    else send_ack(now);
     return;
   }
   if (syn) {  // a SYN in a synchronized state: challenge ACK (RFC 5961 §4)
@@ -298,29 +353,39 @@ void Conn::input(const TcpHeader& seg, Time now) {
     return;
   }
   if (!ack) return;
-  if (ts_ok_ && seg.options.timestamps && seq_le(seg.seq, rcv_nxt_)) ts_recent_ = seg.options.timestamps->first;
+  // Timestamps: remember the newest from a segment at our left edge.
+  if (ts_ok_ && seg.options.timestamps && seq_le(seg.seq, rcv_nxt_) &&
+      seq_ge(seg.options.timestamps->first, ts_recent_))
+    ts_recent_ = seg.options.timestamps->first;
 
+  bool opened = false;
   if (state_ == State::syn_received) {
     if (seq_le(seg.ack, snd_una_) || seq_gt(seg.ack, snd_nxt_)) {
       send_rst(seg.ack, 0, false);
       return;
     }
+    // Our SYN is acknowledged: it took a sequence number, not a byte.
+    snd_una_ = iss_ + 1;
     state_ = State::established;
     snd_wnd_ = static_cast<std::uint32_t>(seg.window) << snd_wscale_;
     snd_wl1_ = seg.seq;
     snd_wl2_ = seg.ack;
-    upper_.on_established();
+    retries_ = 0;
+    rto_at_.reset();
+    if (const auto rtt = ts_ok_ ? ts_rtt(ts_now(now), seg) : std::nullopt) rtt_sample(*rtt);
+    timed_.reset();
+    opened = true;
   }
 
-  process_ack(seg, now);
+  if (!process_ack(seg, now)) return;
+  if (opened) upper_.on_established();  // after the ACK: what it sends goes out right
   if (state_ == State::closed) return;
-  const bool fin_acked = fin_sent_ && snd_una_ == snd_max_;
-  if (state_ == State::fin_wait_1 && fin_acked) state_ = State::fin_wait_2;
-  if (state_ == State::closing && fin_acked) {
+  if (state_ == State::fin_wait_1 && fin_acked()) state_ = State::fin_wait_2;
+  if (state_ == State::closing && fin_acked()) {
     state_ = State::time_wait;
     time_wait_at_ = now + cfg_.time_wait;
   }
-  if (state_ == State::last_ack && fin_acked) {
+  if (state_ == State::last_ack && fin_acked()) {
     end(End::closed);
     return;
   }
@@ -335,36 +400,36 @@ void Conn::input(const TcpHeader& seg, Time now) {
   const bool takes_data = state_ == State::established || state_ == State::fin_wait_1 || state_ == State::fin_wait_2;
   if (takes_data && !seg.payload.empty()) process_data(seg, now);
 
-  // FIN, once everything before it has arrived.
+  // FIN, once everything before it has arrived (one that arrives early is
+  // sent again by the peer).
   if ((seg.flags & tcp_flag::fin) && !fin_received_ &&
       seg.seq + static_cast<std::uint32_t>(seg.payload.size()) == rcv_nxt_) {
     fin_received_ = true;
     ++rcv_nxt_;
-    send_ack(now);
-    upper_.on_peer_closed();
+    // The new state first: the owner may close() from on_peer_closed().
     switch (state_) {
-      case State::syn_received:
       case State::established: state_ = State::close_wait; break;
       case State::fin_wait_1:
-        state_ = snd_una_ == snd_max_ ? State::time_wait : State::closing;
-        if (state_ == State::time_wait) time_wait_at_ = now + cfg_.time_wait;
+        state_ = fin_acked() ? State::time_wait : State::closing;
         break;
-      case State::fin_wait_2:
-        state_ = State::time_wait;
-        time_wait_at_ = now + cfg_.time_wait;
-        break;
+      case State::fin_wait_2: state_ = State::time_wait; break;
       default: break;
     }
+    if (state_ == State::time_wait) time_wait_at_ = now + cfg_.time_wait;
+    send_ack(now);
+    upper_.on_peer_closed();
+    if (state_ == State::closed) return;
   }
   push(now);
 }
 
-void Conn::process_ack(const TcpHeader& seg, Time now) {
+bool Conn::process_ack(const TcpHeader& seg, Time now) {
   const std::uint32_t a = seg.ack;
-  if (seq_gt(a, snd_max_)) {  // acknowledges what was never sent
+  if (seq_gt(a, snd_max_)) {  // acknowledges what was never sent: drop it
     send_ack(now);
-    return;
+    return false;
   }
+  probes_ = 0;  // the peer answers
   const std::uint32_t wnd = static_cast<std::uint32_t>(seg.window) << snd_wscale_;
   const bool window_moved = wnd != snd_wnd_;
   if (seq_lt(snd_wl1_, seg.seq) || (snd_wl1_ == seg.seq && seq_le(snd_wl2_, a))) {
@@ -372,19 +437,18 @@ void Conn::process_ack(const TcpHeader& seg, Time now) {
     snd_wl1_ = seg.seq;
     snd_wl2_ = a;
   }
+  if (snd_wnd_ > 0) persist_at_.reset();
   if (seq_gt(a, snd_una_)) {
     const std::uint32_t acked = a - snd_una_;
-    const std::size_t data = std::min<std::size_t>(acked, sndq_.size());
-    sndq_.erase(sndq_.begin(), sndq_.begin() + static_cast<std::ptrdiff_t>(data));
+    const std::size_t data = std::min<std::size_t>(acked, queued());
+    drop_acked(data);
     stats_.bytes_acked += data;
     snd_una_ = a;
     if (seq_lt(snd_nxt_, snd_una_)) snd_nxt_ = snd_una_;
     // RTT: the echoed timestamp, else the one timed segment (Karn: never
     // a retransmitted one).
-    if (ts_ok_ && seg.options.timestamps && seg.options.timestamps->second != 0)
-      rtt_sample(std::chrono::milliseconds(ts_now(now) - seg.options.timestamps->second));
-    else if (timed_ && seq_ge(a, timed_->first))
-      rtt_sample(now - timed_->second);
+    if (const auto rtt = ts_ok_ ? ts_rtt(ts_now(now), seg) : std::nullopt) rtt_sample(*rtt);
+    else if (timed_ && seq_ge(a, timed_->first)) rtt_sample(now - timed_->second);
     if (timed_ && seq_ge(a, timed_->first)) timed_.reset();
     retries_ = 0;
     // Congestion window (RFC 5681, NewReno's recovery RFC 6582).
@@ -394,17 +458,17 @@ void Conn::process_ack(const TcpHeader& seg, Time now) {
         cwnd_ = ssthresh_;
       } else {  // partial ACK: the next hole, at once
         retransmit_first(now);
-        cwnd_ = cwnd_ > acked ? cwnd_ - acked + snd_mss_ : snd_mss_;
+        cwnd_ = cwnd_ > acked ? saturating_add(cwnd_ - acked, snd_mss_) : snd_mss_;
       }
     } else if (cwnd_ < ssthresh_) {
-      cwnd_ += std::min<std::uint32_t>(acked, snd_mss_);
+      cwnd_ = saturating_add(cwnd_, std::min<std::uint32_t>(acked, snd_mss_));
     } else {
-      cwnd_ += std::max<std::uint32_t>(1, snd_mss_ * snd_mss_ / cwnd_);
+      cwnd_ = saturating_add(cwnd_, std::max<std::uint32_t>(1, snd_mss_ * snd_mss_ / std::max(cwnd_, 1u)));
     }
     dupacks_ = 0;
     if (snd_una_ == snd_max_) rto_at_.reset();
     else arm_rto(now);
-    return;
+    return true;
   }
   // A duplicate ACK: nothing new acknowledged, no data, same window.
   if (a == snd_una_ && seg.payload.empty() && !window_moved && flight() > 0 && !(seg.flags & tcp_flag::fin)) {
@@ -415,11 +479,12 @@ void Conn::process_ack(const TcpHeader& seg, Time now) {
       in_recovery_ = true;
       ++stats_.fast_retransmits;
       retransmit_first(now);
-      cwnd_ = ssthresh_ + 3u * snd_mss_;
+      cwnd_ = saturating_add(ssthresh_, 3u * snd_mss_);
     } else if (in_recovery_) {
-      cwnd_ += snd_mss_;  // each further duplicate: a segment left the network
+      cwnd_ = saturating_add(cwnd_, snd_mss_);  // each further duplicate: a segment left the network
     }
   }
+  return true;
 }
 
 void Conn::process_data(const TcpHeader& seg, Time now) {
@@ -435,6 +500,13 @@ void Conn::process_data(const TcpHeader& seg, Time now) {
     bytes = bytes.subspan(skip);
     seq = rcv_nxt_;
   }
+  // Nothing beyond the window we advertised is taken.
+  const std::uint32_t edge = rcv_nxt_ + (static_cast<std::uint32_t>(advertised_window()) << rcv_wscale_);
+  if (!seq_lt(seq, edge)) {
+    send_ack(now);
+    return;
+  }
+  if (seq_gt(seq + static_cast<std::uint32_t>(bytes.size()), edge)) bytes = bytes.first(edge - seq);
   if (seq == rcv_nxt_) {
     const bool had_holes = !held_.empty();
     upper_.on_data(bytes);
@@ -453,9 +525,33 @@ void Conn::process_data(const TcpHeader& seg, Time now) {
   // Beyond rcv_nxt_: held (copied) until the hole fills; a duplicate ACK
   // with SACK blocks at once.
   ++stats_.out_of_order;
-  auto it = held_.find(seq);
-  if (it == held_.end() || it->second.size() < bytes.size()) held_[seq].assign(bytes.begin(), bytes.end());
+  hold(seq, bytes);
   send_ack(now);
+}
+
+// Add [seq, seq + bytes) to the held intervals, merging what it overlaps or
+// touches: they stay disjoint, so what is held never exceeds the window.
+void Conn::hold(std::uint32_t seq, ByteSpan bytes) {
+  std::uint32_t start = seq, stop = seq + static_cast<std::uint32_t>(bytes.size());
+  auto first = held_.upper_bound(seq);
+  if (first != held_.begin()) {
+    auto prev = std::prev(first);
+    if (seq_ge(prev->first + static_cast<std::uint32_t>(prev->second.size()), seq)) first = prev;
+  }
+  auto last = first;
+  while (last != held_.end() && seq_le(last->first, stop)) {
+    start = seq_lt(last->first, start) ? last->first : start;
+    const std::uint32_t end = last->first + static_cast<std::uint32_t>(last->second.size());
+    stop = seq_gt(end, stop) ? end : stop;
+    ++last;
+  }
+  std::vector<std::uint8_t> merged(stop - start);
+  for (auto it = first; it != last; ++it)
+    std::copy(it->second.begin(), it->second.end(), merged.begin() + static_cast<std::ptrdiff_t>(it->first - start));
+  std::copy(bytes.begin(), bytes.end(), merged.begin() + static_cast<std::ptrdiff_t>(seq - start));
+  held_.erase(first, last);
+  held_.emplace(start, std::move(merged));
+  last_held_ = seq;
 }
 
 void Conn::deliver_held() {
@@ -491,7 +587,7 @@ void Conn::rtt_sample(Time rtt) {
 
 std::optional<Time> Conn::next_timer() const noexcept {
   std::optional<Time> t;
-  for (const auto& c : {rto_at_, ack_at_, time_wait_at_})
+  for (const auto& c : {rto_at_, ack_at_, time_wait_at_, persist_at_})
     if (c && (!t || *c < *t)) t = c;
   return t;
 }
@@ -502,6 +598,24 @@ void Conn::tick(Time now) {
     return;
   }
   if (ack_at_ && now >= *ack_at_) send_ack(now);
+  if (persist_at_ && now >= *persist_at_) {
+    // Zero-window probe: a segment the peer has seen (one below snd_una),
+    // which it answers with its window; for as long as it answers.
+    persist_at_.reset();
+    if (snd_wnd_ == 0 && queued() > snd_nxt_ - snd_una_) {
+      if (++probes_ > cfg_.max_retries) {
+        send_rst(snd_max_, 0, false);
+        return end(End::timed_out);
+      }
+      const TcpHeader h = header(snd_una_ - 1, tcp_flag::ack, now);
+      out_.transmit(ep_, h, {});
+      ++stats_.segments_out;
+      persist_backoff_ = std::min(persist_backoff_ * 2, cfg_.max_rto);
+      persist_at_ = now + persist_backoff_;
+    } else {
+      push(now);
+    }
+  }
   if (!rto_at_ || now < *rto_at_) return;
   rto_at_.reset();
   rto_ = std::min(rto_ * 2, cfg_.max_rto);  // back off
@@ -513,35 +627,23 @@ void Conn::tick(Time now) {
     arm_rto(now);
     return;
   }
-  if (flight() > 0) {
-    if (++retries_ > cfg_.max_retries) {
-      send_rst(snd_nxt_, 0, false);
-      return end(End::timed_out);
-    }
-    ++stats_.timeouts;
-    ssthresh_ = std::max<std::uint32_t>(flight() / 2, 2u * snd_mss_);
-    cwnd_ = snd_mss_;
-    in_recovery_ = false;
-    dupacks_ = 0;
-    // Go back to the first unacknowledged byte (and the FIN, if it was
-    // sent): with cwnd one segment, push() resends exactly that.
-    snd_nxt_ = snd_una_;
-    fin_sent_ = false;
-    ++stats_.retransmits;
-    push(now);
-    arm_rto(now);
-    return;
+  if (flight() == 0) return;
+  if (++retries_ > cfg_.max_retries) {
+    send_rst(snd_max_, 0, false);
+    return end(End::timed_out);
   }
-  // Nothing in flight but data waiting on a zero window: one byte probes it.
-  const std::size_t unsent = sndq_.size() - (snd_nxt_ - snd_una_);
-  if (unsent > 0 && snd_wnd_ == 0) {
-    send_segment(snd_nxt_, 1, tcp_flag::ack, now);
-    ++snd_nxt_;
-    if (seq_gt(snd_nxt_, snd_max_)) snd_max_ = snd_nxt_;
-    arm_rto(now);
-  } else {
-    push(now);
-  }
+  ++stats_.timeouts;
+  ssthresh_ = std::max<std::uint32_t>(flight() / 2, 2u * snd_mss_);
+  cwnd_ = snd_mss_;
+  in_recovery_ = false;
+  recover_ = snd_max_;
+  dupacks_ = 0;
+  // Go back to the first unacknowledged byte (or the FIN): with cwnd one
+  // segment, push() resends exactly that.
+  snd_nxt_ = snd_una_;
+  ++stats_.retransmits;
+  push(now);
+  arm_rto(now);
 }
 
 void Conn::end(End why) {
@@ -549,6 +651,7 @@ void Conn::end(End why) {
   rto_at_.reset();
   ack_at_.reset();
   time_wait_at_.reset();
+  persist_at_.reset();
   upper_.on_end(why);
 }
 

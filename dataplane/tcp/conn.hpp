@@ -14,10 +14,13 @@
 // owner straight from the received segment; only out-of-order bytes are
 // copied, to be held.
 //
+// A zero window is probed (persist timer, RFC 9293 §3.8.6.1) for as long
+// as the peer answers; out-of-order data is held as merged intervals inside
+// the window we advertised, which never shrinks.
+//
 // Not yet (the rest of issue 6): SACK-based loss recovery at the sender
-// (RFC 6675; SACK blocks are sent and parsed), keepalive, the persist
-// timer's zero-window probes beyond one byte, and sending from mbuf chains
-// (the send queue copies for now).
+// (RFC 6675; SACK blocks are sent and parsed), keepalive, and sending from
+// mbuf chains (the send queue copies for now).
 #pragma once
 
 #include <chrono>
@@ -158,7 +161,10 @@ class Conn {
   std::uint32_t ssthresh() const noexcept { return ssthresh_; }
   Time rto() const noexcept { return rto_; }
   std::uint16_t send_mss() const noexcept { return snd_mss_; }
-  std::size_t queued() const noexcept { return sndq_.size(); }  // bytes not yet acked
+  std::size_t queued() const noexcept { return sndq_.size() - sndq_head_; }  // bytes not yet acked
+  std::size_t held_bytes() const noexcept;  // out-of-order bytes held
+  // Sequence invariants (for the fuzzer): una <= nxt <= max.
+  bool consistent() const noexcept { return seq_le(snd_una_, snd_nxt_) && seq_le(snd_nxt_, snd_max_); }
 
  private:
   // Sending.
@@ -168,10 +174,17 @@ class Conn {
   void send_ack(Time now);
   void send_rst(std::uint32_t seq, std::uint32_t ack, bool with_ack);
   void retransmit_first(Time now);
-  TcpHeader header(std::uint32_t seq, std::uint8_t flags, Time now) const;
+  TcpHeader header(std::uint32_t seq, std::uint8_t flags, Time now);
   std::uint16_t advertised_window() const;
+  void hold(std::uint32_t seq, ByteSpan bytes);
+  ByteSpan unacked(std::size_t offset, std::size_t len) const noexcept {
+    return ByteSpan(sndq_).subspan(sndq_head_ + offset, len);
+  }
+  void drop_acked(std::size_t n);
+  std::size_t payload_mss() const noexcept { return snd_mss_ - (ts_ok_ ? 12u : 0u); }
+  bool fin_acked() const noexcept { return fin_sent_ && seq_gt(snd_una_, fin_seq_); }
   // Receiving.
-  void process_ack(const TcpHeader& seg, Time now);
+  bool process_ack(const TcpHeader& seg, Time now);  // false: the segment is to be dropped
   void process_data(const TcpHeader& seg, Time now);
   void deliver_held();
   void take_options(const TcpHeader& syn);
@@ -199,12 +212,16 @@ class Conn {
   std::uint8_t snd_wscale_ = 0;  // the peer's (applied to windows it sends)
   std::uint8_t rcv_wscale_ = 0;  // ours (applied to windows we send)
   bool sack_ok_ = false, ts_ok_ = false;
-  std::vector<std::uint8_t> sndq_;  // bytes from snd_una_ on (sent or not)
+  std::vector<std::uint8_t> sndq_;  // bytes from snd_una_ on (sent or not), from sndq_head_
+  std::size_t sndq_head_ = 0;       // acknowledged bytes not yet compacted away
   bool fin_queued_ = false;         // close(): FIN after sndq_
   bool fin_sent_ = false;
+  std::uint32_t fin_seq_ = 0;       // the FIN's sequence number, once sent
 
   // Receive sequence space.
   std::uint32_t irs_ = 0, rcv_nxt_ = 0;
+  std::uint32_t rcv_adv_ = 0;  // right edge of the window last advertised (never moved left)
+  std::uint32_t last_held_ = 0;  // start of the latest segment held (first SACK block)
   std::uint32_t ts_recent_ = 0;
   std::map<std::uint32_t, std::vector<std::uint8_t>, bool (*)(std::uint32_t, std::uint32_t)> held_{seq_lt};
   bool fin_received_ = false;
@@ -219,7 +236,9 @@ class Conn {
   Time srtt_{0}, rttvar_{0};
   Time rto_{std::chrono::seconds(1)};
   bool have_rtt_ = false;
-  std::optional<Time> rto_at_, ack_at_, time_wait_at_;
+  std::optional<Time> rto_at_, ack_at_, time_wait_at_, persist_at_;
+  Time persist_backoff_{0};
+  int probes_ = 0;  // zero-window probes unanswered
   int retries_ = 0;
   // Karn: one timed segment when timestamps are off.
   std::optional<std::pair<std::uint32_t, Time>> timed_;

@@ -96,6 +96,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 5: (r.u8() & 1) ? c.close(now) : c.abort(now); break;
     }
     FUZZ_CHECK(c.queued() <= cfg.send_buffer);
+    FUZZ_CHECK(c.consistent());
+    FUZZ_CHECK(c.held_bytes() <= 200000 + (1u << 14));  // within the largest window the sink allows (+ rounding)
+    FUZZ_CHECK(c.cwnd() >= 1 && c.send_mss() >= 64);
     if (sink.ended) FUZZ_CHECK(c.state() == State::closed);
   }
   return 0;

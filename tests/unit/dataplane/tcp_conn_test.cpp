@@ -33,11 +33,19 @@ struct End_ : Upper, Output {
   bool established = false, peer_closed = false;
   std::optional<End> ended;
   std::vector<TcpHeader> sent;  // every header it sent (payload cleared)
+  std::vector<std::uint8_t> greeting;  // sent from on_established()
+  bool close_on_fin = false;           // close() from on_peer_closed()
 
-  void on_established() override { established = true; }
+  void on_established() override {
+    established = true;
+    if (!greeting.empty()) conn->send(greeting, Time::zero() + 1000s);
+  }
   void on_data(ByteSpan b) override { got.insert(got.end(), b.begin(), b.end()); }
   std::uint32_t receive_space() const override { return space; }
-  void on_peer_closed() override { peer_closed = true; }
+  void on_peer_closed() override {
+    peer_closed = true;
+    if (close_on_fin) conn->close(Time::zero() + 1000s);
+  }
   void on_end(End why) override { ended = why; }
   void transmit(const Endpoints& ep, const TcpHeader& h, ByteSpan payload) override;
 };
@@ -262,7 +270,8 @@ TEST(TcpConn, TimeoutsBackOffThenRecover) {
   w.run(w.now + 140s);
   EXPECT_EQ(w.ends[1].got, data);
   EXPECT_EQ(w.ends[0].conn->state(), State::established);
-  EXPECT_GT(sent.size(), 10u);
+  EXPECT_LT(w.ends[0].conn->rto(), 1s);  // reset by the fresh RTT samples
+  EXPECT_GE(sent.size(), 8u);              // the segments and their resends
 }
 
 TEST(TcpConn, ReorderingIsHeldAndDeliveredInOrder) {
@@ -278,19 +287,30 @@ TEST(TcpConn, ReorderingIsHeldAndDeliveredInOrder) {
   EXPECT_GT(w.ends[1].conn->stats().out_of_order, 10u);
 }
 
-TEST(TcpConn, AZeroWindowStopsTheSenderUntilItOpens) {
+TEST(TcpConn, AZeroWindowIsProbedForAsLongAsThePeerAnswers) {
   Wire w;
+  w.ends[1].space = 8000;  // B offers 8000 bytes ...
   w.open();
-  w.ends[1].space = 0;  // B's owner takes nothing
-  w.ends[1].conn->window_opened(w.now);  // B advertises 0
-  w.run(w.now + 10ms);
+  w.ends[1].space = 0;  // ... and then takes no more
   const auto data = pattern(50000, 6);
   w.ends[0].conn->send(data, w.now);
-  w.run(w.now + 10s);
-  EXPECT_LT(w.ends[1].got.size(), 2u);  // at most a 1-byte probe got through
+  w.run(w.now + 3000s);  // longer than max_retries backed-off RTOs
+  // The window: it never shrank, and nothing beyond it was taken (it is
+  // advertised in units of 2^7, rounded up as Linux rounds it).
+  const std::size_t taken = w.ends[1].got.size();
+  EXPECT_GE(taken, 8000u);
+  EXPECT_LT(taken, 8000u + 1024);
+  EXPECT_EQ(w.ends[0].conn->state(), State::established);  // probes answered: no timeout
+  EXPECT_EQ(w.ends[0].conn->stats().timeouts, 0u);
+  std::size_t probes = 0;  // segments one below snd_una, no data
+  for (const TcpHeader& h : w.ends[0].sent) probes += h.seq == 1001u + taken - 1 && h.flags == tcp_flag::ack;
+  EXPECT_GT(probes, 10u);
+  const auto cwnd = w.ends[0].conn->cwnd();
+  EXPECT_GT(cwnd, 2u * 1448);  // probing is not loss
+  // The window opens: the rest flows at once (no backed-off timer to wait).
   w.ends[1].space = 1 << 20;
   w.ends[1].conn->window_opened(w.now);
-  w.run(w.now + 30s);
+  w.run(w.now + 1s);
   EXPECT_EQ(w.ends[1].got, data);
 }
 
@@ -343,14 +363,16 @@ TEST(TcpConn, ResetsAndRefusals) {
   a.input(rst, r.now);
   EXPECT_EQ(r.ends[0].ended, End::refused);
 
-  // An RST outside the window is ignored (answered with an ACK).
+  // An RST outside the window is dropped, unanswered (RFC 5961 §3.2).
   Wire o;
   o.open();
   TcpHeader stray;
   stray.flags = tcp_flag::rst;
   stray.seq = 12345;
+  const std::size_t before = o.ends[0].sent.size();
   o.ends[0].conn->input(stray, o.now);
   EXPECT_EQ(o.ends[0].conn->state(), State::established);
+  EXPECT_EQ(o.ends[0].sent.size(), before);
 }
 
 TEST(TcpConn, AnUnansweredPeerTimesOut) {
@@ -371,6 +393,126 @@ TEST(TcpConn, AnUnansweredPeerTimesOut) {
   s.run(s.now + 60s);
   EXPECT_EQ(s.ends[0].ended, End::timed_out);
   EXPECT_EQ(s.ends[0].sent.size(), 3u);  // the SYN and two retries
+}
+
+TEST(TcpConn, DataSentBeforeOrAsTheConnectionOpensArrivesWhole) {
+  Wire w;
+  w.ends[1].greeting = pattern(3000, 9);  // B sends from on_established()
+  w.make(0).connect(1000, w.now);
+  Wire::Packet syn = std::move(w.inflight.front());
+  w.inflight.pop_front();
+  w.now = syn.at;
+  w.make(1).accept(*decode_tcp(syn.bytes), 500000, w.now);
+  const auto early = pattern(100, 8);
+  EXPECT_EQ(w.ends[1].conn->send(early, w.now), early.size());  // in SYN-RECEIVED
+  w.run(w.now + 1s);
+  std::vector<std::uint8_t> want = early;
+  want.insert(want.end(), w.ends[1].greeting.begin(), w.ends[1].greeting.end());
+  EXPECT_EQ(w.ends[0].got, want);
+}
+
+TEST(TcpConn, ClosingFromTheFinCallbackGoesStraightToLastAck) {
+  Wire w;
+  w.open();
+  w.ends[1].close_on_fin = true;
+  w.ends[0].conn->close(w.now);
+  w.run(w.now + 100ms);
+  EXPECT_EQ(w.ends[1].ended, End::closed);  // LAST-ACK, answered at once
+  EXPECT_EQ(w.ends[0].conn->state(), State::time_wait);
+}
+
+TEST(TcpConn, AFinResentAfterATimeoutIsAcknowledged) {
+  Wire w;
+  w.open();
+  bool cut = true;
+  w.drop = [&](int from, const TcpHeader&) { return cut && from == 0; };
+  const auto data = pattern(5000, 10);
+  w.ends[0].conn->send(data, w.now);
+  w.ends[0].conn->close(w.now);  // data, then FIN, all lost
+  w.run(w.now + 3s);
+  EXPECT_GT(w.ends[0].conn->stats().timeouts, 1u);
+  cut = false;
+  w.run(w.now + 30s);
+  EXPECT_EQ(w.ends[1].got, data);
+  EXPECT_TRUE(w.ends[1].peer_closed);
+  EXPECT_EQ(w.ends[0].conn->state(), State::fin_wait_2);
+}
+
+TEST(TcpConn, OutOfOrderDataIsHeldMergedAndWithinTheWindow) {
+  Wire w;
+  w.ends[1].space = 20000;
+  w.open();
+  Conn& b = *w.ends[1].conn;
+  // A flood of overlapping segments one byte apart, all beyond a hole.
+  std::vector<std::uint8_t> bytes(1460, 0x77);
+  for (std::uint32_t i = 0; i < 5000; ++i) {
+    TcpHeader h;
+    h.flags = tcp_flag::ack;
+    h.seq = 1001 + 100 + i;
+    h.ack = 500001;
+    h.window = 1000;
+    h.payload = bytes;
+    b.input(h, w.now);
+  }
+  EXPECT_LE(b.held_bytes(), 20000u);
+  // The hole fills: everything held is delivered, in order.
+  TcpHeader fill;
+  fill.flags = tcp_flag::ack;
+  fill.seq = 1001;
+  fill.ack = 500001;
+  fill.window = 1000;
+  fill.payload = ByteSpan(bytes).first(100);
+  b.input(fill, w.now);
+  EXPECT_EQ(b.held_bytes(), 0u);
+  EXPECT_LE(w.ends[1].got.size(), 20000u + 128);
+  EXPECT_GT(w.ends[1].got.size(), 6000u);
+}
+
+TEST(TcpConn, OnlyAnExactResetResets) {
+  Wire w;
+  w.open();
+  const std::size_t sent = w.ends[0].sent.size();
+  TcpHeader rst;
+  rst.flags = tcp_flag::rst;
+  rst.seq = 500001 + 10;  // in the window, not at its left edge
+  w.ends[0].conn->input(rst, w.now);
+  EXPECT_EQ(w.ends[0].conn->state(), State::established);
+  ASSERT_EQ(w.ends[0].sent.size(), sent + 1);
+  EXPECT_EQ(w.ends[0].sent.back().flags, tcp_flag::ack);  // the challenge ACK
+  rst.seq = 500001;
+  w.ends[0].conn->input(rst, w.now);
+  EXPECT_EQ(w.ends[0].ended, End::reset);
+}
+
+TEST(TcpConn, APeersAbsurdMssAndTimestampsAreContained) {
+  // MSS 0 in the SYN: raised to a working minimum (no division by zero).
+  Wire w;
+  w.make(1);
+  TcpHeader syn;
+  syn.src_port = 1023;
+  syn.dst_port = 988;
+  syn.flags = tcp_flag::syn;
+  syn.seq = 41;
+  syn.window = 65535;
+  syn.options.mss = 0;
+  syn.options.timestamps = {{1, 0}};
+  Conn& b = *w.ends[1].conn;
+  b.accept(syn, 9000, w.now);
+  EXPECT_GE(b.send_mss(), 64 + 12);
+  TcpHeader ack;
+  ack.flags = tcp_flag::ack;
+  ack.seq = 42;
+  ack.ack = 9001;
+  ack.window = 65535;
+  ack.options.timestamps = {{2, static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      w.now).count()) + 5}};  // echoes a time 5 ms in our future
+  b.input(ack, w.now);
+  EXPECT_EQ(b.state(), State::established);
+  EXPECT_LE(b.rto(), 1s);  // the bogus sample was not taken
+  b.send(pattern(1000), w.now);
+  b.close(w.now);
+  w.run(w.now + 10s);  // nobody answers: retransmissions, no crash
+  EXPECT_GT(b.stats().retransmits, 0u);
 }
 
 TEST(TcpSeq, ComparisonsWrap) {
