@@ -1,0 +1,311 @@
+#include "dataplane/tcp/stack.hpp"
+
+#include <algorithm>
+
+namespace lnetr::tcp {
+
+struct Stack::Entry final : Output {
+  Stack* stack = nullptr;
+  std::unique_ptr<Conn> conn;
+  void transmit(const Endpoints& ep, const TcpHeader& h, ByteSpan payload) override {
+    stack->transmit_tcp(ep, h, payload, stack->now_);
+  }
+};
+
+Stack::Stack(const StackConfig& cfg, Port& port) : cfg_(cfg), port_(port) {
+  cfg_.conn.mss = static_cast<std::uint16_t>(cfg.mtu - 40);  // IPv4 and TCP headers
+}
+
+Stack::~Stack() = default;
+
+namespace {
+
+// An initial sequence number: a clock ticking every 4 us plus a hash of the
+// connection's addresses (RFC 6528's shape; the hash need not be secret on
+// a router's own storage network).
+std::uint32_t make_iss(const Endpoints& ep, Time now) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ (std::uint64_t{ep.local_ip} << 32 | ep.remote_ip);
+  h ^= (std::uint64_t{ep.local_port} << 16 | ep.remote_port) * 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return static_cast<std::uint32_t>(h) + static_cast<std::uint32_t>(now.count() / 4000);
+}
+
+}  // namespace
+
+bool Stack::on_subnet(std::uint32_t ip) const noexcept {
+  const std::uint32_t mask = cfg_.prefix_len == 0 ? 0 : ~std::uint32_t{0} << (32 - cfg_.prefix_len);
+  return (ip & mask) == (cfg_.ip & mask);
+}
+
+std::optional<Mac> Stack::neighbour(std::uint32_t ip) const {
+  auto it = neighbours_.find(ip);
+  return it == neighbours_.end() ? std::nullopt : it->second.mac;
+}
+
+Conn* Stack::connection(std::uint32_t remote_ip, std::uint16_t remote_port, std::uint16_t local_port) const {
+  auto it = conns_.find({remote_ip, remote_port, local_port});
+  return it == conns_.end() ? nullptr : it->second->conn.get();
+}
+
+void Stack::listen(std::uint16_t port, Acceptor accept) { listeners_[port] = std::move(accept); }
+
+Conn* Stack::connect(std::uint32_t ip, std::uint16_t port, std::uint16_t local_port, Upper& owner, Time now) {
+  now_ = now;
+  if (local_port == 0) {
+    // The next privileged port free towards that peer (as socklnd binds).
+    for (int i = 0; i < 1024 && local_port == 0; ++i) {
+      const std::uint16_t p = next_port_;
+      next_port_ = next_port_ > 512 ? static_cast<std::uint16_t>(next_port_ - 1) : 1023;
+      if (!conns_.count({ip, port, p}) && !listeners_.count(p)) local_port = p;
+    }
+    if (local_port == 0) return nullptr;
+  } else if (conns_.count({ip, port, local_port})) {
+    return nullptr;
+  }
+  auto e = std::make_unique<Entry>();
+  e->stack = this;
+  const Endpoints ep{cfg_.ip, ip, local_port, port};
+  e->conn = std::make_unique<Conn>(ep, cfg_.conn, owner, *e);
+  Conn* c = e->conn.get();
+  conns_[{ip, port, local_port}] = std::move(e);
+  c->connect(make_iss(ep, now), now);
+  return c;
+}
+
+void Stack::receive(ByteSpan frame, Time now) {
+  now_ = now;
+  ++stats_.frames_in;
+  auto eth = decode_ethernet(frame);
+  if (!eth) {
+    ++stats_.dropped_malformed;
+    return;
+  }
+  if (eth->dst != cfg_.mac && eth->dst != kBroadcastMac) {
+    ++stats_.dropped_not_ours;
+    return;
+  }
+  const ByteSpan body = frame.subspan(eth->header_size());
+  if (eth->type == kEtherArp) {
+    auto a = decode_arp(body);
+    if (!a) ++stats_.dropped_malformed;
+    else on_arp(*a, now);
+  } else if (eth->type == kEtherIpv4) {
+    auto ip = decode_ipv4(body);
+    if (!ip) ++stats_.dropped_malformed;
+    else on_ipv4(*ip, now);
+  } else {
+    ++stats_.dropped_not_ours;
+  }
+  reap();
+}
+
+// ---- ARP ------------------------------------------------------------------------------
+
+void Stack::on_arp(const Arp& a, Time now) {
+  // Learn (or refresh) the sender if it is a neighbour we know or it asks
+  // for us (RFC 826's merge rule), and send what waited for it.
+  const bool for_us = a.target_ip == cfg_.ip;
+  auto it = neighbours_.find(a.sender_ip);
+  if (it != neighbours_.end() || (for_us && on_subnet(a.sender_ip))) {
+    Neighbour& n = neighbours_[a.sender_ip];
+    n.mac = a.sender_mac;
+    n.expires = now + cfg_.arp_lifetime;
+    n.tries = 0;
+    for (const auto& packet : n.held) send_frame_to(*n.mac, kEtherIpv4, packet);
+    n.held.clear();
+  }
+  if (a.op == kArpRequest && for_us) {
+    ++stats_.arp_requests_in;
+    Arp reply;
+    reply.op = kArpReply;
+    reply.sender_mac = cfg_.mac;
+    reply.sender_ip = cfg_.ip;
+    reply.target_mac = a.sender_mac;
+    reply.target_ip = a.sender_ip;
+    std::uint8_t body[kArpSize];
+    encode_arp(reply, body);
+    send_frame_to(a.sender_mac, kEtherArp, body);
+    ++stats_.arp_replies_out;
+  }
+}
+
+void Stack::arp_request(std::uint32_t ip) {
+  Arp req;
+  req.op = kArpRequest;
+  req.sender_mac = cfg_.mac;
+  req.sender_ip = cfg_.ip;
+  req.target_ip = ip;
+  std::uint8_t body[kArpSize];
+  encode_arp(req, body);
+  send_frame_to(kBroadcastMac, kEtherArp, body);
+  ++stats_.arp_requests_out;
+}
+
+// ---- IPv4, ICMP -------------------------------------------------------------------------
+
+void Stack::on_ipv4(const Ipv4& ip, Time now) {
+  if (ip.dst != cfg_.ip) {
+    ++stats_.dropped_not_ours;
+    return;
+  }
+  if (ip.protocol == kProtoTcp) {
+    if (!tcp_checksum_ok(ip.src, ip.dst, ip.payload)) {
+      ++stats_.dropped_malformed;
+      return;
+    }
+    auto seg = decode_tcp(ip.payload);
+    if (!seg) {
+      ++stats_.dropped_malformed;
+      return;
+    }
+    on_tcp(ip, *seg, now);
+  } else if (ip.protocol == kProtoIcmp) {
+    auto icmp = decode_icmp(ip.payload);
+    if (!icmp) {
+      ++stats_.dropped_malformed;
+      return;
+    }
+    if (icmp->type != kIcmpEchoRequest) return;
+    // The same message back as an echo reply: type 0, checksum anew.
+    std::vector<std::uint8_t> reply(ip.payload.begin(), ip.payload.end());
+    reply[0] = kIcmpEchoReply;
+    reply[2] = reply[3] = 0;
+    store_be<std::uint16_t>(reply.data() + 2, checksum(reply));
+    send_ip(ip.src, kProtoIcmp, reply, now);
+    ++stats_.icmp_echo_replies;
+  } else {
+    ++stats_.dropped_not_ours;
+  }
+}
+
+void Stack::on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now) {
+  auto it = conns_.find({ip.src, seg.src_port, seg.dst_port});
+  if (it != conns_.end()) {
+    it->second->conn->input(seg, now);
+    return;
+  }
+  const bool syn_only = (seg.flags & (tcp_flag::syn | tcp_flag::ack | tcp_flag::rst)) == tcp_flag::syn;
+  auto l = listeners_.find(seg.dst_port);
+  if (syn_only && l != listeners_.end()) {
+    if (conns_.size() >= cfg_.max_connections) {
+      ++stats_.dropped_overload;  // the peer retries its SYN
+      return;
+    }
+    const Endpoints ep{cfg_.ip, ip.src, seg.dst_port, seg.src_port};
+    Upper* owner = l->second(ep);
+    if (!owner) return send_rst_for(ip, seg);  // refused by its owner
+    auto e = std::make_unique<Entry>();
+    e->stack = this;
+    e->conn = std::make_unique<Conn>(ep, cfg_.conn, *owner, *e);
+    Conn* c = e->conn.get();
+    conns_[{ip.src, seg.src_port, seg.dst_port}] = std::move(e);
+    c->accept(seg, make_iss(ep, now), now);
+    return;
+  }
+  if (!(seg.flags & tcp_flag::rst)) send_rst_for(ip, seg);
+}
+
+// RFC 9293 §3.10.7.1: the reset for a segment that matches no connection.
+void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
+  TcpHeader r;
+  r.src_port = seg.dst_port;
+  r.dst_port = seg.src_port;
+  if (seg.flags & tcp_flag::ack) {
+    r.seq = seg.ack;
+    r.flags = tcp_flag::rst;
+  } else {
+    r.seq = 0;
+    r.ack = seg.seq + static_cast<std::uint32_t>(seg.payload.size()) + ((seg.flags & tcp_flag::syn) ? 1 : 0) +
+            ((seg.flags & tcp_flag::fin) ? 1 : 0);
+    r.flags = tcp_flag::rst | tcp_flag::ack;
+  }
+  ++stats_.resets_out;
+  transmit_tcp({cfg_.ip, ip.src, seg.dst_port, seg.src_port}, r, {}, now_);
+}
+
+void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, ByteSpan payload, Time now) {
+  std::vector<std::uint8_t> seg(kTcpMaxHeader + payload.size());
+  const std::size_t n = encode_tcp(h, seg);
+  if (n == 0) return;
+  std::copy(payload.begin(), payload.end(), seg.begin() + static_cast<std::ptrdiff_t>(n));
+  seg.resize(n + payload.size());
+  finish_tcp_checksum(ep.local_ip, ep.remote_ip, seg);
+  send_ip(ep.remote_ip, kProtoTcp, seg, now);
+}
+
+void Stack::send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now) {
+  std::vector<std::uint8_t> packet(kIpv4MinHeader + l4.size());
+  Ipv4 h;
+  h.total_length = static_cast<std::uint16_t>(packet.size());
+  h.id = ip_id_++;
+  h.protocol = proto;
+  h.src = cfg_.ip;
+  h.dst = dst;
+  encode_ipv4(h, packet);
+  std::copy(l4.begin(), l4.end(), packet.begin() + kIpv4MinHeader);
+  if (!on_subnet(dst)) {
+    ++stats_.dropped_not_ours;  // no gateway: LNet peers are on the NI's network
+    return;
+  }
+  Neighbour& n = neighbours_[dst];
+  if (n.mac && now < n.expires) {
+    send_frame_to(*n.mac, kEtherIpv4, packet);
+    return;
+  }
+  // Unresolved (or stale): hold the packet and ask.
+  if (n.held.size() < cfg_.arp_hold) n.held.push_back(std::move(packet));
+  else ++stats_.dropped_unresolved;
+  // A new neighbour, or a resolved one gone stale, is asked now; the
+  // retries of one being resolved are tick()'s.
+  if (n.tries == 0 || n.mac) {
+    n.mac.reset();
+    n.tries = 1;
+    n.expires = now + cfg_.arp_retry;
+    arp_request(dst);
+  }
+}
+
+void Stack::send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body) {
+  Ethernet e;
+  e.dst = dst;
+  e.src = cfg_.mac;
+  e.vlan = cfg_.vlan;
+  e.type = type;
+  frame_.resize(e.header_size() + body.size());
+  encode_ethernet(e, frame_);
+  std::copy(body.begin(), body.end(), frame_.begin() + static_cast<std::ptrdiff_t>(e.header_size()));
+  if (frame_.size() < 60) frame_.resize(60, 0);  // Ethernet's minimum (without FCS)
+  port_.send(frame_);
+  ++stats_.frames_out;
+}
+
+// ---- timers -------------------------------------------------------------------------
+
+void Stack::tick(Time now) {
+  now_ = now;
+  for (auto& [key, e] : conns_)
+    if (auto t = e->conn->next_timer(); t && *t <= now) e->conn->tick(now);
+  for (auto it = neighbours_.begin(); it != neighbours_.end();) {
+    Neighbour& n = it->second;
+    if (!n.mac && now >= n.expires) {
+      if (n.tries >= cfg_.arp_tries) {
+        // Nobody answers: what waited is dropped (TCP retransmits later).
+        stats_.dropped_unresolved += n.held.size();
+        it = neighbours_.erase(it);
+        continue;
+      }
+      ++n.tries;
+      n.expires = now + cfg_.arp_retry;
+      arp_request(it->first);
+    }
+    ++it;
+  }
+  reap();
+}
+
+void Stack::reap() {
+  for (auto it = conns_.begin(); it != conns_.end();)
+    it = it->second->conn->state() == State::closed ? conns_.erase(it) : std::next(it);
+}
+
+}  // namespace lnetr::tcp

@@ -1,0 +1,118 @@
+// One worker's TCP/IP stack on one Ethernet port (issue 6): ARP (answers,
+// requests with retries, a neighbour table with expiry, packets held while
+// their neighbour resolves), ICMP echo replies, and TCP: the connections of
+// this worker by address and ports, listeners, RST for what matches
+// nothing, and each connection's timers.  Frames come in through
+// receive() and go out through Port::send(); time moves by tick().
+//
+// Pure over a caller's port and clock (no DPDK here): the DPDK port layer
+// and the socklnd binding sit on top; the unit tests join two stacks by a
+// wire in memory.  IPv4 on one subnet (LNet peers are on the NI's own
+// network).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "dataplane/tcp/conn.hpp"
+#include "dataplane/tcp/wire.hpp"
+
+namespace lnetr::tcp {
+
+class Port {
+ public:
+  virtual ~Port() = default;
+  // Send one Ethernet frame (valid until return).
+  virtual void send(ByteSpan frame) = 0;
+};
+
+struct StackConfig {
+  Mac mac{};
+  std::uint32_t ip = 0;  // host order
+  std::uint32_t prefix_len = 24;
+  std::optional<std::uint16_t> vlan;
+  std::uint16_t mtu = 1500;
+  ConnConfig conn;  // mss is derived from mtu
+  Time arp_retry = std::chrono::seconds(1);
+  int arp_tries = 3;
+  Time arp_lifetime = std::chrono::seconds(60);  // a resolved neighbour, before it is asked again
+  std::size_t arp_hold = 64;                     // frames held per unresolved neighbour
+  std::size_t max_connections = 4096;            // beyond this a SYN is dropped (a flood holds no more)
+};
+
+// Counters, one writer (the worker).
+struct StackStats {
+  std::uint64_t frames_in = 0, frames_out = 0;
+  std::uint64_t arp_requests_in = 0, arp_replies_out = 0, arp_requests_out = 0;
+  std::uint64_t icmp_echo_replies = 0;
+  std::uint64_t resets_out = 0;
+  std::uint64_t dropped_malformed = 0;  // refused by a decoder (wire.hpp)
+  std::uint64_t dropped_not_ours = 0;   // another host's address, another protocol
+  std::uint64_t dropped_unresolved = 0;  // held for a neighbour that never answered
+  std::uint64_t dropped_overload = 0;    // SYNs beyond max_connections
+};
+
+class Stack {
+ public:
+  Stack(const StackConfig& cfg, Port& port);
+  ~Stack();
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
+
+  // Who owns a new connection: an accepted one (on a listened port) or one
+  // this side opened.  The owner outlives the connection (on_end).
+  using Acceptor = std::function<Upper*(const Endpoints&)>;
+  void listen(std::uint16_t port, Acceptor accept);
+  // Open a connection from `local_port` (0: a free one) to ip:port.
+  Conn* connect(std::uint32_t ip, std::uint16_t port, std::uint16_t local_port, Upper& owner, Time now);
+
+  void receive(ByteSpan frame, Time now);
+  void tick(Time now);
+
+  const StackStats& stats() const noexcept { return stats_; }
+  std::size_t connections() const noexcept { return conns_.size(); }
+  // The connection with that peer and local port, if any.
+  Conn* connection(std::uint32_t remote_ip, std::uint16_t remote_port, std::uint16_t local_port) const;
+  std::optional<Mac> neighbour(std::uint32_t ip) const;
+
+ private:
+  using Key = std::tuple<std::uint32_t, std::uint16_t, std::uint16_t>;  // remote ip, remote port, local port
+  struct Entry;  // a connection and how it sends
+
+  void on_arp(const Arp& a, Time now);
+  void on_ipv4(const Ipv4& ip, Time now);
+  void on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now);
+  void send_rst_for(const Ipv4& ip, const TcpHeader& seg);
+  // Send an IPv4 packet (header built here) carrying `l4` to `dst`.
+  void send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now);
+  void transmit_tcp(const Endpoints& ep, const TcpHeader& h, ByteSpan payload, Time now);
+  void send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body);
+  void arp_request(std::uint32_t ip);
+  bool on_subnet(std::uint32_t ip) const noexcept;
+  void reap();
+
+  StackConfig cfg_;
+  Port& port_;
+  StackStats stats_;
+  Time now_{0};  // the time of the event being handled (for transmissions from Conn)
+  std::map<std::uint16_t, Acceptor> listeners_;
+  std::map<Key, std::unique_ptr<Entry>> conns_;
+  struct Neighbour {
+    std::optional<Mac> mac;
+    Time expires{0};      // resolved: until then; unresolved: next request
+    int tries = 0;
+    std::vector<std::vector<std::uint8_t>> held;  // IPv4 packets waiting for the MAC
+  };
+  std::map<std::uint32_t, Neighbour> neighbours_;
+  std::uint16_t ip_id_ = 1;
+  std::uint16_t next_port_ = 1023;  // socklnd connects from privileged ports, downwards
+  std::vector<std::uint8_t> frame_;  // scratch for building frames
+};
+
+}  // namespace lnetr::tcp

@@ -1,0 +1,271 @@
+// Two dataplane TCP/IP stacks (dataplane/tcp/stack.hpp) joined by an
+// Ethernet link in memory, on a simulated clock: ARP resolution both ways,
+// a connection to a listener carrying data in both directions and closing,
+// ICMP echo, resets for closed ports, neighbours that never answer,
+// malformed frames, VLAN tags.
+#include "dataplane/tcp/stack.hpp"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+
+namespace lnetr::tcp {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
+const Mac kMacA = {0x02, 0, 0, 0, 0, 0x0a}, kMacB = {0x02, 0, 0, 0, 0, 0x0b};
+
+struct Owner : Upper {
+  std::vector<std::uint8_t> got;
+  bool established = false, peer_closed = false;
+  std::optional<End> ended;
+  void on_established() override { established = true; }
+  void on_data(ByteSpan b) override { got.insert(got.end(), b.begin(), b.end()); }
+  std::uint32_t receive_space() const override { return 1 << 20; }
+  void on_peer_closed() override { peer_closed = true; }
+  void on_end(End why) override { ended = why; }
+};
+
+struct Link;
+
+struct Side : Port {
+  Link* link = nullptr;
+  int index = 0;
+  std::unique_ptr<Stack> stack;
+  std::vector<std::vector<std::uint8_t>> sent;  // every frame it sent
+  void send(ByteSpan frame) override;
+};
+
+struct Link {
+  Time now = 1000s;
+  Time latency = 100us;
+  bool up = true;
+  struct Frame {
+    Time at;
+    int to;
+    std::vector<std::uint8_t> bytes;
+  };
+  std::deque<Frame> inflight;
+  Side sides[2];
+  Owner accepted;  // B's owner of what it accepts
+
+  explicit Link(std::optional<std::uint16_t> vlan = std::nullopt) {
+    for (int i = 0; i < 2; ++i) {
+      sides[i].link = this;
+      sides[i].index = i;
+      StackConfig c;
+      c.mac = i == 0 ? kMacA : kMacB;
+      c.ip = i == 0 ? kIpA : kIpB;
+      c.vlan = vlan;
+      c.conn.max_syn_retries = 2;
+      sides[i].stack = std::make_unique<Stack>(c, sides[i]);
+    }
+    sides[1].stack->listen(988, [this](const Endpoints&) -> Upper* { return &accepted; });
+  }
+  Stack& a() { return *sides[0].stack; }
+  Stack& b() { return *sides[1].stack; }
+
+  void run(Time until) {
+    while (now < until) {
+      if (!inflight.empty() && inflight.front().at <= until) {
+        Frame f = std::move(inflight.front());
+        inflight.pop_front();
+        now = std::max(now, f.at);
+        sides[f.to].stack->receive(f.bytes, now);
+        continue;
+      }
+      // No frame due: step the clock to the next millisecond boundary.
+      now = std::min(until, now + 1ms);
+      for (auto& s : sides) s.stack->tick(now);
+    }
+  }
+};
+
+void Side::send(ByteSpan frame) {
+  sent.emplace_back(frame.begin(), frame.end());
+  if (link->up) link->inflight.push_back({link->now + link->latency, 1 - index, sent.back()});
+}
+
+// A frame from B to A carrying `l4` over IPv4.
+std::vector<std::uint8_t> frame_from_b(std::uint8_t proto, const std::vector<std::uint8_t>& l4) {
+  std::vector<std::uint8_t> frame(14 + 20 + l4.size());
+  encode_ethernet({kMacA, kMacB, std::nullopt, kEtherIpv4}, frame);
+  Ipv4 ip;
+  ip.total_length = static_cast<std::uint16_t>(20 + l4.size());
+  ip.protocol = proto;
+  ip.src = kIpB;
+  ip.dst = kIpA;
+  encode_ipv4(ip, MutableByteSpan(frame).subspan(14));
+  std::copy(l4.begin(), l4.end(), frame.begin() + 34);
+  return frame;
+}
+
+std::vector<std::uint8_t> pattern(std::size_t n) {
+  std::vector<std::uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(i * 7 + (i >> 10));
+  return v;
+}
+
+TEST(TcpStack, ResolvesConnectsCarriesBothWaysAndCloses) {
+  Link l;
+  Owner mine;
+  Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->endpoints().local_port, 1023);  // a privileged port, as socklnd binds
+  l.run(l.now + 50ms);
+  EXPECT_TRUE(mine.established);
+  EXPECT_TRUE(l.accepted.established);
+  EXPECT_EQ(l.a().neighbour(kIpB), kMacB);
+  EXPECT_EQ(l.b().neighbour(kIpA), kMacA);  // learned from A's request
+  EXPECT_EQ(l.a().stats().arp_requests_out, 1u);
+  EXPECT_EQ(l.b().stats().arp_requests_out, 0u);
+  EXPECT_EQ(l.b().connections(), 1u);
+  const auto up = pattern(300000), down = pattern(100000);
+  std::size_t off = 0;
+  while (l.accepted.got.size() < up.size() && l.now < 1100s) {
+    off += c->send(ByteSpan(up).subspan(off), l.now);
+    l.run(l.now + 5ms);
+  }
+  EXPECT_EQ(l.accepted.got, up);
+  Conn* theirs = l.b().connection(kIpA, 1023, 988);
+  ASSERT_NE(theirs, nullptr);
+  off = 0;
+  while (mine.got.size() < down.size() && l.now < 1200s) {
+    off += theirs->send(ByteSpan(down).subspan(off), l.now);
+    l.run(l.now + 5ms);
+  }
+  EXPECT_EQ(mine.got, down);
+  // Every frame either side sent fits the MTU.
+  for (const auto& s : l.sides)
+    for (const auto& f : s.sent) EXPECT_LE(f.size(), 1514u);
+  c->close(l.now);
+  l.run(l.now + 100ms);
+  EXPECT_TRUE(l.accepted.peer_closed);
+  EXPECT_EQ(c->state(), State::fin_wait_2);
+}
+
+TEST(TcpStack, AnswersPingsAndArpRequests) {
+  Link l;
+  // B pings A by hand-built frames: ARP first, then the echo request.
+  Arp req;
+  req.op = kArpRequest;
+  req.sender_mac = kMacB;
+  req.sender_ip = kIpB;
+  req.target_ip = kIpA;
+  std::vector<std::uint8_t> frame(60);
+  Ethernet e{kBroadcastMac, kMacB, std::nullopt, kEtherArp};
+  encode_arp(req, MutableByteSpan(frame).subspan(encode_ethernet(e, frame)));
+  l.a().receive(frame, l.now);
+  ASSERT_EQ(l.sides[0].sent.size(), 1u);
+  auto eth = decode_ethernet(l.sides[0].sent[0]);
+  ASSERT_TRUE(eth);
+  EXPECT_EQ(eth->dst, kMacB);
+  auto reply = decode_arp(ByteSpan(l.sides[0].sent[0]).subspan(14));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->op, kArpReply);
+  EXPECT_EQ(reply->sender_mac, kMacA);
+
+  std::vector<std::uint8_t> icmp = {8, 0, 0, 0, 0x12, 0x34, 0, 7, 'l', 'n', 'e', 't'};
+  store_be<std::uint16_t>(icmp.data() + 2, checksum(icmp));
+  l.a().receive(frame_from_b(kProtoIcmp, icmp), l.now);
+  ASSERT_EQ(l.sides[0].sent.size(), 2u);
+  auto rip = decode_ipv4(ByteSpan(l.sides[0].sent[1]).subspan(14));
+  ASSERT_TRUE(rip);
+  EXPECT_EQ(rip->dst, kIpB);
+  auto echo = decode_icmp(rip->payload);
+  ASSERT_TRUE(echo);
+  EXPECT_EQ(echo->type, kIcmpEchoReply);
+  EXPECT_EQ(echo->id, 0x1234);
+  EXPECT_EQ(echo->sequence, 7);
+  EXPECT_EQ(std::vector<std::uint8_t>(echo->data.begin(), echo->data.end()),
+            (std::vector<std::uint8_t>{'l', 'n', 'e', 't'}));
+}
+
+TEST(TcpStack, AClosedPortIsRefusedWithAReset) {
+  Link l;
+  Owner mine;
+  Conn* c = l.a().connect(kIpB, 989, 0, mine, l.now);  // nobody listens on 989
+  ASSERT_NE(c, nullptr);
+  l.run(l.now + 50ms);
+  EXPECT_EQ(mine.ended, End::refused);
+  EXPECT_EQ(l.b().stats().resets_out, 1u);
+  EXPECT_EQ(l.a().connections(), 0u);  // reaped
+}
+
+TEST(TcpStack, ANeighbourThatNeverAnswers) {
+  Link l;
+  l.up = false;  // nothing arrives anywhere
+  Owner mine;
+  l.a().connect(kIpB, 988, 0, mine, l.now);
+  l.run(l.now + 3500ms);
+  EXPECT_EQ(l.a().stats().arp_requests_out, 3u);  // arp_tries, a second apart
+  EXPECT_GE(l.a().stats().dropped_unresolved, 1u);  // the SYN that waited
+  l.run(l.now + 20s);
+  EXPECT_EQ(mine.ended, End::timed_out);  // its SYN retries ran out (each asked again)
+  EXPECT_FALSE(l.a().neighbour(kIpB));
+}
+
+TEST(TcpStack, MalformedAndForeignFramesAreCountedAndDropped) {
+  Link l;
+  const std::vector<std::uint8_t> runt(10, 0);
+  l.a().receive(runt, l.now);
+  std::vector<std::uint8_t> other(60, 0);
+  encode_ethernet({{0x02, 9, 9, 9, 9, 9}, kMacB, std::nullopt, kEtherIpv4}, other);
+  l.a().receive(other, l.now);  // another host's MAC
+  std::vector<std::uint8_t> bad_ip(60, 0);
+  encode_ethernet({kMacA, kMacB, std::nullopt, kEtherIpv4}, bad_ip);
+  bad_ip[14] = 0x45;  // an IPv4 header with a wrong checksum
+  bad_ip[17] = 40;
+  l.a().receive(bad_ip, l.now);
+  EXPECT_EQ(l.a().stats().dropped_malformed, 2u);
+  EXPECT_EQ(l.a().stats().dropped_not_ours, 1u);
+  EXPECT_TRUE(l.sides[0].sent.empty());
+}
+
+TEST(TcpStack, ASynFloodHoldsNoMoreThanMaxConnections) {
+  struct Count : Port {
+    std::size_t frames = 0;
+    void send(ByteSpan) override { ++frames; }
+  } port;
+  Owner owner;
+  StackConfig cfg;
+  cfg.mac = kMacA;
+  cfg.ip = kIpA;
+  cfg.max_connections = 16;
+  Stack s(cfg, port);
+  s.listen(988, [&owner](const Endpoints&) -> Upper* { return &owner; });
+  for (std::uint16_t p = 0; p < 40; ++p) {
+    TcpHeader syn;
+    syn.src_port = static_cast<std::uint16_t>(2000 + p);
+    syn.dst_port = 988;
+    syn.seq = 1;
+    syn.flags = tcp_flag::syn;
+    syn.window = 1000;
+    std::vector<std::uint8_t> seg(kTcpMaxHeader);
+    seg.resize(encode_tcp(syn, seg));
+    finish_tcp_checksum(kIpB, kIpA, seg);
+    s.receive(frame_from_b(kProtoTcp, seg), 1000s);
+  }
+  EXPECT_EQ(s.connections(), 16u);
+  EXPECT_EQ(s.stats().dropped_overload, 24u);
+}
+
+TEST(TcpStack, VlanTaggedLinksWork) {
+  Link l(100);
+  Owner mine;
+  Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+  l.run(l.now + 50ms);
+  ASSERT_TRUE(mine.established);
+  const auto data = pattern(20000);
+  c->send(data, l.now);
+  l.run(l.now + 100ms);
+  EXPECT_EQ(l.accepted.got, data);
+  auto eth = decode_ethernet(l.sides[0].sent.back());
+  ASSERT_TRUE(eth);
+  EXPECT_EQ(eth->vlan, 100);
+}
+
+}  // namespace
+}  // namespace lnetr::tcp
