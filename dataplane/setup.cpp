@@ -35,11 +35,46 @@ SetupResult make_setup(const config::Config& cfg) {
   std::vector<std::string> errors;
   const auto& dp = cfg.dataplane;
 
+  for (const config::PortConfig& p : dp.ports) {
+    PortSetup ps;
+    ps.name = p.name.value;
+    ps.device = p.device.value;
+    ps.ip = p.address.value;
+    ps.prefix_len = p.prefix_len.value;
+    ps.mtu = static_cast<std::uint16_t>(p.mtu.value);
+    ps.queues = static_cast<std::uint16_t>(p.queues.value);
+    ps.vlan = p.vlan.value;
+    ps.impair = p.impair;
+    s.ports.push_back(std::move(ps));
+  }
+  // The NI each port serves (one at most).
+  std::vector<const config::NiConfig*> port_ni(dp.ports.size(), nullptr);
+
   for (const config::NetConfig& net : cfg.nets) {
     for (const config::NiConfig& ni : net.nis) {
       NiSetup n;
       if (ni.interface) n.interface = ni.interface->value;
-      if (ni.nid) {
+      for (std::size_t i = 0; ni.interface && i < dp.ports.size(); ++i)
+        if (dp.ports[i].name.value == n.interface) n.port = static_cast<int>(i);
+      if (n.port >= 0) {
+        // Served by lnetr's own TCP on the port: its NID is the port's
+        // address; the kernel interface of that name, if any, is not asked.
+        const config::PortConfig& p = dp.ports[static_cast<std::size_t>(n.port)];
+        const config::NiConfig*& user = port_ni[static_cast<std::size_t>(n.port)];
+        if (user) {
+          errors.push_back(where(ni.interface->source, "port " + p.name.value + " already serves the NI at " +
+                                                           config::to_string(user->source)));
+          continue;
+        }
+        user = &ni;
+        n.nid = Nid::make(net.net.value, p.address.value);
+        if (ni.nid && ni.nid->value != n.nid) {
+          errors.push_back(where(ni.source, "nid " + to_string(ni.nid->value) + " differs from the NID of port " +
+                                                p.name.value + ", " + to_string(n.nid) + " (" +
+                                                config::to_string(p.address.source) + ")"));
+          continue;
+        }
+      } else if (ni.nid) {
         n.nid = ni.nid->value;
       } else {
         const auto ip = interface_ipv4(n.interface);
@@ -61,6 +96,10 @@ SetupResult make_setup(const config::Config& cfg) {
       s.nis.push_back(n);
     }
   }
+  for (std::size_t i = 0; i < dp.ports.size(); ++i)
+    if (!port_ni[i])
+      errors.push_back(where(dp.ports[i].source, "port " + dp.ports[i].name.value +
+                                                     " serves no NI: name it in a net's interfaces"));
   for (const config::RouteConfig& r : cfg.routes) {
     RouteSetup rs;
     rs.net = r.net.value;

@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,9 +17,22 @@
 
 namespace lnetr::dp {
 
+// A DPDK port, resolved from config::PortConfig.
+struct PortSetup {
+  std::string name;
+  std::string device;
+  std::uint32_t ip = 0;  // host order
+  std::uint32_t prefix_len = 24;
+  std::uint16_t mtu = 1500;
+  std::uint16_t queues = 1;
+  std::optional<std::uint16_t> vlan;
+  config::ImpairConfig impair;
+};
+
 struct NiSetup {
   Nid nid;
   std::string interface;  // empty if the NI was given by NID only
+  int port = -1;          // index into Setup::ports if a DPDK port serves this NI; -1: kernel sockets
   std::uint32_t peer_credits = 8;
   std::uint32_t peer_buffer_credits = 0;  // 0: peer_credits
   std::uint32_t credits = 256;            // NI transmit credits
@@ -36,6 +50,7 @@ enum class Hugepages : std::uint8_t { automatic, yes, no };
 
 struct Setup {
   std::vector<NiSetup> nis;
+  std::vector<PortSetup> ports;
   std::vector<RouteSetup> routes;
   bool routing = true;
   std::array<std::uint32_t, kPoolClasses> buffers = kDefaultPoolBuffers;  // totals over CPTs
@@ -76,7 +91,10 @@ class [[nodiscard]] SetupResult {
 
 // The Setup of a loaded configuration: interfaces resolved to their IPv4
 // addresses (an interface that does not exist or has none is an error
-// naming where it was configured).
+// naming where it was configured).  An interface that names a DPDK port
+// (dataplane.ports) is not resolved: the NI takes the port's address and
+// NiSetup::port.  Each port serves exactly one NI; an explicit nid that is
+// not the port's address is an error.
 SetupResult make_setup(const config::Config& cfg);
 // Load `path` (warnings go to the log) and make its Setup.
 SetupResult load_setup(const std::string& path);

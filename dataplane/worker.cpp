@@ -91,14 +91,10 @@ bool Worker::init(std::string& err) {
           if (rte_ring_free_count(fabric_.ring(index_, owner)) <= fabric_.message_room) {
             log_warn("worker %u: CPT %u is not taking connections fast enough: closing one from %s",
                         index_, owner, to_string(a.hello.src_nid).c_str());
-            ::close(a.fd);
-            return;
+            return;  // a.stream closes
           }
           auto* moved = new sock::Accepted(std::move(a));
-          if (!push(owner, {RingItem::Kind::accepted, moved})) {
-            ::close(moved->fd);
-            delete moved;
-          }
+          if (!push(owner, {RingItem::Kind::accepted, moved})) delete moved;
         });
     if (!acceptor_->listen(err)) return false;
   }

@@ -76,6 +76,11 @@ std::string position(const Source& s) {
   return "line " + std::to_string(s.line) + ", column " + std::to_string(s.column);
 }
 
+std::string ipv4(std::uint32_t ip) {
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xff) + "." + std::to_string((ip >> 8) & 0xff) +
+         "." + std::to_string(ip & 0xff);
+}
+
 class Checker {
  public:
   Checker(Config& cfg, const LoadOptions& opt, std::vector<ConfigError>& errors,
@@ -245,6 +250,36 @@ class Checker {
       const auto& where = s.max_reconnectms.given() ? s.max_reconnectms.source : s.min_reconnectms.source;
       error(where, "max_reconnectms (" + std::to_string(s.max_reconnectms.value) +
                        ") must not be less than min_reconnectms (" + std::to_string(s.min_reconnectms.value) + ")");
+    }
+    check_ports();
+  }
+
+  // dataplane.ports: names, devices and addresses are unique; a port has at
+  // most one queue pair per worker.  Which NI a port serves is judged where
+  // the NIs are resolved (the dataplane's setup).
+  void check_ports() {
+    const auto& d = cfg_.dataplane;
+    const auto ncpt = static_cast<std::uint32_t>(d.cores.value.size());
+    std::map<std::string, const PortConfig*> names, devices;
+    std::map<std::uint32_t, const PortConfig*> addresses;
+    for (const PortConfig& p : d.ports) {
+      const std::string& name = p.name.value;
+      if (auto [it, fresh] = names.emplace(name, &p); !fresh)
+        error(p.name.source, "port name " + name + " is already used (" + position(it->second->name.source) + ")");
+      // The device without its arguments: "net_af_packet0,iface=veth1" is net_af_packet0.
+      const std::string device = p.device.value.substr(0, p.device.value.find(','));
+      if (auto [it, fresh] = devices.emplace(device, &p); !fresh)
+        error(p.device.source, "device " + device + " is already port " + it->second->name.value + "'s (" +
+                                   position(it->second->device.source) + ")");
+      if (auto [it, fresh] = addresses.emplace(p.address.value, &p); !fresh)
+        error(p.address.source, "address " + ipv4(p.address.value) + " is already port " + it->second->name.value +
+                                    "'s (" + position(it->second->address.source) + ")");
+      // A fragment without dataplane.cores is judged against the running
+      // router's CPTs by whoever applies it, not against the default.
+      if (p.queues.value > ncpt && !(opt_.fragment && !d.cores.given()))
+        error(p.queues.source, "port " + name + " has " + std::to_string(p.queues.value) +
+                                   " queues but dataplane.cores gives " + std::to_string(ncpt) +
+                                   (ncpt == 1 ? " CPT" : " CPTs") + ": at most one queue per CPT");
     }
   }
 };

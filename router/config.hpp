@@ -208,6 +208,34 @@ struct SocklndParams {
   }
 };
 
+// A test-only impairment stage in a DPDK port's receive path (off unless
+// configured): seeded, so that a run can be repeated exactly.
+struct ImpairConfig {
+  Field<std::uint64_t> seed{1};
+  Field<double> loss{0.0};       // probability 0..1 that a received frame is dropped
+  Field<double> duplicate{0.0};  // ... delivered twice
+  Field<double> reorder{0.0};    // ... held back and delivered after the next one
+  Field<std::uint32_t> delay_us{0};  // every frame delivered this much later
+  bool active() const noexcept {
+    return loss.value > 0 || duplicate.value > 0 || reorder.value > 0 || delay_us.value > 0;
+  }
+};
+
+// A DPDK Ethernet port (`dataplane.ports[]`): an NI whose `interfaces` entry
+// names the port is served by lnetr's own TCP on this device instead of by
+// kernel sockets.
+struct PortConfig {
+  Source source;  // the item
+  Field<std::string> name;    // what NIs' `interfaces` entries refer to
+  Field<std::string> device;  // a PCI address, or a virtual device "net_af_packet0,iface=veth1"
+  Field<std::uint32_t> address{0};     // IPv4, host order (`address: 10.1.0.1/24`)
+  Field<std::uint32_t> prefix_len{24};
+  Field<std::uint32_t> mtu{1500};      // 576..9000
+  Field<std::uint32_t> queues{1};      // RX/TX queue pairs, 1..number of CPTs
+  Field<std::optional<std::uint16_t>> vlan;  // 802.1Q tag 1..4094
+  ImpairConfig impair;
+};
+
 struct DataplaneConfig {
   static constexpr std::string_view kDefaultControlSocket = "/run/lnetr/dataplane.sock";
 
@@ -229,6 +257,7 @@ struct DataplaneConfig {
   Field<std::uint32_t> router_ping_timeout{50};          // s
   Field<std::uint32_t> peer_buffer_credits{0};           // lnet module parameter
   SocklndParams socklnd;
+  std::vector<PortConfig> ports;
 
   // The EAL main lcore: main_core if given, else the lowest core below
   // `online_cpus` (0: unknown, no bound) that no worker uses, else 0.

@@ -56,6 +56,48 @@ std::optional<std::int64_t> parse_int(std::string_view s) {
   return v;
 }
 
+// A decimal unsigned 64-bit integer: digits only.
+std::optional<std::uint64_t> parse_u64(std::string_view s) {
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  for (char c : s)
+    if (c < '0' || c > '9') return std::nullopt;
+  std::uint64_t v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// A decimal number such as 0, 0.25, 1e-3 (no sign, no hex, no inf or nan).
+std::optional<double> parse_decimal(std::string_view s) {
+  if (s.empty() || s.size() > 64) return std::nullopt;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+')) return std::nullopt;
+  if ((s[0] < '0' || s[0] > '9') && s[0] != '.') return std::nullopt;
+  double v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, std::chars_format::general);
+  if (ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// Exactly four decimal components 0..255, host order.
+std::optional<std::uint32_t> parse_ipv4(std::string_view s) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    const std::size_t end = i < 3 ? s.find('.') : s.size();
+    if (end == std::string_view::npos || end == 0 || end > 3) return std::nullopt;
+    const auto octet = parse_int(s.substr(0, end));
+    if (!octet || *octet < 0 || *octet > 255) return std::nullopt;
+    v = (v << 8) | static_cast<std::uint32_t>(*octet);
+    s.remove_prefix(i < 3 ? end + 1 : end);
+  }
+  return v;
+}
+
+std::string ipv4_text(std::uint32_t ip) {
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xff) + "." + std::to_string((ip >> 8) & 0xff) +
+         "." + std::to_string(ip & 0xff);
+}
+
 std::string range_text(std::int64_t lo, std::int64_t hi) {
   if (hi >= kI32Max) return "an integer >= " + std::to_string(lo);
   return "an integer " + std::to_string(lo) + ".." + std::to_string(hi);
@@ -271,6 +313,10 @@ class Loader {
   void dataplane(const Node& n, const std::string& path, DataplaneConfig& out);
   void control(const Node& n, const std::string& path, ControlConfig& out);
   void socklnd(const Node& n, const std::string& path, SocklndParams& out);
+  void ports(const Node& n, const std::string& path, std::vector<PortConfig>& out);
+  bool port_address(const Node& n, const std::string& path, PortConfig& out);
+  void impair(const Node& n, const std::string& path, ImpairConfig& out);
+  bool probability(const Node& n, const std::string& path, Field<double>& out);
 };
 
 void Loader::load(const Node& root, Config& cfg) {
@@ -847,6 +893,8 @@ void Loader::dataplane(const Node& n, const std::string& path, DataplaneConfig& 
       integer(e.value, p, 0, kI32Max, out.peer_buffer_credits);
     } else if (k == "socklnd") {
       socklnd(e.value, p, out.socklnd);
+    } else if (k == "ports") {
+      ports(e.value, p, out.ports);
     } else {
       unknown(e, p);
     }
@@ -911,6 +959,148 @@ void Loader::socklnd(const Node& n, const std::string& path, SocklndParams& out)
       integer(e.value, p, 0, 127, out.conns_per_peer);
     else
       unknown(e, p);
+  });
+}
+
+// ---- dataplane.ports ----
+
+constexpr std::size_t kMaxPortName = 15;    // reads like an interface name in `interfaces`
+constexpr std::size_t kMaxDevice = 1024;    // a PCI address or a vdev with its arguments
+constexpr std::int64_t kMaxDelayUs = 1000000;
+
+bool port_name_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+         c == '-';
+}
+
+void Loader::ports(const Node& n, const std::string& path, std::vector<PortConfig>& out) {
+  each_item(n, path, [&](const Node& item, const std::string& ip) {
+    if (item.kind != Node::Kind::mapping) {
+      error(item.mark, ip, "expected a mapping with `name`, `device` and `address`, got " + describe(item));
+      return;
+    }
+    PortConfig port;
+    port.source = src(item.mark, ip);
+    bool ok = true, have_name = false, have_device = false, have_address = false;
+    each_entry(item, ip, [&](const Entry& e, const std::string& p) {
+      const std::string_view k = e.key;
+      if (k == "name") {
+        have_name = true;
+        static constexpr std::string_view kExpected = "a port name (1..15 characters A-Z a-z 0-9 _ . -)";
+        Field<std::string> name;
+        if (!text(e.value, p, kExpected, kMaxPortName, name)) {
+          ok = false;
+        } else if (!std::all_of(name.value.begin(), name.value.end(), port_name_char)) {
+          error(e.value.mark, p, "expected " + std::string(kExpected) + ", got " + describe(e.value));
+          ok = false;
+        } else {
+          port.name = std::move(name);
+        }
+      } else if (k == "device") {
+        have_device = true;
+        Field<std::string> dev;
+        if (!text(e.value, p, "a DPDK device", kMaxDevice, dev)) {
+          ok = false;
+        } else if (dev.value.find_first_of(" \t\r\n\v\f") != std::string::npos || dev.value[0] == ',') {
+          error(e.value.mark, p,
+                "expected a DPDK device without whitespace, its name before any comma (a PCI address such as "
+                "0000:3b:00.0, or a virtual device such as net_af_packet0,iface=eth1), got " + describe(e.value));
+          ok = false;
+        } else {
+          port.device = std::move(dev);
+        }
+      } else if (k == "address") {
+        have_address = true;
+        ok = port_address(e.value, p, port) && ok;
+      } else if (k == "mtu") {
+        ok = integer(e.value, p, 576, 9000, port.mtu) && ok;
+      } else if (k == "queues") {
+        // At most one queue pair per worker; validate() checks it against
+        // dataplane.cores.
+        ok = integer(e.value, p, 1, static_cast<std::int64_t>(kMaxCpts), port.queues) && ok;
+      } else if (k == "vlan") {
+        Field<std::uint16_t> v;
+        if (integer(e.value, p, 1, 4094, v))
+          set(port.vlan, std::optional<std::uint16_t>(v.value), e.value, p);
+        else
+          ok = false;
+      } else if (k == "impair") {
+        impair(e.value, p, port.impair);
+      } else {
+        unknown(e, p);
+      }
+    });
+    if (!have_name) error(item.mark, ip, "missing key \"name\"");
+    if (!have_device) error(item.mark, ip, "missing key \"device\"");
+    if (!have_address) error(item.mark, ip, "missing key \"address\"");
+    if (!ok || !have_name || !have_device || !have_address) return;
+    out.push_back(std::move(port));
+  });
+}
+
+// "a.b.c.d/len" or "a.b.c.d" (/24): a host address of its subnet.
+bool Loader::port_address(const Node& n, const std::string& path, PortConfig& out) {
+  static constexpr std::string_view kExpected = "an IPv4 address a.b.c.d or a.b.c.d/len (len 1..30)";
+  if (!scalar(n, path, kExpected)) return false;
+  const std::string_view t = n.text;
+  const std::size_t slash = t.find('/');
+  const auto ip = parse_ipv4(t.substr(0, slash));
+  std::optional<std::int64_t> len = std::int64_t{24};
+  if (slash != std::string_view::npos) len = parse_int(t.substr(slash + 1));
+  if (!ip || !len || *len < 1 || *len > 30) {
+    error(n.mark, path, "expected " + std::string(kExpected) + ", got " + describe(n));
+    return false;
+  }
+  const auto plen = static_cast<std::uint32_t>(*len);
+  const std::uint32_t host_mask = 0xffffffffu >> plen;
+  const std::string subnet = ipv4_text(*ip & ~host_mask) + "/" + std::to_string(plen);
+  if ((*ip & host_mask) == 0) {
+    error(n.mark, path, ipv4_text(*ip) + " is the network address of " + subnet + ", not a host address");
+    return false;
+  }
+  if ((*ip & host_mask) == host_mask) {
+    error(n.mark, path, ipv4_text(*ip) + " is the broadcast address of " + subnet + ", not a host address");
+    return false;
+  }
+  set(out.address, *ip, n, path);
+  if (slash != std::string_view::npos) set(out.prefix_len, plen, n, path);
+  return true;
+}
+
+bool Loader::probability(const Node& n, const std::string& path, Field<double>& out) {
+  static constexpr std::string_view kExpected = "a probability 0..1";
+  if (!scalar(n, path, kExpected)) return false;
+  const auto v = parse_decimal(n.text);
+  if (!v || !(*v >= 0.0 && *v <= 1.0)) {
+    error(n.mark, path, "expected " + std::string(kExpected) + ", got " + describe(n));
+    return false;
+  }
+  set(out, *v, n, path);
+  return true;
+}
+
+void Loader::impair(const Node& n, const std::string& path, ImpairConfig& out) {
+  each_entry(n, path, [&](const Entry& e, const std::string& p) {
+    const std::string_view k = e.key;
+    if (k == "seed") {
+      static constexpr std::string_view kExpected = "an integer 0..18446744073709551615";
+      if (!scalar(e.value, p, kExpected)) return;
+      const auto v = parse_u64(e.value.text);
+      if (!v)
+        error(e.value.mark, p, "expected " + std::string(kExpected) + ", got " + describe(e.value));
+      else
+        set(out.seed, *v, e.value, p);
+    } else if (k == "loss") {
+      probability(e.value, p, out.loss);
+    } else if (k == "duplicate") {
+      probability(e.value, p, out.duplicate);
+    } else if (k == "reorder") {
+      probability(e.value, p, out.reorder);
+    } else if (k == "delay_us") {
+      integer(e.value, p, 0, kMaxDelayUs, out.delay_us);
+    } else {
+      unknown(e, p);
+    }
   });
 }
 

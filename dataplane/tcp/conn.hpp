@@ -162,6 +162,8 @@ class Conn {
   Time rto() const noexcept { return rto_; }
   std::uint16_t send_mss() const noexcept { return snd_mss_; }
   std::size_t queued() const noexcept { return sndq_.size() - sndq_head_; }  // bytes not yet acked
+  // Bytes send() would take now.
+  std::size_t send_space() const noexcept { return cfg_.send_buffer > queued() ? cfg_.send_buffer - queued() : 0; }
   std::size_t held_bytes() const noexcept;  // out-of-order bytes held
   // Sequence invariants (for the fuzzer): una <= nxt <= max.
   bool consistent() const noexcept { return seq_le(snd_una_, snd_nxt_) && seq_le(snd_nxt_, snd_max_); }

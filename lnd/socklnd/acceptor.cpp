@@ -27,17 +27,18 @@ class Acceptor::Listener final : public IoHandler {
 // One incoming connection until its HELLO has been read.
 class Acceptor::Pending final : public IoHandler {
  public:
-  Pending(Acceptor& a, int fd, const sockaddr_in& remote) : acceptor_(a), fd_(fd), remote_(remote) {}
-  ~Pending() {
-    if (fd_ >= 0) ::close(fd_);
-  }
+  Pending(Acceptor& a, std::unique_ptr<Stream> s, const sockaddr_in& remote)
+      : acceptor_(a), s_(std::move(s)), remote_(remote) {}
   void on_io(std::uint32_t events) override;
   void step();
-  // Write a refusal record and close (best effort: the socket is fresh).
-  void answer(ByteSpan bytes) noexcept { (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT); }
+  // Write a refusal record and close (best effort: the connection is fresh).
+  void answer(ByteSpan bytes) noexcept {
+    const iovec iov{const_cast<std::uint8_t*>(bytes.data()), bytes.size()};
+    (void)s_->sendv(&iov, 1);
+  }
 
   Acceptor& acceptor_;
-  int fd_;
+  std::unique_ptr<Stream> s_;
   sockaddr_in remote_;
   sockaddr_in local_{};
   Clock::time_point deadline_{};
@@ -58,7 +59,7 @@ bool Acceptor::listen(std::string& err) {
   if (opts_.accept == AcceptMode::none) return true;
   std::vector<std::uint32_t> ips;
   for (const LocalNi& n : nis_)
-    if (std::find(ips.begin(), ips.end(), n.nid.addr4()) == ips.end()) ips.push_back(n.nid.addr4());
+    if (!n.transport && std::find(ips.begin(), ips.end(), n.nid.addr4()) == ips.end()) ips.push_back(n.nid.addr4());
   for (std::uint32_t ip : ips) {
     const int fd = listen_on(ip, opts_.port, opts_.backlog, err);
     if (fd < 0) return false;
@@ -74,20 +75,25 @@ void Acceptor::Listener::on_io(std::uint32_t) {
     sockaddr_in remote{};
     const int fd = accept_one(fd_, remote);
     if (fd < 0) return;
-    // accept=secure: only privileged source ports (a kernel peer).
-    if (acceptor_.opts_.accept == AcceptMode::secure && addr_port(remote) > kPrivilegedPortMax) {
-      ::close(fd);
-      ++acceptor_.refused_[static_cast<std::size_t>(CloseReason::insecure_port)];
-      continue;
-    }
-    auto p = std::make_unique<Pending>(acceptor_, fd, remote);
-    local_address(fd, p->local_);
-    p->deadline_ = Clock::now() + acceptor_.opts_.accept_timeout;
-    Pending* raw = p.get();
-    acceptor_.pending_.push_back(std::move(p));
-    acceptor_.poller_.add(fd, raw);
-    raw->step();
+    acceptor_.take(std::make_unique<KernelStream>(fd, acceptor_.poller_));
   }
+}
+
+void Acceptor::take(std::unique_ptr<Stream> s) {
+  const sockaddr_in remote = s->remote();
+  // accept=secure: only privileged source ports (a kernel peer).
+  if (opts_.accept == AcceptMode::none ||
+      (opts_.accept == AcceptMode::secure && addr_port(remote) > kPrivilegedPortMax)) {
+    ++refused_[static_cast<std::size_t>(CloseReason::insecure_port)];
+    return;
+  }
+  auto p = std::make_unique<Pending>(*this, std::move(s), remote);
+  p->local_ = p->s_->local();
+  p->deadline_ = Clock::now() + opts_.accept_timeout;
+  Pending* raw = p.get();
+  pending_.push_back(std::move(p));
+  if (!raw->s_->watch(raw)) return refuse(raw, CloseReason::io_error);
+  raw->step();
 }
 
 void Acceptor::Pending::on_io(std::uint32_t) {
@@ -121,12 +127,12 @@ void Acceptor::Pending::step() {
       return acceptor_.refuse(this, CloseReason::bad_hello);
     }
     if (len_ < *need) {
-      const ssize_t n = ::recv(fd_, buf_.data() + len_, *need - len_, 0);
+      const ssize_t n = s_->recv(buf_.data() + len_, *need - len_);
       if (n > 0) {
         len_ += static_cast<std::size_t>(n);
         continue;
       }
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+      if (n == -EAGAIN) return;
       return acceptor_.refuse(this, n == 0 ? CloseReason::peer_closed : CloseReason::io_error);
     }
     if (!have_request_) {
@@ -143,10 +149,9 @@ void Acceptor::Pending::step() {
     auto h = decode_hello(have);
     if (!h || h->src_nid.is_any()) return acceptor_.refuse(this, CloseReason::bad_hello);
     done_ = true;
-    acceptor_.poller_.remove(fd_);
+    s_->watch(nullptr);
     Accepted a;
-    a.fd = fd_;
-    fd_ = -1;
+    a.stream = std::move(s_);
     a.local = local_;
     a.remote = remote_;
     a.request = request_;
@@ -160,9 +165,7 @@ void Acceptor::Pending::step() {
 void Acceptor::refuse(Pending* p, CloseReason why) {
   ++refused_[static_cast<std::size_t>(why)];
   p->done_ = true;
-  poller_.remove(p->fd_);
-  ::close(p->fd_);
-  p->fd_ = -1;
+  p->s_.reset();
 }
 
 void Acceptor::tick(Clock::time_point now) {

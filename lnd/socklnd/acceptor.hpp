@@ -16,7 +16,7 @@ namespace lnetr::sock {
 class Acceptor {
  public:
   // Called with every connection whose request and HELLO passed; the
-  // callee owns a.fd (the acceptor no longer polls it).
+  // callee owns a.stream (no longer watched).
   using Handoff = std::function<void(Accepted&&)>;
 
   Acceptor(Options opts, std::vector<LocalNi> nis, std::uint64_t incarnation, Poller& poller, Handoff handoff);
@@ -24,9 +24,13 @@ class Acceptor {
   Acceptor(const Acceptor&) = delete;
   Acceptor& operator=(const Acceptor&) = delete;
 
-  // Listen on every NI address (nothing with accept=none).  False with
+  // Listen with kernel sockets on every NI address that has no transport
+  // of its own (nothing with accept=none).  False with
   // `err` naming the address if one cannot be bound.
   bool listen(std::string& err);
+  // A connection accepted by another transport (the dataplane's TCP on a
+  // DPDK port): read its request and HELLO as for a kernel socket's.
+  void take(std::unique_ptr<Stream> s);
   // Drop connections that did not finish their handshake in time.
   void tick(Clock::time_point now);
   // Free what was closed since the last call.

@@ -87,14 +87,13 @@ class Conn final : public IoHandler {
   enum class State : std::uint8_t { connecting, hello_wait, established, closed };
   enum class RxState : std::uint8_t { head, payload, deferred };
 
-  Conn(Node& node, int fd, bool active) : node_(node), fd_(fd), active_(active) {}
-  ~Conn() { if (fd_ >= 0) ::close(fd_); }
+  Conn(Node& node, std::unique_ptr<Stream> s, bool active) : node_(node), s_(std::move(s)), active_(active) {}
 
   void on_io(std::uint32_t events) override;
 
   Node& node_;
   Peer* peer_ = nullptr;
-  int fd_;
+  std::unique_ptr<Stream> s_;  // null once closed
   bool active_;
   State state_ = State::connecting;
   ConnType type_ = ConnType::any;  // our end's type
@@ -199,16 +198,14 @@ void Conn::on_io(std::uint32_t events) {
   if (closed()) return;
   if (state_ == State::connecting) {
     if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
-    int err = 0;
-    socklen_t len = sizeof err;
-    getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+    const int err = s_->connect_result();
     if (err != 0) {
       Peer* p = peer_;
-      close(CloseReason::io_error, -err);
-      if (p) p->connect_failed(-err, false);
+      close(CloseReason::io_error, err);
+      if (p) p->connect_failed(err, false);
       return;
     }
-    local_address(fd_, local_);
+    local_ = s_->local();
     state_ = State::hello_wait;
     writable_ = true;
     do_write();
@@ -223,7 +220,7 @@ void Conn::on_io(std::uint32_t events) {
 // Read up to `len` bytes; false when the connection was closed.
 bool Conn::read_some(std::uint8_t* dst, std::size_t len, std::size_t& got) {
   got = 0;
-  const ssize_t n = ::recv(fd_, dst, len, 0);
+  const ssize_t n = s_->recv(dst, len);
   if (n > 0) {
     got = static_cast<std::size_t>(n);
     rx_deadline_ = Clock::now() + node_.opts_.timeout;
@@ -234,8 +231,8 @@ bool Conn::read_some(std::uint8_t* dst, std::size_t len, std::size_t& got) {
     close(CloseReason::peer_closed, -ECONNRESET);
     return false;
   }
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
-  close(error_reason(errno), -errno);
+  if (n == -EAGAIN) return true;
+  close(error_reason(static_cast<int>(-n)), static_cast<int>(n));
   return false;
 }
 
@@ -404,13 +401,14 @@ void Conn::queue(Tx& t) {
 
 bool Conn::handshake_write() {
   while (hs_sent_ < hs_len_) {
-    const ssize_t n = ::send(fd_, hs_out_.data() + hs_sent_, hs_len_ - hs_sent_, MSG_NOSIGNAL);
+    const iovec iov{hs_out_.data() + hs_sent_, hs_len_ - hs_sent_};
+    const ssize_t n = s_->sendv(&iov, 1);
     if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (n == -EAGAIN) {
         writable_ = false;
         return false;
       }
-      close(error_reason(errno), -errno);
+      close(error_reason(static_cast<int>(-n)), static_cast<int>(n));
       return false;
     }
     hs_sent_ += static_cast<std::size_t>(n);
@@ -442,16 +440,13 @@ void Conn::do_write() {
         iov[niov++] = {const_cast<std::uint8_t*>(t->payload.data()) + pay_done, t->payload.size() - pay_done};
     }
     if (niov == 0) return;
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = niov;
-    const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = s_->sendv(iov, niov);
     if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (n == -EAGAIN) {
         writable_ = false;
         return;
       }
-      close(error_reason(errno), -errno);
+      close(error_reason(static_cast<int>(-n)), static_cast<int>(n));
       return;
     }
     tx_deadline_ = Clock::now() + node_.opts_.timeout;
@@ -558,7 +553,7 @@ void Conn::finish_active_hello(const Hello& h) {
 
 void Conn::start_established() {
   state_ = State::established;
-  setup_conn_socket(fd_, node_.opts_);
+  s_->configure(node_.opts_);
   rx_state_ = RxState::head;
   rx_deadline_ = Clock::now() + node_.opts_.timeout;
   if (peer_) peer_->last_alive_ = Clock::now();
@@ -569,9 +564,7 @@ void Conn::close(CloseReason why, int err) {
   const bool was_established = state_ == State::established;
   state_ = State::closed;
   node_.count_close(why);
-  node_.poller_.remove(fd_);
-  ::close(fd_);
-  fd_ = -1;
+  s_.reset();  // abortive: SO_LINGER 0
   if (was_established && (rx_state_ == RxState::payload || rx_state_ == RxState::deferred))
     node_.upper_.on_rx_aborted(rx_);
   while (Tx* t = txq_.pop()) node_.upper_.on_sent(*t, err < 0 ? err : -EIO);
@@ -641,12 +634,13 @@ void Peer::want_connections(Clock::time_point now) {
 
 void Peer::connect(ConnType type, Clock::time_point now) {
   int error = 0;
-  const int fd = connect_privileged(ni_->nid.addr4(), nid_.addr4(), node_.opts_.port, error);
-  if (fd < 0) {
+  Transport& t = ni_->transport ? *ni_->transport : node_.kernel_;
+  auto stream = t.connect(ni_->nid.addr4(), nid_.addr4(), node_.opts_.port, error);
+  if (!stream) {
     connect_failed(-error, false);
     return;
   }
-  auto* c = new Conn(node_, fd, true);
+  auto* c = new Conn(node_, std::move(stream), true);
   c->peer_ = this;
   c->ni_ = ni_;
   c->type_ = type;
@@ -667,7 +661,7 @@ void Peer::connect(ConnType type, Clock::time_point now) {
   auto n2 = encode_hello(h, MutableByteSpan(c->hs_out_).subspan(n1 ? *n1 : 0));
   c->hs_len_ = (n1 ? *n1 : 0) + (n2 ? *n2 : 0);
   connecting_ = c;
-  if (!node_.poller_.add(fd, c)) {
+  if (!c->s_->watch(c)) {
     c->close(CloseReason::io_error, -EIO);
     return;
   }
@@ -759,7 +753,7 @@ void Peer::tick(Clock::time_point now) {
 // ---- Node ----------------------------------------------------------------------
 
 Node::Node(Options opts, std::vector<LocalNi> nis, std::uint64_t incarnation, Poller& poller, Upper& upper)
-    : opts_(opts), nis_(std::move(nis)), incarnation_(incarnation), poller_(poller), upper_(upper) {}
+    : opts_(opts), nis_(std::move(nis)), incarnation_(incarnation), poller_(poller), kernel_(poller), upper_(upper) {}
 
 Node::~Node() {
   shutdown();
@@ -809,8 +803,8 @@ void Node::resume(Rx& rx) {
 }
 
 void Node::adopt(Accepted&& a) {
-  auto* c = new Conn(*this, a.fd, false);
-  a.fd = -1;
+  a.stream->attach(poller_);
+  auto* c = new Conn(*this, std::move(a.stream), false);
   c->local_ = a.local;
   c->remote_ = a.remote;
   c->ni_ = ni_by_nid(a.request.nid);
@@ -835,7 +829,10 @@ void Node::adopt(Accepted&& a) {
   auto refuse = [&](CloseReason why) {
     reply.ctype = static_cast<std::int32_t>(ConnType::none);
     auto n = encode_hello(reply, MutableByteSpan(c->hs_out_));
-    if (n) (void)::send(c->fd_, c->hs_out_.data(), *n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n) {
+      const iovec iov{c->hs_out_.data(), *n};
+      (void)c->s_->sendv(&iov, 1);
+    }
     count_close(why);
     delete c;
   };
@@ -870,7 +867,7 @@ void Node::adopt(Accepted&& a) {
   c->hs_len_ = n ? *n : 0;
   c->peer_ = &p;
   c->writable_ = true;
-  if (!poller_.add(c->fd_, c)) {
+  if (!c->s_->watch(c)) {
     count_close(CloseReason::io_error);
     delete c;
     return;

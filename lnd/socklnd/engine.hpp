@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "lnd/socklnd/poller.hpp"
+#include "lnd/socklnd/stream.hpp"
 #include "lnd/socklnd/wire.hpp"
 #include "router/lnet_header.hpp"
 #include "router/nid.hpp"
@@ -183,7 +184,7 @@ class Upper {
 // A connection accepted and handshaken as far as the acceptor goes (request
 // and HELLO read), to be finished by the Node that owns the peer.
 struct Accepted {
-  int fd = -1;
+  std::unique_ptr<Stream> stream;
   sockaddr_in local{};
   sockaddr_in remote{};
   AcceptorRequest request;
@@ -191,9 +192,11 @@ struct Accepted {
 };
 
 // What a local NI needs here: its NID (whose IPv4 address it listens on
-// and connects from).
+// and connects from) and the transport its connections use (nullptr: the
+// Node's kernel sockets).
 struct LocalNi {
   Nid nid;
+  Transport* transport = nullptr;
 };
 
 class Node {
@@ -259,6 +262,7 @@ class Node {
   std::vector<LocalNi> nis_;
   std::uint64_t incarnation_;
   Poller& poller_;
+  KernelTransport kernel_;
   Upper& upper_;
   Stats stats_;
   std::unordered_map<Nid, std::unique_ptr<Peer>> peers_;

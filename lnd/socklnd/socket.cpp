@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "lnd/socklnd/engine.hpp"
+#include "lnd/socklnd/stream.hpp"
 
 namespace lnetr::sock {
 namespace {
@@ -108,6 +109,70 @@ void setup_conn_socket(int fd, const Options& o) noexcept {
 bool local_address(int fd, sockaddr_in& a) noexcept {
   socklen_t len = sizeof a;
   return getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+}
+
+
+// ---- KernelStream / KernelTransport -------------------------------------------------
+
+KernelStream::~KernelStream() {
+  if (watched_) poller_->remove(fd_);
+  ::close(fd_);
+}
+
+bool KernelStream::watch(IoHandler* h) noexcept {
+  if (watched_) poller_->remove(fd_);
+  watched_ = h != nullptr && poller_->add(fd_, h);
+  return h == nullptr || watched_;
+}
+
+ssize_t KernelStream::recv(std::uint8_t* dst, std::size_t len) noexcept {
+  for (;;) {
+    const ssize_t n = ::recv(fd_, dst, len, 0);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+  }
+}
+
+ssize_t KernelStream::sendv(const iovec* iov, std::size_t n) noexcept {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = n;
+  for (;;) {
+    const ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w >= 0) return w;
+    if (errno == EINTR) continue;
+    return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+  }
+}
+
+int KernelStream::connect_result() noexcept {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -errno;
+  return -err;
+}
+
+sockaddr_in KernelStream::local() const noexcept {
+  sockaddr_in a{};
+  (void)local_address(fd_, a);
+  return a;
+}
+
+sockaddr_in KernelStream::remote() const noexcept {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  (void)getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  return a;
+}
+
+void KernelStream::configure(const Options& opts) noexcept { setup_conn_socket(fd_, opts); }
+
+std::unique_ptr<Stream> KernelTransport::connect(std::uint32_t local_ip, std::uint32_t remote_ip,
+                                                 std::uint16_t port, int& error) {
+  const int fd = connect_privileged(local_ip, remote_ip, port, error);
+  if (fd < 0) return nullptr;
+  return std::make_unique<KernelStream>(fd, poller_);
 }
 
 }  // namespace lnetr::sock

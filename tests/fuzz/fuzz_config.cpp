@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -80,6 +81,33 @@ void check_accepted(const Config& c, bool fragment) {
   FUZZ_CHECK(c.dataplane.accept_port.value >= 1);
   FUZZ_CHECK(!c.dataplane.control_socket.value.empty());
   (void)c.dataplane.effective_main_core(0);
+
+  std::set<std::string> port_names, devices;
+  std::set<std::uint32_t> addresses;
+  for (const auto& p : c.dataplane.ports) {
+    const std::string& name = p.name.value;
+    FUZZ_CHECK(!name.empty() && name.size() <= 15);
+    FUZZ_CHECK(std::all_of(name.begin(), name.end(), [](char ch) {
+      return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+             ch == '.' || ch == '-';
+    }));
+    FUZZ_CHECK(port_names.insert(name).second);
+    const std::string& dev = p.device.value;
+    FUZZ_CHECK(!dev.empty() && dev[0] != ',' && dev.find_first_of(" \t\r\n\v\f") == std::string::npos);
+    FUZZ_CHECK(devices.insert(dev.substr(0, dev.find(','))).second);
+    FUZZ_CHECK(p.prefix_len.value >= 1 && p.prefix_len.value <= 30);
+    const std::uint32_t host = p.address.value & (0xffffffffu >> p.prefix_len.value);
+    FUZZ_CHECK(host != 0 && host != (0xffffffffu >> p.prefix_len.value));  // not network, not broadcast
+    FUZZ_CHECK(addresses.insert(p.address.value).second);
+    FUZZ_CHECK(p.mtu.value >= 576 && p.mtu.value <= 9000);
+    FUZZ_CHECK(p.queues.value >= 1);
+    if (!fragment || c.dataplane.cores.given()) FUZZ_CHECK(p.queues.value <= cores.size());
+    FUZZ_CHECK(!p.vlan.value || (*p.vlan.value >= 1 && *p.vlan.value <= 4094));
+    for (const auto* f : {&p.impair.loss, &p.impair.duplicate, &p.impair.reorder})
+      FUZZ_CHECK(f->value >= 0.0 && f->value <= 1.0);
+    FUZZ_CHECK(p.impair.delay_us.value <= 1000000);
+    FUZZ_CHECK(p.name.given() && p.device.given() && p.address.given());
+  }
 }
 
 void check(std::string_view text, bool fragment) {

@@ -341,6 +341,7 @@ TEST(ConfigDefaults, AbsentKeys) {
   EXPECT_EQ(d.alive_router_check_interval.value, 60u);
   EXPECT_EQ(d.router_ping_timeout.value, 50u);
   EXPECT_EQ(d.peer_buffer_credits.value, 0u);
+  EXPECT_TRUE(d.ports.empty());
   const auto& s = d.socklnd;
   EXPECT_EQ(s.sock_timeout.value, 50);
   EXPECT_EQ(s.keepalive.value, 30);
@@ -755,6 +756,273 @@ TEST(ConfigErrors, DataplaneRules) {
   EXPECT_THAT(strings(c.warnings),
               ElementsAre("lnetr.yaml:8:14: dataplane.main_core: core 4 is also the core of CPT 0's worker; the two "
                           "share it"));
+}
+
+// ---- dataplane.ports ----------------------------------------------------------
+
+// kOneNet, then `dataplane: ports:` with `items` from line 8 on.
+std::string with_ports(std::string_view items, std::string_view after = "") {
+  return std::string(kOneNet) + "dataplane:\n  ports:\n" + std::string(items) + std::string(after);
+}
+
+// One valid port on lines 8-10: name at column 13, device at 15, address at 16.
+constexpr std::string_view kPort0 =
+    "    - name: dpdk0\n"
+    "      device: \"net_af_packet0,iface=veth-r1\"\n"
+    "      address: 10.1.0.1/24\n";
+
+TEST(ConfigPorts, ValidBlockLoadsEveryField) {
+  const auto loaded = load_ok(std::string(kOneNet) +
+                              "dataplane:\n"
+                              "  cores: [0, 1]\n"
+                              "  ports:\n"
+                              "    - name: dpdk0\n"
+                              "      device: \"net_af_packet0,iface=veth-r1\"\n"
+                              "      address: 10.1.0.1/16\n"
+                              "      mtu: 9000\n"
+                              "      queues: 2\n"
+                              "      vlan: 100\n"
+                              "      impair:\n"
+                              "        seed: 18446744073709551615\n"
+                              "        loss: 0.01\n"
+                              "        duplicate: 0.5\n"
+                              "        reorder: 1\n"
+                              "        delay_us: 1000000\n"
+                              "    - name: A_b.c-9\n"
+                              "      device: 0000:3b:00.0\n"
+                              "      address: 192.168.7.254\n");
+  EXPECT_TRUE(loaded.warnings.empty()) << join_errors(loaded.warnings);
+  const auto& ports = loaded.config.dataplane.ports;
+  ASSERT_EQ(ports.size(), 2u);
+  const PortConfig& p = ports[0];
+  EXPECT_EQ(p.source.field, "dataplane.ports[0]");
+  EXPECT_EQ(p.source.line, 9u);
+  EXPECT_EQ(p.name.value, "dpdk0");
+  EXPECT_EQ(p.device.value, "net_af_packet0,iface=veth-r1");
+  EXPECT_EQ(p.address.value, 0x0a010001u);
+  EXPECT_EQ(p.prefix_len.value, 16u);
+  EXPECT_TRUE(p.prefix_len.given());
+  EXPECT_EQ(p.mtu.value, 9000u);
+  EXPECT_EQ(p.queues.value, 2u);
+  ASSERT_TRUE(p.vlan.value);
+  EXPECT_EQ(*p.vlan.value, 100);
+  EXPECT_EQ(p.impair.seed.value, 18446744073709551615ull);
+  EXPECT_DOUBLE_EQ(p.impair.loss.value, 0.01);
+  EXPECT_DOUBLE_EQ(p.impair.duplicate.value, 0.5);
+  EXPECT_DOUBLE_EQ(p.impair.reorder.value, 1.0);
+  EXPECT_EQ(p.impair.delay_us.value, 1000000u);
+  EXPECT_TRUE(p.impair.active());
+  // Each value carries where it was written.
+  EXPECT_EQ(to_string(p.name.source), "lnetr.yaml:9:13: dataplane.ports[0].name");
+  EXPECT_EQ(to_string(p.address.source), "lnetr.yaml:11:16: dataplane.ports[0].address");
+  EXPECT_EQ(to_string(p.vlan.source), "lnetr.yaml:14:13: dataplane.ports[0].vlan");
+  EXPECT_EQ(to_string(p.impair.loss.source), "lnetr.yaml:17:15: dataplane.ports[0].impair.loss");
+
+  const PortConfig& q = ports[1];
+  EXPECT_EQ(q.name.value, "A_b.c-9");
+  EXPECT_EQ(q.device.value, "0000:3b:00.0");
+  EXPECT_EQ(q.address.value, 0xc0a807feu);
+  EXPECT_EQ(q.prefix_len.value, 24u);  // no /len: /24
+  EXPECT_EQ(q.source.field, "dataplane.ports[1]");
+}
+
+TEST(ConfigPorts, Defaults) {
+  const auto c = load_ok(with_ports(kPort0)).config;
+  ASSERT_EQ(c.dataplane.ports.size(), 1u);
+  const PortConfig& p = c.dataplane.ports[0];
+  EXPECT_EQ(p.address.value, 0x0a010001u);
+  EXPECT_EQ(p.prefix_len.value, 24u);
+  EXPECT_EQ(p.mtu.value, 1500u);
+  EXPECT_FALSE(p.mtu.given());
+  EXPECT_EQ(p.queues.value, 1u);
+  EXPECT_FALSE(p.queues.given());
+  EXPECT_FALSE(p.vlan.value);
+  EXPECT_EQ(p.impair.seed.value, 1u);
+  EXPECT_EQ(p.impair.loss.value, 0.0);
+  EXPECT_EQ(p.impair.duplicate.value, 0.0);
+  EXPECT_EQ(p.impair.reorder.value, 0.0);
+  EXPECT_EQ(p.impair.delay_us.value, 0u);
+  EXPECT_FALSE(p.impair.active());
+  // Absent, empty and null: no ports.
+  EXPECT_TRUE(load_ok(std::string(kOneNet) + "dataplane:\n  ports: []\n").config.dataplane.ports.empty());
+  EXPECT_TRUE(load_ok(std::string(kOneNet) + "dataplane:\n  ports:\n").config.dataplane.ports.empty());
+  EXPECT_TRUE(load_ok(std::string(kOneNet) + "dataplane:\n  poll: busy\n").config.dataplane.ports.empty());
+  // The address without /len is a host address of its /24.
+  EXPECT_EQ(load_ok(with_ports("    - {name: p, device: d, address: 10.1.0.254}\n")).config.dataplane.ports[0]
+                .address.value,
+            0x0a0100feu);
+  EXPECT_FALSE(load_ok(with_ports("    - {name: p, device: d, address: 10.1.0.254}\n")).config.dataplane.ports[0]
+                   .prefix_len.given());
+  // An /30's two host addresses.
+  EXPECT_EQ(load_ok(with_ports("    - {name: p, device: d, address: 10.1.0.2/30}\n")).config.dataplane.ports[0]
+                .prefix_len.value,
+            30u);
+  // Explicit zero impairments are inactive.
+  EXPECT_FALSE(load_ok(with_ports(kPort0, "      impair: {loss: 0, duplicate: 0.0, reorder: 0e0, delay_us: 0}\n"))
+                   .config.dataplane.ports[0]
+                   .impair.active());
+}
+
+TEST(ConfigPorts, RequiredKeys) {
+  EXPECT_THAT(load_errors(with_ports("    - device: d\n      address: 10.1.0.1\n")),
+              ElementsAre("lnetr.yaml:8:7: dataplane.ports[0]: missing key \"name\""));
+  EXPECT_THAT(load_errors(with_ports("    - name: p\n      address: 10.1.0.1\n")),
+              ElementsAre("lnetr.yaml:8:7: dataplane.ports[0]: missing key \"device\""));
+  EXPECT_THAT(load_errors(with_ports(std::string(kPort0) + "    - name: p\n      device: d\n")),
+              ElementsAre("lnetr.yaml:11:7: dataplane.ports[1]: missing key \"address\""));
+  EXPECT_THAT(load_errors(with_ports("    - dpdk0\n")),
+              ElementsAre("lnetr.yaml:8:7: dataplane.ports[0]: expected a mapping with `name`, `device` and "
+                          "`address`, got \"dpdk0\""));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "dataplane:\n  ports: {name: dpdk0}\n"),
+              ElementsAre("lnetr.yaml:7:10: dataplane.ports: expected a sequence, got a mapping"));
+}
+
+TEST(ConfigPorts, FieldErrorsNameLineAndField) {
+  // `line` replaces line 8 (the name), 9 (the device) or 10 (the address) of kPort0,
+  // or is added as line 11.
+  auto replace = [](int n, std::string_view line) {
+    std::vector<std::string> lines = {"    - name: dpdk0\n", "      device: \"net_af_packet0,iface=veth-r1\"\n",
+                                      "      address: 10.1.0.1/24\n"};
+    if (n < 3)
+      lines[static_cast<std::size_t>(n)] = std::string(line);
+    else
+      lines.emplace_back(line);
+    std::string items;
+    for (const auto& l : lines) items += l;
+    return load_errors(with_ports(items));
+  };
+  auto name = [&](std::string_view v) { return replace(0, "    - name: " + std::string(v) + "\n"); };
+  auto device = [&](std::string_view v) { return replace(1, "      device: " + std::string(v) + "\n"); };
+  auto address = [&](std::string_view v) { return replace(2, "      address: " + std::string(v) + "\n"); };
+  auto extra = [&](std::string_view v) { return replace(3, std::string(v)); };
+
+  EXPECT_THAT(name("averyveryverylongname"),
+              ElementsAre("lnetr.yaml:8:13: dataplane.ports[0].name: expected at most 15 characters, got "
+                          "\"averyveryverylongname\""));
+  EXPECT_THAT(name("\"dp dk\""),
+              ElementsAre("lnetr.yaml:8:13: dataplane.ports[0].name: expected a port name (1..15 characters A-Z a-z "
+                          "0-9 _ . -), got \"dp dk\""));
+  EXPECT_THAT(name("dp/0"), ElementsAre(HasSubstr("lnetr.yaml:8:13: dataplane.ports[0].name: expected a port name")));
+  EXPECT_THAT(name("\"\""), ElementsAre("lnetr.yaml:8:13: dataplane.ports[0].name: expected a value, got nothing"));
+
+  EXPECT_THAT(device("\"\""), ElementsAre("lnetr.yaml:9:15: dataplane.ports[0].device: expected a value, got nothing"));
+  EXPECT_THAT(device("\"net_af_packet0, iface=veth1\""),
+              ElementsAre("lnetr.yaml:9:15: dataplane.ports[0].device: expected a DPDK device without whitespace, its "
+                          "name before any comma (a PCI address such as 0000:3b:00.0, or a virtual device such as "
+                          "net_af_packet0,iface=eth1), got \"net_af_packet0, iface=veth1\""));
+  EXPECT_THAT(device("\",iface=veth1\""),
+              ElementsAre(HasSubstr("lnetr.yaml:9:15: dataplane.ports[0].device: expected a DPDK device without "
+                                    "whitespace")));
+  EXPECT_THAT(device("[a]"),
+              ElementsAre("lnetr.yaml:9:15: dataplane.ports[0].device: expected a DPDK device, got a sequence"));
+
+  const std::string bad_address =
+      "lnetr.yaml:10:16: dataplane.ports[0].address: expected an IPv4 address a.b.c.d or a.b.c.d/len (len 1..30), "
+      "got ";
+  EXPECT_THAT(address("10.1.0"), ElementsAre(bad_address + "\"10.1.0\""));
+  EXPECT_THAT(address("10.1.0.256"), ElementsAre(bad_address + "\"10.1.0.256\""));
+  EXPECT_THAT(address("10.1.0.1.5"), ElementsAre(bad_address + "\"10.1.0.1.5\""));
+  EXPECT_THAT(address("10.1..1"), ElementsAre(bad_address + "\"10.1..1\""));
+  EXPECT_THAT(address("10.1.0.1/31"), ElementsAre(bad_address + "\"10.1.0.1/31\""));
+  EXPECT_THAT(address("10.1.0.1/0"), ElementsAre(bad_address + "\"10.1.0.1/0\""));
+  EXPECT_THAT(address("10.1.0.1/"), ElementsAre(bad_address + "\"10.1.0.1/\""));
+  EXPECT_THAT(address("10.1.0.1/-8"), ElementsAre(bad_address + "\"10.1.0.1/-8\""));
+  EXPECT_THAT(address("fe80::1"), ElementsAre(bad_address + "\"fe80::1\""));
+  EXPECT_THAT(address("eth0"), ElementsAre(bad_address + "\"eth0\""));
+  EXPECT_THAT(address("10.1.0.0/24"),
+              ElementsAre("lnetr.yaml:10:16: dataplane.ports[0].address: 10.1.0.0 is the network address of "
+                          "10.1.0.0/24, not a host address"));
+  EXPECT_THAT(address("10.1.0.255"),
+              ElementsAre("lnetr.yaml:10:16: dataplane.ports[0].address: 10.1.0.255 is the broadcast address of "
+                          "10.1.0.0/24, not a host address"));
+  EXPECT_THAT(address("10.1.3.255/22"),
+              ElementsAre("lnetr.yaml:10:16: dataplane.ports[0].address: 10.1.3.255 is the broadcast address of "
+                          "10.1.0.0/22, not a host address"));
+  EXPECT_THAT(address("10.1.0.4/30"), ElementsAre(HasSubstr("10.1.0.4 is the network address of 10.1.0.4/30")));
+
+  EXPECT_THAT(extra("      mtu: 575\n"),
+              ElementsAre("lnetr.yaml:11:12: dataplane.ports[0].mtu: expected an integer 576..9000, got \"575\""));
+  EXPECT_THAT(extra("      mtu: 9001\n"),
+              ElementsAre("lnetr.yaml:11:12: dataplane.ports[0].mtu: expected an integer 576..9000, got \"9001\""));
+  EXPECT_THAT(extra("      queues: 0\n"),
+              ElementsAre("lnetr.yaml:11:15: dataplane.ports[0].queues: expected an integer 1..256, got \"0\""));
+  EXPECT_THAT(extra("      vlan: 0\n"),
+              ElementsAre("lnetr.yaml:11:13: dataplane.ports[0].vlan: expected an integer 1..4094, got \"0\""));
+  EXPECT_THAT(extra("      vlan: 4095\n"),
+              ElementsAre("lnetr.yaml:11:13: dataplane.ports[0].vlan: expected an integer 1..4094, got \"4095\""));
+  EXPECT_THAT(extra("      speed: 10G\n"), ElementsAre("lnetr.yaml:11:7: dataplane.ports[0].speed: unknown key"));
+  EXPECT_THAT(extra("      mtu: 1500\n      mtu: 9000\n"),
+              ElementsAre("lnetr.yaml:12:7: dataplane.ports[0].mtu: duplicate key"));
+
+  EXPECT_THAT(extra("      impair: {drop: 0.1}\n"),
+              ElementsAre("lnetr.yaml:11:16: dataplane.ports[0].impair.drop: unknown key"));
+  EXPECT_THAT(extra("      impair: {loss: 1.5}\n"),
+              ElementsAre("lnetr.yaml:11:22: dataplane.ports[0].impair.loss: expected a probability 0..1, got "
+                          "\"1.5\""));
+  EXPECT_THAT(extra("      impair: {duplicate: -0.1}\n"),
+              ElementsAre(HasSubstr("dataplane.ports[0].impair.duplicate: expected a probability 0..1")));
+  EXPECT_THAT(extra("      impair: {reorder: nan}\n"),
+              ElementsAre(HasSubstr("dataplane.ports[0].impair.reorder: expected a probability 0..1")));
+  EXPECT_THAT(extra("      impair: {loss: 5%}\n"),
+              ElementsAre(HasSubstr("dataplane.ports[0].impair.loss: expected a probability 0..1")));
+  EXPECT_THAT(extra("      impair: {seed: -1}\n"),
+              ElementsAre("lnetr.yaml:11:22: dataplane.ports[0].impair.seed: expected an integer "
+                          "0..18446744073709551615, got \"-1\""));
+  EXPECT_THAT(extra("      impair: {seed: 18446744073709551616}\n"),
+              ElementsAre(HasSubstr("dataplane.ports[0].impair.seed: expected an integer 0..18446744073709551615")));
+  EXPECT_THAT(extra("      impair: {delay_us: 1000001}\n"),
+              ElementsAre("lnetr.yaml:11:26: dataplane.ports[0].impair.delay_us: expected an integer 0..1000000, got "
+                          "\"1000001\""));
+  EXPECT_THAT(extra("      impair: 0.1\n"),
+              ElementsAre("lnetr.yaml:11:15: dataplane.ports[0].impair: expected a mapping, got \"0.1\""));
+}
+
+TEST(ConfigPorts, PortsMustDifferInNameDeviceAndAddress) {
+  constexpr std::string_view kPort1 =  // lines 11-13
+      "    - name: dpdk1\n"
+      "      device: \"net_af_packet1,iface=veth-r2\"\n"
+      "      address: 10.2.0.1/24\n";
+  EXPECT_TRUE(load_ok(with_ports(std::string(kPort0) + std::string(kPort1))).config.dataplane.ports.size() == 2u);
+  EXPECT_THAT(load_errors(with_ports(std::string(kPort0) +
+                                     "    - name: dpdk0\n"
+                                     "      device: \"net_af_packet1,iface=veth-r2\"\n"
+                                     "      address: 10.2.0.1/24\n")),
+              ElementsAre("lnetr.yaml:11:13: dataplane.ports[1].name: port name dpdk0 is already used (line 8, "
+                          "column 13)"));
+  // The device is compared without its arguments.
+  EXPECT_THAT(load_errors(with_ports(std::string(kPort0) +
+                                     "    - name: dpdk1\n"
+                                     "      device: \"net_af_packet0,iface=veth-r2\"\n"
+                                     "      address: 10.2.0.1/24\n")),
+              ElementsAre("lnetr.yaml:12:15: dataplane.ports[1].device: device net_af_packet0 is already port "
+                          "dpdk0's (line 9, column 15)"));
+  EXPECT_THAT(load_errors(with_ports("    - {name: a, device: \"0000:3b:00.0\", address: 10.1.0.1}\n"
+                                     "    - {name: b, device: \"0000:3b:00.0\", address: 10.2.0.1}\n")),
+              ElementsAre("lnetr.yaml:9:25: dataplane.ports[1].device: device 0000:3b:00.0 is already port a's "
+                          "(line 8, column 25)"));
+  // The same address is an error whatever the prefixes.
+  EXPECT_THAT(load_errors(with_ports(std::string(kPort0) +
+                                     "    - name: dpdk1\n"
+                                     "      device: \"net_af_packet1,iface=veth-r2\"\n"
+                                     "      address: 10.1.0.1/16\n")),
+              ElementsAre("lnetr.yaml:13:16: dataplane.ports[1].address: address 10.1.0.1 is already port dpdk0's "
+                          "(line 10, column 16)"));
+}
+
+TEST(ConfigPorts, QueuesAtMostOnePerCpt) {
+  const std::string two_queues = std::string(kPort0) + "      queues: 2\n";  // line 11, column 15
+  EXPECT_THAT(load_errors(with_ports(two_queues)),
+              ElementsAre("lnetr.yaml:11:15: dataplane.ports[0].queues: port dpdk0 has 2 queues but dataplane.cores "
+                          "gives 1 CPT: at most one queue per CPT"));
+  EXPECT_THAT(load_errors(with_ports(two_queues, "  cores: [3]\n")),
+              ElementsAre(HasSubstr("lnetr.yaml:11:15: dataplane.ports[0].queues: port dpdk0 has 2 queues")));
+  EXPECT_EQ(load_ok(with_ports(two_queues, "  cores: [3, 4]\n")).config.dataplane.ports[0].queues.value, 2u);
+  EXPECT_THAT(load_errors(with_ports(std::string(kPort0) + "      queues: 3\n", "  cores: [3, 4]\n")),
+              ElementsAre(HasSubstr("port dpdk0 has 3 queues but dataplane.cores gives 2 CPTs")));
+  // A fragment without dataplane.cores is judged against the running router's.
+  const std::string fragment = "dataplane:\n  ports:\n" + two_queues;
+  EXPECT_TRUE(load_config(fragment, "t.yaml", {.fragment = true}));
+  EXPECT_FALSE(load_config(fragment + "  cores: [0]\n", "t.yaml", {.fragment = true}));
 }
 
 TEST(ConfigErrors, Sections) {

@@ -1,0 +1,267 @@
+#include "dataplane/tcp/transport.hpp"
+
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "lnd/socklnd/socket.hpp"
+
+namespace lnetr::tcp {
+
+namespace {
+
+int error_of(End why) noexcept {
+  switch (why) {
+    case End::closed: return 0;
+    case End::reset: return -ECONNRESET;
+    case End::refused: return -ECONNREFUSED;
+    case End::timed_out: return -ETIMEDOUT;
+    case End::aborted: return -ECONNABORTED;
+  }
+  return -EIO;
+}
+
+// Wake a blocked writer only for a useful amount of room.
+constexpr std::size_t kWriteWakeBytes = 64 * 1024;
+
+}  // namespace
+
+// One connection's state between the stack (as its Upper) and socklnd (as
+// the Stream's reader and writer).  Outlives the Stream when the Stream is
+// closed gracefully: the connection then finishes on its own.
+class SockTransport::Link final : public Upper {
+ public:
+  Link(SockTransport& t, const Endpoints& ep, bool active, std::uint32_t capacity)
+      : capacity_(capacity), t_(t), ep_(ep), active_(active), buf_(capacity) {}
+
+  void on_established() override {
+    conn_ = t_.stack_.connection(ep_.remote_ip, ep_.remote_port, ep_.local_port);
+    established_ = true;
+    if (active_) t_.ready(this, EPOLLOUT);
+    else t_.incoming_.push_back(this);
+  }
+  void on_data(ByteSpan bytes) override {
+    // The window is rounded up to its scale and never shrinks, so a little
+    // more than receive_space() can arrive: the ring grows (rarely) to
+    // take it, since every byte delivered must be taken.
+    const std::size_t n = bytes.size();
+    if (n > buf_.size() - len_) grow(len_ + n);
+    const std::size_t tail = (head_ + len_) % buf_.size();
+    const std::size_t first = std::min(n, buf_.size() - tail);
+    std::memcpy(buf_.data() + tail, bytes.data(), first);
+    std::memcpy(buf_.data(), bytes.data() + first, n - first);
+    len_ += n;
+    t_.stats_.bytes_copied += n;
+    t_.ready(this, EPOLLIN);
+  }
+  std::uint32_t receive_space() const override {
+    return len_ >= capacity_ ? 0 : static_cast<std::uint32_t>(capacity_ - len_);
+  }
+  void on_peer_closed() override {
+    peer_fin_ = true;
+    t_.ready(this, EPOLLIN | EPOLLRDHUP);
+  }
+  void on_end(End why) override {
+    ended_ = true;
+    end_ = why;
+    conn_ = nullptr;
+    t_.ready(this, EPOLLIN | EPOLLOUT | EPOLLHUP | (why == End::closed ? 0u : static_cast<std::uint32_t>(EPOLLERR)));
+  }
+
+  bool finished() const noexcept { return ended_ && !stream_ && !queued_; }
+
+  // Re-lay the ring out at the start of a buffer of at least `size` bytes
+  // (receive_space() still offers only the configured capacity).
+  void grow(std::size_t size) {
+    std::vector<std::uint8_t> bigger(std::max(size, buf_.size() + buf_.size() / 4));
+    const std::size_t first = std::min(len_, buf_.size() - head_);
+    std::memcpy(bigger.data(), buf_.data() + head_, first);
+    std::memcpy(bigger.data() + first, buf_.data(), len_ - first);
+    buf_.swap(bigger);
+    head_ = 0;
+  }
+  std::uint32_t capacity_;
+
+  SockTransport& t_;
+  Endpoints ep_;
+  bool active_;
+  Conn* conn_ = nullptr;  // from established until on_end
+  LinkStream* stream_ = nullptr;
+  sock::IoHandler* handler_ = nullptr;
+  std::vector<std::uint8_t> buf_;  // received, not yet read: a ring
+  std::size_t head_ = 0, len_ = 0;
+  bool established_ = false, peer_fin_ = false, ended_ = false;
+  End end_ = End::closed;
+  std::uint32_t events_ = 0;
+  bool queued_ = false;   // on ready_
+  bool blocked_ = false;  // on blocked_
+  bool linger0_ = false;
+};
+
+class SockTransport::LinkStream final : public sock::Stream {
+ public:
+  explicit LinkStream(Link& l) noexcept : l_(&l) { l.stream_ = this; }
+  ~LinkStream() override {
+    Link& l = *l_;
+    l.stream_ = nullptr;
+    l.handler_ = nullptr;
+    if (l.conn_) {
+      Conn* c = l.conn_;
+      if (l.linger0_) c->abort(l.t_.now_); else c->close(l.t_.now_);
+    } else if (!l.ended_) {
+      l.linger0_ = true;  // not established yet: abort once it is
+    }
+  }
+
+  bool watch(sock::IoHandler* h) noexcept override {
+    l_->handler_ = h;
+    if (h && (l_->len_ > 0 || l_->peer_fin_ || l_->ended_)) l_->t_.ready(l_, EPOLLIN);
+    if (h && l_->established_ && l_->active_) l_->t_.ready(l_, EPOLLOUT);
+    return true;
+  }
+
+  ssize_t recv(std::uint8_t* dst, std::size_t len) noexcept override {
+    Link& l = *l_;
+    if (l.len_ == 0) {
+      if (l.peer_fin_) return 0;
+      if (l.ended_) return l.end_ == End::closed ? 0 : error_of(l.end_);
+      return -EAGAIN;
+    }
+    const std::size_t n = std::min(len, l.len_);
+    const std::size_t first = std::min(n, l.buf_.size() - l.head_);
+    std::memcpy(dst, l.buf_.data() + l.head_, first);
+    std::memcpy(dst + first, l.buf_.data(), n - first);
+    l.head_ = (l.head_ + n) % l.buf_.size();
+    l.len_ -= n;
+    l.t_.stats_.bytes_copied += n;
+    if (l.conn_) l.conn_->window_opened(l.t_.now_);
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t sendv(const iovec* iov, std::size_t n) noexcept override {
+    Link& l = *l_;
+    if (!l.conn_) return l.ended_ ? (l.end_ == End::closed ? -EPIPE : error_of(l.end_)) : -EAGAIN;
+    std::size_t total = 0;
+    bool full = false;
+    for (std::size_t i = 0; i < n && !full; ++i) {
+      const ByteSpan part(static_cast<const std::uint8_t*>(iov[i].iov_base), iov[i].iov_len);
+      const std::size_t took = l.conn_->send(part, l.t_.now_);
+      total += took;
+      full = took < part.size();
+    }
+    l.t_.stats_.bytes_copied += total;
+    if (full && !l.blocked_) {
+      l.blocked_ = true;
+      l.t_.blocked_.push_back(&l);
+    }
+    return total == 0 && full ? -EAGAIN : static_cast<ssize_t>(total);
+  }
+
+  int connect_result() noexcept override {
+    if (l_->established_) return 0;
+    return l_->ended_ ? (l_->end_ == End::closed ? -ECONNRESET : error_of(l_->end_)) : -EINPROGRESS;
+  }
+  sockaddr_in local() const noexcept override { return sock::make_addr(l_->ep_.local_ip, l_->ep_.local_port); }
+  sockaddr_in remote() const noexcept override { return sock::make_addr(l_->ep_.remote_ip, l_->ep_.remote_port); }
+  // socklnd closes its connections abortively (SO_LINGER 0).
+  void configure(const sock::Options&) noexcept override { l_->linger0_ = true; }
+
+ private:
+  Link* l_;
+};
+
+SockTransport::SockTransport(Stack& stack, std::uint16_t port, Accept accept, std::uint32_t rx_buffer)
+    : stack_(stack), accept_(std::move(accept)), rx_buffer_(rx_buffer) {
+  if (port != 0)
+    stack_.listen(port, [this](const Endpoints& ep) -> Upper* {
+      links_.push_back(std::make_unique<Link>(*this, ep, false, rx_buffer_));
+      return links_.back().get();
+    });
+}
+
+SockTransport::~SockTransport() = default;
+
+std::unique_ptr<sock::Stream> SockTransport::connect(std::uint32_t local_ip, std::uint32_t remote_ip,
+                                                     std::uint16_t port, int& error) {
+  (void)local_ip;  // the stack's own address: one per port
+  Endpoints ep;
+  ep.remote_ip = remote_ip;
+  ep.remote_port = port;
+  auto link = std::make_unique<Link>(*this, ep, true, rx_buffer_);
+  Conn* c = stack_.connect(remote_ip, port, 0, *link, now_);
+  if (!c) {
+    error = EADDRINUSE;  // every privileged port to that peer is taken
+    return nullptr;
+  }
+  link->ep_ = c->endpoints();
+  auto s = std::make_unique<LinkStream>(*link);
+  links_.push_back(std::move(link));
+  ++stats_.connects;
+  return s;
+}
+
+void SockTransport::ready(Link* l, std::uint32_t events) {
+  l->events_ |= events;
+  if (!l->queued_) {
+    l->queued_ = true;
+    ready_.push_back(l);
+  }
+}
+
+std::size_t SockTransport::poll(Time now) {
+  now_ = now;
+  // New connections first: the acceptor starts reading their request.
+  std::vector<Link*> incoming;
+  incoming.swap(incoming_);
+  for (Link* l : incoming) {
+    if (l->ended_) continue;
+    ++stats_.accepted;
+    accept_(std::make_unique<LinkStream>(*l));  // the acceptor watches it (or drops it)
+  }
+  // Writers waiting for room.
+  for (std::size_t i = 0; i < blocked_.size();) {
+    Link* l = blocked_[i];
+    const bool room = !l->conn_ || l->conn_->send_space() >= kWriteWakeBytes;
+    if (room) {
+      l->blocked_ = false;
+      blocked_[i] = blocked_.back();
+      blocked_.pop_back();
+      ready(l, EPOLLOUT);
+    } else {
+      ++i;
+    }
+  }
+  std::size_t delivered = 0;
+  std::vector<Link*> batch;
+  batch.swap(ready_);
+  for (Link* l : batch) {
+    l->queued_ = false;
+    const std::uint32_t ev = l->events_;
+    l->events_ = 0;
+    if (!l->stream_ && l->conn_ && l->linger0_) {
+      l->conn_->abort(now_);  // closed by socklnd before it was connected
+      continue;
+    }
+    if (l->stream_ && l->handler_) {
+      l->handler_->on_io(ev);
+      ++delivered;
+    }
+  }
+  // Free what is over on both sides.
+  if (!batch.empty() || !incoming.empty()) {
+    for (std::size_t i = 0; i < links_.size();) {
+      Link* l = links_[i].get();
+      if (l->finished() && !l->blocked_) {
+        links_[i] = std::move(links_.back());
+        links_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  return delivered;
+}
+
+}  // namespace lnetr::tcp

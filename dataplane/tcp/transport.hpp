@@ -1,0 +1,73 @@
+// socklnd over the dataplane's own TCP (issue 6): a sock::Transport whose
+// streams are connections of one worker's tcp::Stack.  The socklnd engine
+// and acceptor run on these streams unchanged.
+//
+// Readiness is queued, never called back from inside the stack: the stack
+// delivers data and state changes while it handles a frame, and an engine
+// reacting at once would re-enter that connection.  poll() hands the queued
+// events out (edge-triggered, like epoll) and new connections to the
+// acceptor, after the worker has fed the stack its frames.
+//
+// Pure (no DPDK): the unit tests run socklnd Nodes over two stacks joined
+// in memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "dataplane/tcp/stack.hpp"
+#include "lnd/socklnd/stream.hpp"
+
+namespace lnetr::tcp {
+
+struct TransportStats {
+  std::uint64_t connects = 0;   // streams opened by this side
+  std::uint64_t accepted = 0;   // streams handed to the acceptor
+  std::uint64_t bytes_copied = 0;  // payload bytes copied between the stack and socklnd
+};
+
+class SockTransport final : public sock::Transport {
+ public:
+  using Accept = std::function<void(std::unique_ptr<sock::Stream>)>;
+  // Listen on `port` of `stack` (0: do not listen); each connection, once
+  // established, goes to `accept`.  `rx_buffer`: bytes received and not yet
+  // read by socklnd, per connection (the receive window it advertises).
+  SockTransport(Stack& stack, std::uint16_t port, Accept accept, std::uint32_t rx_buffer = 4u << 20);
+  ~SockTransport() override;
+  SockTransport(const SockTransport&) = delete;
+  SockTransport& operator=(const SockTransport&) = delete;
+
+  std::unique_ptr<sock::Stream> connect(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port,
+                                        int& error) override;
+
+  // The worker's clock for what streams do until the next poll().
+  void set_now(Time now) noexcept { now_ = now; }
+  // Hand out queued readiness and new connections; free finished ones.
+  // Returns the number of events delivered.
+  std::size_t poll(Time now);
+
+  const TransportStats& stats() const noexcept { return stats_; }
+  std::size_t links() const noexcept { return links_.size(); }
+
+ private:
+  class Link;
+  class LinkStream;
+  friend class Link;
+  friend class LinkStream;
+
+  void ready(Link* l, std::uint32_t events);
+
+  Stack& stack_;
+  Accept accept_;
+  std::uint32_t rx_buffer_;
+  Time now_{0};
+  TransportStats stats_;
+  std::vector<std::unique_ptr<Link>> links_;
+  std::vector<Link*> ready_;     // links with events to deliver
+  std::vector<Link*> incoming_;  // accepted and established, for accept_
+  std::vector<Link*> blocked_;   // a write found the send buffer full
+};
+
+}  // namespace lnetr::tcp

@@ -1,0 +1,91 @@
+// The byte streams socklnd runs on.  A Stream is one TCP connection as the
+// engine and the acceptor use it: non-blocking reads and gathered writes,
+// and edge-triggered readiness reported to an IoHandler with EPOLL* bits.
+// Two transports provide them: kernel sockets (KernelTransport, here) and
+// the dataplane's own TCP on a DPDK port (dataplane/tcp_transport), chosen
+// per NI.  The engine's protocol code is the same over both.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "lnd/socklnd/poller.hpp"
+
+namespace lnetr::sock {
+
+struct Options;
+
+class Stream {
+ public:
+  // Closes: gracefully (queued bytes, then FIN), or abortively (RST) once
+  // configure() set socklnd's SO_LINGER 0.
+  virtual ~Stream() = default;
+
+  // Report readiness to `h` (nullptr: stop).  Edge-triggered: after a
+  // report, read or write until -EAGAIN before expecting another.  A
+  // connecting stream reports EPOLLOUT (or EPOLLERR) when it is done.
+  virtual bool watch(IoHandler* h) noexcept = 0;
+  // > 0 bytes read, 0 at the peer's FIN, -EAGAIN when nothing is there,
+  // else -errno (the connection is dead).
+  virtual ssize_t recv(std::uint8_t* dst, std::size_t len) noexcept = 0;
+  // Bytes taken (>= 0, possibly fewer than offered), -EAGAIN if none could
+  // be, else -errno.
+  virtual ssize_t sendv(const iovec* iov, std::size_t n) noexcept = 0;
+  // After a connecting stream's readiness: 0 if connected, else -errno.
+  virtual int connect_result() noexcept = 0;
+  virtual sockaddr_in local() const noexcept = 0;
+  virtual sockaddr_in remote() const noexcept = 0;
+  // Apply socklnd's per-connection options (kernel sockets: NODELAY,
+  // keepalive, buffer sizes, linger).
+  virtual void configure(const Options&) noexcept {}
+  // Move an unwatched stream to the thread polling with `p` (a connection
+  // accepted on one worker and adopted by another).
+  virtual void attach(Poller& p) noexcept { (void)p; }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Start a connect from local_ip and a free privileged port to
+  // remote_ip:port.  nullptr with `error` (an errno) on failure.
+  virtual std::unique_ptr<Stream> connect(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port,
+                                          int& error) = 0;
+};
+
+// Kernel TCP sockets, polled by one Poller.
+class KernelStream final : public Stream {
+ public:
+  KernelStream(int fd, Poller& poller) noexcept : fd_(fd), poller_(&poller) {}
+  ~KernelStream() override;
+  bool watch(IoHandler* h) noexcept override;
+  ssize_t recv(std::uint8_t* dst, std::size_t len) noexcept override;
+  ssize_t sendv(const iovec* iov, std::size_t n) noexcept override;
+  int connect_result() noexcept override;
+  sockaddr_in local() const noexcept override;
+  sockaddr_in remote() const noexcept override;
+  void configure(const Options& opts) noexcept override;
+  void attach(Poller& p) noexcept override { poller_ = &p; }
+  int fd() const noexcept { return fd_; }
+
+ private:
+  int fd_;
+  Poller* poller_;
+  bool watched_ = false;
+};
+
+class KernelTransport final : public Transport {
+ public:
+  explicit KernelTransport(Poller& poller) noexcept : poller_(poller) {}
+  std::unique_ptr<Stream> connect(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port,
+                                  int& error) override;
+
+ private:
+  Poller& poller_;
+};
+
+}  // namespace lnetr::sock
