@@ -1147,6 +1147,10 @@ void Service::collect(Families& f) {
                   l, static_cast<double>(c.reroutes.get()));
         f.counter("lnetr_worker_loops_total", "Iterations of the worker's poll loop", l,
                   static_cast<double>(c.loops.get()));
+        f.counter("lnetr_bytes_copied_total",
+                  "Bytes the worker copied on DPDK ports: received payload into socklnd's buffers, sent bytes into "
+                  "TCP send queues and frames into mbufs (kernel-socket nets are not counted)",
+                  l, static_cast<double>(c.bytes_copied.get()));
         const std::uint64_t loops = c.loops.get(), busy = c.busy_loops.get();
         const auto [last_loops, last_busy] = last_loops_[w];
         const double ratio = loops > last_loops ? static_cast<double>(busy - last_busy) / static_cast<double>(loops - last_loops) : 0.0;

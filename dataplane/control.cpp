@@ -162,7 +162,9 @@ void Control::run() {
 
 void Control::tick() {
   for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
-    const bool up = link_is_up(setup_.nis[i].interface);
+    const int port = setup_.nis[i].port;
+    const bool up = port >= 0 ? fabric_.ports[static_cast<std::size_t>(port)]->link_up()
+                              : link_is_up(setup_.nis[i].interface);
     if (shared_.ni[i].link_up.exchange(up, std::memory_order_relaxed) != up)
       log_info("NI %s: link %s", to_string(setup_.nis[i].nid).c_str(), up ? "up" : "down");
   }
@@ -301,6 +303,7 @@ std::string Control::status() {
     std::vector<PeerNi> peers;
     sock::Stats sock;
     std::array<std::uint64_t, sock::kCloseReasonCount> refused{};
+    std::vector<Worker::LaneStats> lanes;
   };
   std::vector<WorkerView> views(fabric_.n);
   const bool answered = on_workers([&views](Worker& w) {
@@ -324,6 +327,7 @@ std::string Control::status() {
     }
     v.sock = w.node().stats();
     if (w.acceptor()) v.refused = w.acceptor()->refused();
+    v.lanes = w.lane_stats();
   });
   if (!answered) {
     Json e;
@@ -423,11 +427,57 @@ std::string Control::status() {
   j.end_object();
   j.end_object();
 
+  // DPDK ports: the device, and what its queues' stacks counted (summed
+  // over the workers serving them).
+  j.key("ports").begin_array();
+  for (std::size_t i = 0; i < fabric_.ports.size(); ++i) {
+    const EthPort& p = *fabric_.ports[i];
+    PortStats ps;
+    tcp::StackStats ss;
+    std::uint64_t copied = 0, conns = 0;
+    for (const WorkerView& v : views) {
+      if (i >= v.lanes.size() || !v.lanes[i].served) continue;
+      const Worker::LaneStats& l = v.lanes[i];
+      ps.rx_frames += l.port.rx_frames, ps.tx_frames += l.port.tx_frames;
+      ps.rx_bytes += l.port.rx_bytes, ps.tx_bytes += l.port.tx_bytes;
+      ps.tx_dropped += l.port.tx_dropped, ps.rx_multiseg += l.port.rx_multiseg;
+      ps.impair_dropped += l.port.impair_dropped, ps.impair_duplicated += l.port.impair_duplicated;
+      ps.impair_reordered += l.port.impair_reordered, ps.impair_delayed += l.port.impair_delayed;
+      ss.arp_requests_in += l.stack.arp_requests_in, ss.arp_replies_out += l.stack.arp_replies_out;
+      ss.arp_requests_out += l.stack.arp_requests_out, ss.icmp_echo_replies += l.stack.icmp_echo_replies;
+      ss.resets_out += l.stack.resets_out, ss.dropped_malformed += l.stack.dropped_malformed;
+      ss.dropped_not_ours += l.stack.dropped_not_ours, ss.dropped_unresolved += l.stack.dropped_unresolved;
+      ss.dropped_overload += l.stack.dropped_overload;
+      copied += l.port.bytes_copied + l.transport.bytes_copied;
+      conns += l.connections;
+    }
+    const auto& m = p.mac();
+    char mac[18];
+    std::snprintf(mac, sizeof mac, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+    j.begin_object().key("name").value(p.config().name).key("device").value(p.config().device);
+    j.key("mac").value(std::string(mac)).key("link").value(p.link_up() ? "up" : "down");
+    j.key("mtu").value(static_cast<std::uint64_t>(p.config().mtu)).key("queues").value(static_cast<std::uint64_t>(p.config().queues));
+    j.key("rx_frames").value(ps.rx_frames).key("tx_frames").value(ps.tx_frames);
+    j.key("rx_bytes").value(ps.rx_bytes).key("tx_bytes").value(ps.tx_bytes);
+    j.key("tx_dropped").value(ps.tx_dropped).key("rx_multiseg").value(ps.rx_multiseg);
+    j.key("tcp_connections").value(conns).key("bytes_copied").value(copied);
+    j.key("arp_requests_in").value(ss.arp_requests_in).key("arp_replies_out").value(ss.arp_replies_out);
+    j.key("arp_requests_out").value(ss.arp_requests_out).key("icmp_echo_replies").value(ss.icmp_echo_replies);
+    j.key("resets_out").value(ss.resets_out).key("dropped_malformed").value(ss.dropped_malformed);
+    j.key("dropped_not_ours").value(ss.dropped_not_ours).key("dropped_unresolved").value(ss.dropped_unresolved);
+    j.key("dropped_overload").value(ss.dropped_overload);
+    j.key("impair").begin_object().key("dropped").value(ps.impair_dropped).key("duplicated").value(ps.impair_duplicated);
+    j.key("reordered").value(ps.impair_reordered).key("delayed").value(ps.impair_delayed).end_object();
+    j.end_object();
+  }
+  j.end_array();
+
   j.key("workers").begin_array();
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
     const WorkerCounters& c = shared_.counters[w];
     j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w)).key("core").value(static_cast<std::uint64_t>(setup_.cores[w]));
     j.key("loops").value(c.loops.get()).key("busy_loops").value(c.busy_loops.get());
+    j.key("bytes_copied").value(c.bytes_copied.get());
     // Its inbound rings: capacity each, and what waits in them now.
     std::uint64_t backlog = 0, ring_size = 0;
     for (std::uint32_t from = 0; from < fabric_.n; ++from) {

@@ -33,6 +33,7 @@ struct alignas(64) WorkerCounters {
   Counter pushes;       // ping-info pushes sent to Multi-Rail peers
   Counter loops;        // worker loop iterations
   Counter busy_loops;   // iterations that found work
+  Counter bytes_copied;  // payload and frame bytes copied on DPDK ports (kernel sockets: not counted)
 };
 static_assert(std::is_standard_layout_v<WorkerCounters>);
 

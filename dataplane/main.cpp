@@ -65,7 +65,17 @@ unsigned pool_memory_mb(const Setup& s) {
     const std::uint64_t per_cpt = std::max<std::uint32_t>(s.buffers[c] / s.ncpts(), 1);
     bytes += per_cpt * s.ncpts() * (pool_capacity(static_cast<PoolClass>(c)) + 256);
   }
+  // Each port's mbufs: kPortMbufs per queue of a frame's size.
+  for (const PortSetup& p : s.ports) bytes += std::uint64_t{kPortMbufs} * p.queues * (p.mtu + 512);
   return static_cast<unsigned>(bytes >> 20) + 128;
+}
+
+// A PCI address ("0000:3b:00.0" or "3b:00.0"), as opposed to a virtual
+// device's "net_xxx0,...".
+bool is_pci_address(const std::string& d) {
+  const std::string name = d.substr(0, d.find(','));
+  return !name.empty() && name.find(':') != std::string::npos && name.find('.') != std::string::npos &&
+         name.rfind("net_", 0) != 0;
 }
 
 std::vector<std::string> eal_args(const Setup& s) {
@@ -77,7 +87,19 @@ std::vector<std::string> eal_args(const Setup& s) {
     lcores += "," + std::to_string(i + 1) + "@" + std::to_string(s.cores[i]);
   a.push_back("--lcores=" + lcores);
   a.push_back("--main-lcore=0");
-  a.push_back("--no-pci");
+  // Only the configured PCI devices (none: no PCI scan at all); virtual
+  // devices are created by their drivers at start.
+  bool pci = false;
+  for (const PortSetup& p : s.ports) {
+    if (is_pci_address(p.device)) {
+      pci = true;
+      a.push_back("-a");
+      a.push_back(p.device);
+    } else {
+      a.push_back("--vdev=" + p.device);
+    }
+  }
+  if (!pci) a.push_back("--no-pci");
   a.push_back("--file-prefix=lnetr" + std::to_string(getpid()));
   a.push_back("--log-level=lib.eal:warning");
   const bool huge = s.hugepages == Hugepages::yes || (s.hugepages == Hugepages::automatic && hugepages_available());
@@ -183,6 +205,22 @@ int run(const Setup& setup) {
     fabric.commands.push_back(rte_ring_create(cname.c_str(), 64, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ));
   }
 
+  // DPDK ports: probed by the EAL (--vdev / -a above), configured here.
+  std::vector<std::unique_ptr<EthPort>> ports;
+  for (const PortSetup& ps : setup.ports) {
+    std::string perr;
+    auto p = EthPort::open(ps, kPortMbufs, perr);
+    if (!p) {
+      log_error("%s", perr.c_str());
+      return 1;
+    }
+    const auto& m = p->mac();
+    log_info("port %s: %s, MAC %02x:%02x:%02x:%02x:%02x:%02x, %u queue(s), MTU %u, link %s", ps.name.c_str(),
+             ps.device.c_str(), m[0], m[1], m[2], m[3], m[4], m[5], ps.queues, ps.mtu, p->link_up() ? "up" : "down");
+    fabric.ports.push_back(p.get());
+    ports.push_back(std::move(p));
+  }
+
   const std::uint64_t incarnation = sock::new_incarnation();
   std::vector<std::unique_ptr<Worker>> workers;
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -209,13 +247,15 @@ int run(const Setup& setup) {
   unsigned lcore = 0, i = 0;
   RTE_LCORE_FOREACH_WORKER(lcore) rte_eal_remote_launch(worker_main, workers[i++].get(), lcore);
   for (const NiSetup& ni : setup.nis)
-    log_info("NI %s%s%s", to_string(ni.nid).c_str(), ni.interface.empty() ? "" : " on ", ni.interface.c_str());
+    log_info("NI %s%s%s%s", to_string(ni.nid).c_str(), ni.interface.empty() ? "" : " on ", ni.interface.c_str(),
+             ni.port >= 0 ? " (DPDK port, lnetr's own TCP)" : "");
   log_info("forwarding with %u worker(s); routing %s; control socket %s", n, setup.routing ? "enabled" : "disabled",
            setup.control_socket.c_str());
   control.run();
   rte_eal_mp_wait_lcore();
   log_info("stopped");
   workers.clear();
+  ports.clear();
   rte_eal_cleanup();
   return 0;
 }

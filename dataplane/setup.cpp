@@ -100,6 +100,12 @@ SetupResult make_setup(const config::Config& cfg) {
     if (!port_ni[i])
       errors.push_back(where(dp.ports[i].source, "port " + dp.ports[i].name.value +
                                                      " serves no NI: name it in a net's interfaces"));
+  // A connection lives in the worker whose queue receives its packets, and
+  // peers are placed on workers by NID: until the two agree (RSS steering),
+  // one worker serves everything when a port is configured.
+  if (!dp.ports.empty() && dp.cores.value.size() > 1)
+    errors.push_back(where(dp.cores.source, "DPDK ports are served by one worker in this version: configure one core "
+                                            "(cores lists " + std::to_string(dp.cores.value.size()) + ")"));
   for (const config::RouteConfig& r : cfg.routes) {
     RouteSetup rs;
     rs.net = r.net.value;

@@ -23,6 +23,9 @@ constexpr unsigned kIdleLoopsBeforeSleep = 256;
 constexpr int kSleepMs = 100;
 constexpr auto kTickPeriod = std::chrono::milliseconds(100);
 constexpr std::size_t kMsgChunk = 256;
+// Received bytes socklnd has not read yet, per connection on a DPDK port:
+// the TCP receive window it advertises.
+constexpr std::uint32_t kStreamReceiveBuffer = 2u << 20;
 
 }  // namespace
 
@@ -52,14 +55,42 @@ class Worker::WakeHandler final : public sock::IoHandler {
 Worker::~Worker() {
   node_.reset();
   acceptor_.reset();
+  lanes_.clear();
   for (rte_mempool* p : pool_)
     if (p) rte_mempool_free(p);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 bool Worker::init(std::string& err) {
+  // The DPDK ports' queues this worker serves, each with its own stack.
+  lanes_.resize(fabric_.ports.size());
+  for (std::size_t i = 0; i < fabric_.ports.size(); ++i) {
+    EthPort& port = *fabric_.ports[i];
+    const PortSetup& ps = port.config();
+    if (index_ >= ps.queues) continue;
+    tcp::StackConfig sc;
+    sc.mac = port.mac();
+    sc.ip = ps.ip;
+    sc.prefix_len = ps.prefix_len;
+    sc.vlan = ps.vlan;
+    sc.mtu = ps.mtu;
+    auto lane = std::make_unique<Lane>(port, index_, sc);
+    // Connections accepted on the port go through the acceptor as kernel
+    // sockets' do (request and HELLO read there, then the owning Node).
+    lane->transport = std::make_unique<tcp::SockTransport>(
+        lane->stack, setup_.sock.accept == sock::AcceptMode::none ? 0 : setup_.sock.port,
+        [this](std::unique_ptr<sock::Stream> st) {
+          if (acceptor_) acceptor_->take(std::move(st));
+        },
+        kStreamReceiveBuffer);
+    lanes_[i] = std::move(lane);
+  }
   std::vector<sock::LocalNi> nis;
-  for (const NiSetup& n : setup_.nis) nis.push_back({n.nid});
+  for (const NiSetup& n : setup_.nis) {
+    sock::Transport* t = nullptr;
+    if (n.port >= 0 && lanes_[static_cast<std::size_t>(n.port)]) t = lanes_[static_cast<std::size_t>(n.port)]->transport.get();
+    nis.push_back({n.nid, t});
+  }
   node_ = std::make_unique<sock::Node>(setup_.sock, nis, incarnation_, poller_, forwarder_);
 
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -108,6 +139,7 @@ int Worker::run() {
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     if (routes_.poll()) forwarder_.adopt(routes_.view());  // a new route table
     unsigned work = static_cast<unsigned>(poller_.poll(0));
+    work += poll_ports();
     // Gateway pings lnetr-control asked for (one load when there are none).
     const std::uint64_t pings = shm_me_.ping_requests.load(std::memory_order_acquire);
     if (pings != pings_seen_) {
@@ -121,6 +153,7 @@ int Worker::run() {
     // flush, so that nothing they queue waits out a sleep.
     if (sock::Clock::now() >= next_tick_) tick();
     work += static_cast<unsigned>(node_->flush());
+    work += flush_ports();
     node_->reap();
     if (acceptor_) acceptor_->reap();
     WorkerCounters& c = shared_.counters[index_];
@@ -148,7 +181,8 @@ bool Worker::sleep_if_idle(unsigned work) {
     idle_ = 0;
     return false;
   }
-  if (setup_.busy_poll || ++idle_ < kIdleLoopsBeforeSleep) return false;
+  // A DPDK port is polled, never waited on.
+  if (setup_.busy_poll || !fabric_.ports.empty() || ++idle_ < kIdleLoopsBeforeSleep) return false;
   // Publish "sleeping" before re-checking the rings; pairs with the
   // producer's enqueue, fence, load in kick(), so that one of the two sees
   // the other (store-load ordering needs the seq_cst store here and the
@@ -164,6 +198,47 @@ bool Worker::sleep_if_idle(unsigned work) {
   sleeping_.store(false, std::memory_order_relaxed);
   idle_ = 0;
   return true;
+}
+
+// Frames in, to each lane's stack; then the readiness that produced, to
+// socklnd (which reads, and queues replies and forwards).
+unsigned Worker::poll_ports() {
+  if (lanes_.empty()) return 0;
+  const tcp::Time now = sock::Clock::now().time_since_epoch();
+  unsigned work = 0;
+  for (auto& lane : lanes_) {
+    if (!lane) continue;
+    work += lane->rxtx.poll(lane->stack, now);
+    lane->stack.tick(now);
+    work += static_cast<unsigned>(lane->transport->poll(now));
+  }
+  return work;
+}
+
+std::vector<Worker::LaneStats> Worker::lane_stats() const {
+  std::vector<LaneStats> out(lanes_.size());
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    if (!lanes_[i]) continue;
+    out[i] = {true, lanes_[i]->rxtx.stats(), lanes_[i]->stack.stats(), lanes_[i]->transport->stats(),
+              lanes_[i]->stack.connections()};
+  }
+  return out;
+}
+
+// After socklnd's writes: what the stacks queued goes out; bytes copied on
+// the way are counted.
+unsigned Worker::flush_ports() {
+  if (lanes_.empty()) return 0;
+  unsigned work = 0;
+  std::uint64_t copied = 0;
+  for (auto& lane : lanes_) {
+    if (!lane) continue;
+    work += lane->rxtx.flush();
+    copied += lane->transport->stats().bytes_copied + lane->rxtx.stats().bytes_copied;
+  }
+  shared_.counters[index_].bytes_copied.add(copied - copied_seen_);
+  copied_seen_ = copied;
+  return work;
 }
 
 void Worker::kick() noexcept {

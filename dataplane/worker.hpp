@@ -17,6 +17,8 @@
 
 #include "dataplane/forwarder.hpp"
 #include "dataplane/message.hpp"
+#include "dataplane/port.hpp"
+#include "dataplane/tcp/transport.hpp"
 #include "dataplane/setup.hpp"
 #include "dataplane/shared.hpp"
 #include "lnd/socklnd/acceptor.hpp"
@@ -44,8 +46,14 @@ struct Fabric {
   // Ring entries kept for messages (those homed at the ring's two ends);
   // accepted connections take only the rest.
   std::uint32_t message_room = 0;
+  // DPDK ports (Setup::ports order); worker i serves queue i of each port
+  // that has that many.
+  std::vector<EthPort*> ports;
   rte_ring* ring(std::uint32_t from, std::uint32_t to) const noexcept { return rings[from * n + to]; }
 };
+
+// Mbufs of each port queue: its RX ring, its TX ring, and frames in flight.
+inline constexpr std::uint32_t kPortMbufs = 4096;
 
 class Worker final : public ForwarderPorts {
  public:
@@ -67,6 +75,16 @@ class Worker final : public ForwarderPorts {
   const sock::Node& node() const noexcept { return *node_; }
   const Forwarder& forwarder() const noexcept { return forwarder_; }
   const sock::Acceptor* acceptor() const noexcept { return acceptor_.get(); }
+  // What this worker's DPDK port queues and their stacks counted (by
+  // Setup::ports index; `served` false where it serves none).
+  struct LaneStats {
+    bool served = false;
+    PortStats port;
+    tcp::StackStats stack;
+    tcp::TransportStats transport;
+    std::size_t connections = 0;
+  };
+  std::vector<LaneStats> lane_stats() const;
   // Push our ping info to this worker's Multi-Rail peers.
   unsigned push_ping_info() { return forwarder_.push_ping_info(); }
 
@@ -83,6 +101,8 @@ class Worker final : public ForwarderPorts {
   unsigned run_commands();
   void tick();
   bool sleep_if_idle(unsigned work);
+  unsigned poll_ports();
+  unsigned flush_ports();
 
   std::uint16_t index_;
   const Setup& setup_;
@@ -98,6 +118,16 @@ class Worker final : public ForwarderPorts {
   std::unique_ptr<sock::Node> node_;
   std::unique_ptr<sock::Acceptor> acceptor_;
   std::array<rte_mempool*, kPoolClasses> pool_{};
+
+  // One port queue, the TCP/IP stack on it and socklnd's transport on that.
+  struct Lane {
+    Lane(EthPort& port, std::uint16_t queue, const tcp::StackConfig& cfg) : rxtx(port, queue), stack(cfg, rxtx) {}
+    PortQueue rxtx;
+    tcp::Stack stack;
+    std::unique_ptr<tcp::SockTransport> transport;
+  };
+  std::vector<std::unique_ptr<Lane>> lanes_;  // by Setup::ports index; null where not served here
+  std::uint64_t copied_seen_ = 0;             // bytes_copied already counted
 
   class WakeHandler;
   std::unique_ptr<WakeHandler> wake_;

@@ -91,8 +91,11 @@ def parse_metrics(text):
 class Topology:
     """Namespaces <tag>a, <tag>r, <tag>b and their links; removed by down()."""
 
-    def __init__(self, direct=False):
+    def __init__(self, direct=False, dpdk=False):
         pid = os.getpid()
+        # dpdk: the router's veth ends carry DPDK ports (lnetr's own TCP/IP):
+        # no kernel address there, and offloads off on every end.
+        self.dpdk = dpdk
         n = pid % 100 * 2 + 21  # odd: A (.1.2@tcp) on CPT 0, B (.2.3@tcp1) on CPT 1
         self.direct = direct
         self.tag = "lr%d" % pid
@@ -104,13 +107,17 @@ class Topology:
         self.a_direct_nid, self.b_direct_nid = "10.%d.3.1@tcp2" % n, "10.%d.3.2@tcp2" % n
         self.if_ra, self.if_rb = "ra%d" % (pid % 100000), "rb%d" % (pid % 100000)
 
-    def _veth(self, ns1, if1, ip1, ns2, if2, ip2):
+    def _veth(self, ns1, if1, ip1, ns2, if2, ip2, dpdk_end=False):
         tmp1, tmp2 = self.tag + "x", self.tag + "y"
         ip("link", "add", tmp1, "type", "veth", "peer", "name", tmp2)
-        for ns, tmp, name, addr in ((ns1, tmp1, if1, ip1), (ns2, tmp2, if2, ip2)):
+        for ns, tmp, name, addr, port in ((ns1, tmp1, if1, ip1, False), (ns2, tmp2, if2, ip2, dpdk_end)):
             ip("link", "set", tmp, "netns", ns)
             ip("-n", ns, "link", "set", tmp, "name", name)
-            ip("-n", ns, "addr", "add", addr + "/24", "dev", name)
+            if not port:
+                ip("-n", ns, "addr", "add", addr + "/24", "dev", name)
+            if dpdk_end:  # GSO superframes and partial checksums cannot cross a DPDK port
+                subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", name, "tx", "off", "tso", "off",
+                                "gso", "off", "gro", "off"], check=True, stdout=subprocess.DEVNULL)
             ip("-n", ns, "link", "set", name, "up")
 
     def up(self):
@@ -118,8 +125,8 @@ class Topology:
         for ns in self.ns.values():
             ip("netns", "add", ns)
             ip("-n", ns, "link", "set", "lo", "up")
-        self._veth(self.ns["a"], "eth0", self.a_ip, self.ns["r"], self.if_ra, self.ra_ip)
-        self._veth(self.ns["b"], "eth0", self.b_ip, self.ns["r"], self.if_rb, self.rb_ip)
+        self._veth(self.ns["a"], "eth0", self.a_ip, self.ns["r"], self.if_ra, self.ra_ip, self.dpdk)
+        self._veth(self.ns["b"], "eth0", self.b_ip, self.ns["r"], self.if_rb, self.rb_ip, self.dpdk)
         if self.direct:
             self._veth(self.ns["a"], "eth1", self.a_direct_nid.split("@")[0],
                        self.ns["b"], "eth1", self.b_direct_nid.split("@")[0])
@@ -179,7 +186,7 @@ dataplane:
   router_ping_timeout: {check}
   socklnd:
     sock_timeout: {sock_timeout}
-control:
+{ports}control:
   socket: {api_sock}
   metrics: "{metrics}"
 """
@@ -189,7 +196,7 @@ class Router:
     """lnetr-dataplane in namespace r of a Topology, and its control socket."""
 
     def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1),
-                 metrics="off"):
+                 metrics="off", pmd="net_af_packet", impair=None):
         self.topo = topo
         self.sock = os.path.join(workdir, "dp.sock")
         self.api_sock = os.path.join(workdir, "control.sock")
@@ -197,9 +204,22 @@ class Router:
         with open(self.config, "w") as f:
             f.write(ROUTER_CONFIG.format(if_ra=topo.if_ra, if_rb=topo.if_rb, sock=self.sock, routing=routing,
                                          check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag, api_sock=self.api_sock,
-                                         metrics=metrics,
+                                         metrics=metrics, ports=self._ports(topo, pmd, impair),
                                          cores=", ".join(map(str, cores)), main_core=cores[0]))
         self.proc = None
+
+    @staticmethod
+    def _ports(topo, pmd, impair):
+        """The dataplane.ports section when the topology has DPDK ends: each
+        port named as its interface, so the nets' NIs are served by it."""
+        if not topo.dpdk:
+            return ""
+        out = "  ports:\n"
+        for i, (name, addr) in enumerate(((topo.if_ra, topo.ra_ip), (topo.if_rb, topo.rb_ip))):
+            out += "    - name: %s\n      device: \"%s%d,iface=%s\"\n      address: %s/24\n" % (name, pmd, i, name, addr)
+            if impair:
+                out += "      impair:\n" + "".join("        %s: %s\n" % kv for kv in sorted(impair.items()))
+        return out
 
     def start(self, procs, timeout=30):
         """Start it through `procs` (a Processes); None, or why it did not start."""

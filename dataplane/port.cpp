@@ -1,0 +1,211 @@
+#include "dataplane/port.hpp"
+
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace lnetr::dp {
+
+namespace {
+
+constexpr std::uint16_t kRxDesc = 1024, kTxDesc = 1024;
+constexpr int kTxRetries = 64;  // bursts the device may refuse before frames are dropped
+
+std::string device_name(const std::string& device) { return device.substr(0, device.find(',')); }
+
+}  // namespace
+
+std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs, std::string& err) {
+  const std::string name = device_name(cfg.device);
+  auto fail = [&](const std::string& what, int rc) {
+    err = "port " + cfg.name + " (" + cfg.device + "): " + what + (rc ? std::string(": ") + rte_strerror(-rc) : "");
+    return nullptr;
+  };
+  std::uint16_t pid = 0;
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0)
+    return fail("no such DPDK device (was it probed? a virtual device needs its driver, a PCI one a DPDK-bound NIC)",
+                0);
+  rte_eth_dev_info info{};
+  if (int rc = rte_eth_dev_info_get(pid, &info); rc != 0) return fail("cannot read the device's capabilities", rc);
+  if (cfg.mtu > info.max_mtu)
+    return fail("MTU " + std::to_string(cfg.mtu) + " is above the device's maximum " + std::to_string(info.max_mtu), 0);
+  if (cfg.queues > info.max_rx_queues || cfg.queues > info.max_tx_queues)
+    return fail(std::to_string(cfg.queues) + " queues asked, the device has " +
+                    std::to_string(std::min(info.max_rx_queues, info.max_tx_queues)),
+                0);
+
+  // Room for a whole frame in one mbuf (headroom, Ethernet, VLAN tag, MTU),
+  // and at least DPDK's default (some drivers read into fixed 2 KiB frames).
+  const std::uint32_t room =
+      std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + 14 + 4 + cfg.mtu + 4);
+  const std::string pool_name = "lnetr_port_" + cfg.name;
+  rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), mbufs * cfg.queues, 256, 0,
+                                              static_cast<std::uint16_t>(room), static_cast<int>(rte_socket_id()));
+  if (!pool) return fail("cannot create its mbuf pool (" + std::to_string(mbufs) + " x " + std::to_string(room) + " bytes)", -rte_errno);
+  std::unique_ptr<EthPort> p(new EthPort(cfg, pid, pool));
+
+  rte_eth_conf conf{};
+  conf.rxmode.mtu = cfg.mtu;
+  if (cfg.queues > 1) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+  }
+  if (int rc = rte_eth_dev_configure(pid, cfg.queues, cfg.queues, &conf); rc != 0) return fail("cannot configure it", rc);
+  std::uint16_t nrx = kRxDesc, ntx = kTxDesc;
+  (void)rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nrx, &ntx);
+  const int socket = rte_eth_dev_socket_id(pid);
+  const unsigned sock_id = socket < 0 ? rte_socket_id() : static_cast<unsigned>(socket);
+  for (std::uint16_t q = 0; q < cfg.queues; ++q) {
+    if (int rc = rte_eth_rx_queue_setup(pid, q, nrx, sock_id, nullptr, pool); rc != 0)
+      return fail("cannot set up RX queue " + std::to_string(q), rc);
+    if (int rc = rte_eth_tx_queue_setup(pid, q, ntx, sock_id, nullptr); rc != 0)
+      return fail("cannot set up TX queue " + std::to_string(q), rc);
+  }
+  if (int rc = rte_eth_dev_start(pid); rc != 0) return fail("cannot start it", rc);
+  p->started_ = true;
+  rte_ether_addr mac{};
+  if (int rc = rte_eth_macaddr_get(pid, &mac); rc != 0) return fail("cannot read its MAC address", rc);
+  std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), p->mac_.begin());
+  return p;
+}
+
+EthPort::~EthPort() {
+  if (started_) {
+    (void)rte_eth_dev_stop(port_id_);
+    (void)rte_eth_dev_close(port_id_);
+  }
+  rte_mempool_free(pool_);
+}
+
+bool EthPort::link_up() const noexcept {
+  rte_eth_link link{};
+  return rte_eth_link_get_nowait(port_id_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+// ---- PortQueue ----------------------------------------------------------------------
+
+PortQueue::PortQueue(EthPort& port, std::uint16_t queue)
+    : port_(port), queue_(queue), rng_(port.config().impair.seed.value + queue) {
+  tx_.reserve(kBurst);
+}
+
+PortQueue::~PortQueue() {
+  (void)flush();
+  rte_pktmbuf_free_bulk(tx_.data(), static_cast<unsigned>(tx_.size()));
+  if (held_) rte_pktmbuf_free(held_);
+  for (auto& d : delayed_) rte_pktmbuf_free(d.second);
+}
+
+void PortQueue::deliver(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
+  if (m->nb_segs == 1) {
+    stack.receive(ByteSpan(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m)), now);
+  } else {  // a chained frame (jumbo on some devices): the stack wants it whole
+    ++stats_.rx_multiseg;
+    linear_.resize(rte_pktmbuf_pkt_len(m));
+    const void* p = rte_pktmbuf_read(m, 0, static_cast<std::uint32_t>(linear_.size()), linear_.data());
+    if (p) stack.receive(ByteSpan(static_cast<const std::uint8_t*>(p), linear_.size()), now);
+  }
+  rte_pktmbuf_free(m);
+}
+
+void PortQueue::impair(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
+  const config::ImpairConfig& im = port_.config().impair;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  if (u(rng_) < im.loss.value) {
+    ++stats_.impair_dropped;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (u(rng_) < im.duplicate.value) {
+    if (rte_mbuf* copy = rte_pktmbuf_copy(m, port_.pool(), 0, UINT32_MAX)) {
+      ++stats_.impair_duplicated;
+      impair_next_.push_back(copy);
+    }
+  }
+  if (!held_ && u(rng_) < im.reorder.value) {
+    ++stats_.impair_reordered;
+    held_ = m;  // goes after the next frame
+    return;
+  }
+  const tcp::Time delay = std::chrono::microseconds(im.delay_us.value);
+  auto out = [&](rte_mbuf* f) {
+    if (delay.count() > 0) {
+      ++stats_.impair_delayed;
+      delayed_.emplace_back(now + delay, f);
+    } else {
+      deliver(f, stack, now);
+    }
+  };
+  out(m);
+  if (held_ && held_ != m) {
+    rte_mbuf* h = held_;
+    held_ = nullptr;
+    out(h);
+  }
+}
+
+unsigned PortQueue::poll(tcp::Stack& stack, tcp::Time now) {
+  const bool impaired = port_.config().impair.active();
+  while (!delayed_.empty() && delayed_.front().first <= now) {
+    rte_mbuf* m = delayed_.front().second;
+    delayed_.pop_front();
+    deliver(m, stack, now);
+  }
+  rte_mbuf* burst[kBurst];
+  const std::uint16_t n = rte_eth_rx_burst(port_.port_id(), queue_, burst, kBurst);
+  for (std::uint16_t i = 0; i < n; ++i) {
+    ++stats_.rx_frames;
+    stats_.rx_bytes += rte_pktmbuf_pkt_len(burst[i]);
+    if (impaired) {
+      impair(burst[i], stack, now);
+      while (!impair_next_.empty()) {  // duplicates go straight after their original
+        rte_mbuf* d = impair_next_.back();
+        impair_next_.pop_back();
+        deliver(d, stack, now);
+      }
+    } else {
+      deliver(burst[i], stack, now);
+    }
+  }
+  return n;
+}
+
+void PortQueue::send(ByteSpan frame) {
+  rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
+  if (!m) {
+    ++stats_.tx_dropped;
+    return;
+  }
+  char* dst = rte_pktmbuf_append(m, static_cast<std::uint16_t>(frame.size()));
+  if (!dst) {
+    ++stats_.tx_dropped;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  std::memcpy(dst, frame.data(), frame.size());
+  stats_.bytes_copied += frame.size();
+  tx_.push_back(m);
+  if (tx_.size() == kBurst) (void)flush();
+}
+
+unsigned PortQueue::flush() {
+  if (tx_.empty()) return 0;
+  unsigned sent = 0;
+  std::uint64_t bytes = 0;  // read before the device owns (and frees) the mbufs
+  for (rte_mbuf* m : tx_) bytes += rte_pktmbuf_pkt_len(m);
+  for (int tries = 0; sent < tx_.size() && tries < kTxRetries; ++tries)
+    sent += rte_eth_tx_burst(port_.port_id(), queue_, tx_.data() + sent, static_cast<std::uint16_t>(tx_.size() - sent));
+  for (unsigned i = sent; i < tx_.size(); ++i) bytes -= rte_pktmbuf_pkt_len(tx_[i]);
+  stats_.tx_bytes += bytes;
+  stats_.tx_frames += sent;
+  if (sent < tx_.size()) {  // the device is stuck: TCP retransmits what is lost
+    stats_.tx_dropped += tx_.size() - sent;
+    rte_pktmbuf_free_bulk(tx_.data() + sent, static_cast<unsigned>(tx_.size() - sent));
+  }
+  tx_.clear();
+  return sent;
+}
+
+}  // namespace lnetr::dp

@@ -1,0 +1,101 @@
+// A DPDK Ethernet port under one worker's TCP/IP stack (issue 6): any
+// ethdev (a PCI NIC, or a virtual device such as net_af_packet, net_af_xdp,
+// net_tap or net_memif), probed at start, with one RX/TX queue pair per
+// worker that serves it.  Frames are read in bursts and handed to the stack
+// in place (no copy); frames the stack sends are copied into mbufs and sent
+// in bursts at flush().
+//
+// A test-only impairment stage (config `impair:`) can drop, duplicate,
+// reorder and delay received frames, seeded so that a run repeats.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dataplane/setup.hpp"
+#include "dataplane/tcp/stack.hpp"
+
+namespace lnetr::dp {
+
+struct PortStats {
+  std::uint64_t rx_frames = 0, tx_frames = 0;
+  std::uint64_t rx_bytes = 0, tx_bytes = 0;
+  std::uint64_t tx_dropped = 0;    // no mbuf, or the device kept refusing
+  std::uint64_t rx_multiseg = 0;   // chained frames, linearised (copied)
+  std::uint64_t bytes_copied = 0;  // frame bytes copied into mbufs to send
+  // The impairment stage.
+  std::uint64_t impair_dropped = 0, impair_duplicated = 0, impair_reordered = 0, impair_delayed = 0;
+};
+
+// The device, shared by the workers that serve its queues.
+class EthPort {
+ public:
+  // Probe the device (after rte_eal_init), configure cfg.queues queue pairs
+  // with `mbufs` mbufs each, start it.  nullptr with `err` naming the
+  // device and what failed.
+  static std::unique_ptr<EthPort> open(const PortSetup& cfg, std::uint32_t mbufs, std::string& err);
+  ~EthPort();
+  EthPort(const EthPort&) = delete;
+  EthPort& operator=(const EthPort&) = delete;
+
+  const PortSetup& config() const noexcept { return cfg_; }
+  const tcp::Mac& mac() const noexcept { return mac_; }
+  std::uint16_t port_id() const noexcept { return port_id_; }
+  rte_mempool* pool() const noexcept { return pool_; }
+  bool link_up() const noexcept;
+
+ private:
+  EthPort(const PortSetup& cfg, std::uint16_t port_id, rte_mempool* pool) : cfg_(cfg), port_id_(port_id), pool_(pool) {}
+
+  PortSetup cfg_;
+  std::uint16_t port_id_;
+  rte_mempool* pool_;
+  tcp::Mac mac_{};
+  bool started_ = false;
+};
+
+// One queue pair of a port: what one worker's stack sends and receives
+// through.  Used by that worker only.
+class PortQueue final : public tcp::Port {
+ public:
+  PortQueue(EthPort& port, std::uint16_t queue);
+  ~PortQueue() override;
+  PortQueue(const PortQueue&) = delete;
+  PortQueue& operator=(const PortQueue&) = delete;
+
+  // Receive a burst and give each frame to `stack` (through the impairment
+  // stage if configured).  Returns the frames received.
+  unsigned poll(tcp::Stack& stack, tcp::Time now);
+  // tcp::Port: copy the frame into an mbuf for the next flush().
+  void send(ByteSpan frame) override;
+  // Send what send() gathered.  Returns the frames sent.
+  unsigned flush();
+
+  EthPort& port() const noexcept { return port_; }
+  const PortStats& stats() const noexcept { return stats_; }
+
+ private:
+  void deliver(rte_mbuf* m, tcp::Stack& stack, tcp::Time now);
+  void impair(rte_mbuf* m, tcp::Stack& stack, tcp::Time now);
+
+  EthPort& port_;
+  std::uint16_t queue_;
+  PortStats stats_;
+  static constexpr unsigned kBurst = 32;
+  std::vector<rte_mbuf*> tx_;         // gathered by send()
+  std::vector<std::uint8_t> linear_;  // a chained frame, linearised
+
+  // Impairment.
+  std::mt19937_64 rng_;
+  rte_mbuf* held_ = nullptr;  // reorder: delivered after the next frame
+  std::vector<rte_mbuf*> impair_next_;  // duplicates, delivered after their original
+  std::deque<std::pair<tcp::Time, rte_mbuf*>> delayed_;
+};
+
+}  // namespace lnetr::dp
