@@ -796,10 +796,21 @@ Json Service::dataplane_show(const Json& args) {
                        {"tx_msgs", w["tx_msgs"]},
                        {"route_version", w["route_version"]}});
   }
+  // Each NI's port: kernel sockets on its interface, or a DPDK port (with
+  // what lnetr's own TCP/IP counted there).
   Json ports = Json::array();
-  for (const Json& ni : st["nis"])
-    ports.push_back({{"nid", ni["nid"]}, {"interface", ni["interface"]}, {"transport", "socket"}, {"link", ni["link"]},
-                     {"status", ni["status"]}});
+  for (const Json& ni : st["nis"]) {
+    const std::string transport = ni.contains("transport") ? ni["transport"].get<std::string>() : "socket";
+    Json p = {{"nid", ni["nid"]}, {"interface", ni["interface"]}, {"transport", transport}, {"link", ni["link"]},
+              {"status", ni["status"]}};
+    if (st.contains("ports"))
+      for (const Json& dp : st["ports"])
+        if (dp["name"] == ni["interface"])
+          for (const char* k : {"device", "mac", "mtu", "rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "tx_dropped",
+                                "tcp_connections", "bytes_copied", "resets_out", "dropped_malformed"})
+            p[k] = dp[k];
+    ports.push_back(std::move(p));
+  }
   std::lock_guard lock(mu_);
   return {{"dataplane",
            {{"shm_name", cfg_.dataplane.shm_name.value},

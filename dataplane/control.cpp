@@ -288,6 +288,7 @@ std::string Control::status() {
   for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
     const NiSetup& ni = setup_.nis[i];
     j.begin_object().key("nid").value(to_string(ni.nid)).key("interface").value(ni.interface);
+    j.key("transport").value(ni.port >= 0 ? "dpdk" : "socket");
     j.key("status").value(shared_.ni[i].up(now, timeout) ? "up" : "down");
     j.key("link").value(shared_.ni[i].link_up.load(std::memory_order_relaxed) ? "up" : "down");
     j.key("credits").value(static_cast<std::uint64_t>(ni.credits));
@@ -435,6 +436,7 @@ std::string Control::status() {
     PortStats ps;
     tcp::StackStats ss;
     std::uint64_t copied = 0, conns = 0;
+    tcp::Conn::Stats ts{};
     for (const WorkerView& v : views) {
       if (i >= v.lanes.size() || !v.lanes[i].served) continue;
       const Worker::LaneStats& l = v.lanes[i];
@@ -449,6 +451,9 @@ std::string Control::status() {
       ss.dropped_not_ours += l.stack.dropped_not_ours, ss.dropped_unresolved += l.stack.dropped_unresolved;
       ss.dropped_overload += l.stack.dropped_overload;
       copied += l.port.bytes_copied + l.transport.bytes_copied;
+      ts.segments_in += l.tcp.segments_in, ts.segments_out += l.tcp.segments_out;
+      ts.retransmits += l.tcp.retransmits, ts.fast_retransmits += l.tcp.fast_retransmits;
+      ts.timeouts += l.tcp.timeouts, ts.out_of_order += l.tcp.out_of_order, ts.duplicates += l.tcp.duplicates;
       conns += l.connections;
     }
     const auto& m = p.mac();
@@ -466,6 +471,10 @@ std::string Control::status() {
     j.key("resets_out").value(ss.resets_out).key("dropped_malformed").value(ss.dropped_malformed);
     j.key("dropped_not_ours").value(ss.dropped_not_ours).key("dropped_unresolved").value(ss.dropped_unresolved);
     j.key("dropped_overload").value(ss.dropped_overload);
+    j.key("tcp").begin_object().key("segments_in").value(ts.segments_in).key("segments_out").value(ts.segments_out);
+    j.key("retransmits").value(ts.retransmits).key("fast_retransmits").value(ts.fast_retransmits);
+    j.key("timeouts").value(ts.timeouts).key("out_of_order").value(ts.out_of_order);
+    j.key("duplicates").value(ts.duplicates).end_object();
     j.key("impair").begin_object().key("dropped").value(ps.impair_dropped).key("duplicated").value(ps.impair_duplicated);
     j.key("reordered").value(ps.impair_reordered).key("delayed").value(ps.impair_delayed).end_object();
     j.end_object();

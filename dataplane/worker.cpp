@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include "dataplane/log.hpp"
@@ -21,6 +22,7 @@ namespace {
 constexpr unsigned kBurst = 32;
 constexpr unsigned kIdleLoopsBeforeSleep = 256;
 constexpr int kSleepMs = 100;
+constexpr long kPortNapNs = 20000;  // idle naps of a worker serving DPDK ports
 constexpr auto kTickPeriod = std::chrono::milliseconds(100);
 constexpr std::size_t kMsgChunk = 256;
 // Received bytes socklnd has not read yet, per connection on a DPDK port:
@@ -181,8 +183,16 @@ bool Worker::sleep_if_idle(unsigned work) {
     idle_ = 0;
     return false;
   }
-  // A DPDK port is polled, never waited on.
-  if (setup_.busy_poll || !fabric_.ports.empty() || ++idle_ < kIdleLoopsBeforeSleep) return false;
+  if (setup_.busy_poll || ++idle_ < kIdleLoopsBeforeSleep) return false;
+  if (!lanes_.empty()) {
+    // A DPDK port cannot wake us: nap briefly instead of spinning, so that
+    // a core shared with other work is given back while idle (poll: busy
+    // never naps).
+    const timespec nap{0, kPortNapNs};
+    nanosleep(&nap, nullptr);
+    idle_ = kIdleLoopsBeforeSleep / 2;
+    return true;
+  }
   // Publish "sleeping" before re-checking the rings; pairs with the
   // producer's enqueue, fence, load in kick(), so that one of the two sees
   // the other (store-load ordering needs the seq_cst store here and the
@@ -219,8 +229,8 @@ std::vector<Worker::LaneStats> Worker::lane_stats() const {
   std::vector<LaneStats> out(lanes_.size());
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
     if (!lanes_[i]) continue;
-    out[i] = {true, lanes_[i]->rxtx.stats(), lanes_[i]->stack.stats(), lanes_[i]->transport->stats(),
-              lanes_[i]->stack.connections()};
+    out[i] = {true, lanes_[i]->rxtx.stats(), lanes_[i]->stack.stats(), lanes_[i]->stack.conn_totals(),
+              lanes_[i]->transport->stats(), lanes_[i]->stack.connections()};
   }
   return out;
 }

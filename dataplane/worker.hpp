@@ -81,6 +81,7 @@ class Worker final : public ForwarderPorts {
     bool served = false;
     PortStats port;
     tcp::StackStats stack;
+    tcp::Conn::Stats tcp;
     tcp::TransportStats transport;
     std::size_t connections = 0;
   };

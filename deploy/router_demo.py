@@ -44,7 +44,10 @@ def lnetrctl(topo, router, *args):
 
 
 def demo(args, topo, procs, workdir):
-    router = Router(topo, workdir, check=5, metrics=METRICS)
+    if args.ports == "kernel":
+        router = Router(topo, workdir, check=5, metrics=METRICS)
+    else:  # one worker serves DPDK ports (lnetr's own TCP/IP on the veths)
+        router = Router(topo, workdir, check=5, metrics=METRICS, cores=(0,), poll="busy", pmd="net_" + args.ports)
     err = router.start(procs)
     if err:
         say(err)
@@ -153,10 +156,13 @@ def demo(args, topo, procs, workdir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=3.0, help="seconds of each brw load (default 3)")
+    ap.add_argument("--ports", choices=("kernel", "af_packet", "af_xdp"), default="kernel",
+                    help="how the router reaches its nets: kernel TCP sockets (default), or DPDK ports "
+                         "(net_af_packet / net_af_xdp on the veths) with lnetr's own TCP/IP")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("deploy/demo: needs root (network namespaces, socklnd's privileged ports)")
-    topo = Topology()
+    topo = Topology(dpdk=args.ports != "kernel")
     procs = Processes()
     workdir = tempfile.mkdtemp(prefix="lnetr-demo-")
     try:

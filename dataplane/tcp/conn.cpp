@@ -461,9 +461,13 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
         cwnd_ = cwnd_ > acked ? saturating_add(cwnd_ - acked, snd_mss_) : snd_mss_;
       }
     } else if (cwnd_ < ssthresh_) {
-      cwnd_ = saturating_add(cwnd_, std::min<std::uint32_t>(acked, snd_mss_));
-    } else {
-      cwnd_ = saturating_add(cwnd_, std::max<std::uint32_t>(1, snd_mss_ * snd_mss_ / std::max(cwnd_, 1u)));
+      // Byte counting (RFC 3465), by every byte acknowledged as Linux does:
+      // a receiver that coalesces (GRO) sends one ACK for many segments,
+      // and counting one segment per ACK would leave slow start crawling.
+      cwnd_ = saturating_add(cwnd_, acked);
+    } else {  // about one segment per window acknowledged
+      const std::uint64_t inc = std::uint64_t{snd_mss_} * acked / std::max(cwnd_, 1u);
+      cwnd_ = saturating_add(cwnd_, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, inc)));
     }
     dupacks_ = 0;
     if (snd_una_ == snd_max_) rto_at_.reset();

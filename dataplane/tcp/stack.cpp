@@ -303,9 +303,32 @@ void Stack::tick(Time now) {
   reap();
 }
 
+namespace {
+
+void add(Conn::Stats& to, const Conn::Stats& s) noexcept {
+  to.segments_in += s.segments_in, to.segments_out += s.segments_out;
+  to.retransmits += s.retransmits, to.fast_retransmits += s.fast_retransmits, to.timeouts += s.timeouts;
+  to.out_of_order += s.out_of_order, to.duplicates += s.duplicates;
+  to.bytes_in += s.bytes_in, to.bytes_acked += s.bytes_acked;
+}
+
+}  // namespace
+
 void Stack::reap() {
-  for (auto it = conns_.begin(); it != conns_.end();)
-    it = it->second->conn->state() == State::closed ? conns_.erase(it) : std::next(it);
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (it->second->conn->state() != State::closed) {
+      ++it;
+      continue;
+    }
+    add(ended_, it->second->conn->stats());
+    it = conns_.erase(it);
+  }
+}
+
+Conn::Stats Stack::conn_totals() const {
+  Conn::Stats t = ended_;
+  for (const auto& [key, e] : conns_) add(t, e->conn->stats());
+  return t;
 }
 
 }  // namespace lnetr::tcp

@@ -76,6 +76,8 @@ class Stack {
   void tick(Time now);
 
   const StackStats& stats() const noexcept { return stats_; }
+  // Every connection's counters summed, the ended ones included.
+  Conn::Stats conn_totals() const;
   std::size_t connections() const noexcept { return conns_.size(); }
   // The connection with that peer and local port, if any.
   Conn* connection(std::uint32_t remote_ip, std::uint16_t remote_port, std::uint16_t local_port) const;
@@ -100,6 +102,7 @@ class Stack {
   StackConfig cfg_;
   Port& port_;
   StackStats stats_;
+  Conn::Stats ended_{};  // counters of the connections reaped
   Time now_{0};  // the time of the event being handled (for transmissions from Conn)
   std::map<std::uint16_t, Acceptor> listeners_;
   std::map<Key, std::unique_ptr<Entry>> conns_;

@@ -120,6 +120,17 @@ class DpdkRouting(DpdkRouterTestCase):
         self.assertGreater(copied, st["statistics"]["route_length"])
 
 
+class DpdkRoutingAfXdp(DpdkRouterTestCase):
+    """The same router on net_af_xdp ports (XDP sockets on the veths)."""
+    pmd = "net_af_xdp"
+
+    def test_puts_and_gets_through_af_xdp_ports(self):
+        self.brw_all_sizes(2000)
+        st = self.assert_router_idle()
+        self.assertEqual(st["socklnd"]["closed"]["bad_message"], 0)
+        self.assertTrue(all(p["device"].startswith("net_af_xdp") for p in st["ports"]), st["ports"])
+
+
 class DpdkRoutingImpaired(DpdkRouterTestCase):
     """Seeded loss, duplication, reordering and delay in the router's
     receive path, and random loss from iptables in both peers' namespaces."""

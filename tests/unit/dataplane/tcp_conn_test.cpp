@@ -244,7 +244,11 @@ TEST(TcpConn, LossIsRepairedByFastRetransmitAndNewReno) {
   transfer(w, 0, data);
   EXPECT_EQ(w.ends[1].got, data);
   EXPECT_GT(w.dropped, 10u);
-  EXPECT_GT(w.ends[0].conn->stats().fast_retransmits, 5u);
+  // Repaired by retransmission: fast retransmits start recoveries, NewReno's
+  // partial ACKs repair further holes within one.
+  const auto& st = w.ends[0].conn->stats();
+  EXPECT_GT(st.fast_retransmits, 2u);
+  EXPECT_GE(st.retransmits, w.dropped);
   EXPECT_GT(w.ends[1].conn->stats().out_of_order, 10u);
   // The receiver's duplicate ACKs carried SACK blocks.
   bool sacked = false;
