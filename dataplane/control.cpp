@@ -450,7 +450,7 @@ std::string Control::status() {
       ss.resets_out += l.stack.resets_out, ss.dropped_malformed += l.stack.dropped_malformed;
       ss.dropped_not_ours += l.stack.dropped_not_ours, ss.dropped_unresolved += l.stack.dropped_unresolved;
       ss.dropped_overload += l.stack.dropped_overload;
-      copied += l.port.bytes_copied + l.transport.bytes_copied;
+      copied += l.port.bytes_copied + l.transport.bytes_copied + l.stack.bytes_copied;
       ts.segments_in += l.tcp.segments_in, ts.segments_out += l.tcp.segments_out;
       ts.retransmits += l.tcp.retransmits, ts.fast_retransmits += l.tcp.fast_retransmits;
       ts.timeouts += l.tcp.timeouts, ts.out_of_order += l.tcp.out_of_order, ts.duplicates += l.tcp.duplicates;

@@ -95,6 +95,7 @@ PortQueue::~PortQueue() {
   (void)flush();
   rte_pktmbuf_free_bulk(tx_.data(), static_cast<unsigned>(tx_.size()));
   if (held_) rte_pktmbuf_free(held_);
+  if (building_) rte_pktmbuf_free(building_);
   for (auto& d : delayed_) rte_pktmbuf_free(d.second);
 }
 
@@ -186,6 +187,35 @@ void PortQueue::send(ByteSpan frame) {
   }
   std::memcpy(dst, frame.data(), frame.size());
   stats_.bytes_copied += frame.size();
+  tx_.push_back(m);
+  if (tx_.size() == kBurst) (void)flush();
+}
+
+MutableByteSpan PortQueue::alloc_frame(std::size_t len) {
+  if (building_) rte_pktmbuf_free(building_);
+  building_ = rte_pktmbuf_alloc(port_.pool());
+  if (!building_) {
+    ++stats_.tx_dropped;
+    return {};
+  }
+  char* p = len <= UINT16_MAX ? rte_pktmbuf_append(building_, static_cast<std::uint16_t>(len)) : nullptr;
+  if (!p) {
+    ++stats_.tx_dropped;
+    rte_pktmbuf_free(building_);
+    building_ = nullptr;
+    return {};
+  }
+  return {reinterpret_cast<std::uint8_t*>(p), len};
+}
+
+void PortQueue::send_built(std::size_t len) {
+  rte_mbuf* m = building_;
+  building_ = nullptr;
+  if (!m) return;
+  if (len == 0 || rte_pktmbuf_trim(m, static_cast<std::uint16_t>(rte_pktmbuf_data_len(m) - len)) != 0) {
+    rte_pktmbuf_free(m);
+    return;
+  }
   tx_.push_back(m);
   if (tx_.size() == kBurst) (void)flush();
 }

@@ -28,7 +28,7 @@ struct PortStats {
   std::uint64_t rx_bytes = 0, tx_bytes = 0;
   std::uint64_t tx_dropped = 0;    // no mbuf, or the device kept refusing
   std::uint64_t rx_multiseg = 0;   // chained frames, linearised (copied)
-  std::uint64_t bytes_copied = 0;  // frame bytes copied into mbufs to send
+  std::uint64_t bytes_copied = 0;  // frame bytes copied into mbufs by send() (not built in place)
   // The impairment stage.
   std::uint64_t impair_dropped = 0, impair_duplicated = 0, impair_reordered = 0, impair_delayed = 0;
 };
@@ -74,6 +74,9 @@ class PortQueue final : public tcp::Port {
   unsigned poll(tcp::Stack& stack, tcp::Time now);
   // tcp::Port: copy the frame into an mbuf for the next flush().
   void send(ByteSpan frame) override;
+  // tcp::Port: an mbuf's data to build a frame in, sent by send_built().
+  MutableByteSpan alloc_frame(std::size_t len) override;
+  void send_built(std::size_t len) override;
   // Send what send() gathered.  Returns the frames sent.
   unsigned flush();
 
@@ -89,6 +92,7 @@ class PortQueue final : public tcp::Port {
   PortStats stats_;
   static constexpr unsigned kBurst = 32;
   std::vector<rte_mbuf*> tx_;         // gathered by send()
+  rte_mbuf* building_ = nullptr;      // handed out by alloc_frame()
   std::vector<std::uint8_t> linear_;  // a chained frame, linearised
 
   // Impairment.

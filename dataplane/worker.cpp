@@ -244,7 +244,7 @@ unsigned Worker::flush_ports() {
   for (auto& lane : lanes_) {
     if (!lane) continue;
     work += lane->rxtx.flush();
-    copied += lane->transport->stats().bytes_copied + lane->rxtx.stats().bytes_copied;
+    copied += lane->transport->stats().bytes_copied + lane->stack.stats().bytes_copied + lane->rxtx.stats().bytes_copied;
   }
   shared_.counters[index_].bytes_copied.add(copied - copied_seen_);
   copied_seen_ = copied;

@@ -224,6 +224,45 @@ void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
 }
 
 void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, ByteSpan payload, Time now) {
+  stats_.bytes_copied += payload.size();
+  // To a resolved neighbour: the whole frame built in place in the port's
+  // buffer, the payload copied once.
+  auto nb = neighbours_.find(ep.remote_ip);
+  if (nb != neighbours_.end() && nb->second.mac && now < nb->second.expires) {
+    Ethernet e;
+    e.dst = *nb->second.mac;
+    e.src = cfg_.mac;
+    e.vlan = cfg_.vlan;
+    e.type = kEtherIpv4;
+    const std::size_t eh = e.header_size();
+    const std::size_t most = std::max<std::size_t>(60, eh + kIpv4MinHeader + kTcpMaxHeader + payload.size());
+    MutableByteSpan frame = port_.alloc_frame(most);
+    if (frame.size() < most) {  // the port has no buffer: as if lost on the wire
+      ++stats_.frames_out;
+      return;
+    }
+    const MutableByteSpan tcp = frame.subspan(eh + kIpv4MinHeader);
+    const std::size_t n = encode_tcp(h, tcp);
+    if (n == 0) return port_.send_built(0);
+    std::copy(payload.begin(), payload.end(), tcp.begin() + static_cast<std::ptrdiff_t>(n));
+    finish_tcp_checksum(ep.local_ip, ep.remote_ip, tcp.first(n + payload.size()));
+    Ipv4 ip;
+    ip.total_length = static_cast<std::uint16_t>(kIpv4MinHeader + n + payload.size());
+    ip.id = ip_id_++;
+    ip.protocol = kProtoTcp;
+    ip.src = cfg_.ip;
+    ip.dst = ep.remote_ip;
+    encode_ipv4(ip, frame.subspan(eh));
+    encode_ethernet(e, frame);
+    std::size_t len = eh + ip.total_length;
+    if (len < 60) {  // Ethernet's minimum (without FCS)
+      std::fill(frame.begin() + static_cast<std::ptrdiff_t>(len), frame.begin() + 60, std::uint8_t{0});
+      len = 60;
+    }
+    port_.send_built(len);
+    ++stats_.frames_out;
+    return;
+  }
   std::vector<std::uint8_t> seg(kTcpMaxHeader + payload.size());
   const std::size_t n = encode_tcp(h, seg);
   if (n == 0) return;

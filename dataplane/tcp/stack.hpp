@@ -30,6 +30,20 @@ class Port {
   virtual ~Port() = default;
   // Send one Ethernet frame (valid until return).
   virtual void send(ByteSpan frame) = 0;
+  // Room for a frame of up to `len` bytes, to be written in place and sent
+  // by send_built() (a DPDK port hands out an mbuf's data); empty if there
+  // is none.  Default: a scratch buffer passed to send().
+  virtual MutableByteSpan alloc_frame(std::size_t len) {
+    scratch_.resize(len);
+    return scratch_;
+  }
+  // Send the first `len` bytes of what alloc_frame() returned.
+  virtual void send_built(std::size_t len) {
+    if (len > 0) send(ByteSpan(scratch_.data(), len));
+  }
+
+ private:
+  std::vector<std::uint8_t> scratch_;
 };
 
 struct StackConfig {
@@ -56,6 +70,7 @@ struct StackStats {
   std::uint64_t dropped_not_ours = 0;   // another host's address, another protocol
   std::uint64_t dropped_unresolved = 0;  // held for a neighbour that never answered
   std::uint64_t dropped_overload = 0;    // SYNs beyond max_connections
+  std::uint64_t bytes_copied = 0;        // TCP payload bytes copied into frames sent
 };
 
 class Stack {

@@ -120,6 +120,37 @@ class DpdkRouting(DpdkRouterTestCase):
         self.assertGreater(copied, st["statistics"]["route_length"])
 
 
+class DpdkRoutingLong(DpdkRouterTestCase):
+    """A long transfer through the DPDK ports, every byte checked: 10 GiB
+    (5 GiB of PUTs, 5 GiB of GETs) on optimised builds, 1 GiB on debug and
+    sanitizer builds (LNETR_LONG_GIB overrides)."""
+    pmd = "net_af_xdp"
+
+    def test_long_transfer_verified(self):
+        optimized = os.environ.get("LNETR_OPTIMIZED") == "1"
+        gib = float(os.environ.get("LNETR_LONG_GIB", "10" if optimized else "1"))
+        count = int(gib * 1024 / 2)  # 1 MiB messages, half each way
+        b = self.server("b")
+        done = 0
+        for op in ("write", "read"):
+            json_path = os.path.join(self.dir, op + ".json")
+            rc, doc, cp = self.peer("a", ["brw", self.topo.b_nid, "--op", op, "--size", "1048576",
+                                          "--count", str(count), "--concurrency", "8", "--duration", "3600",
+                                          "--timeout", "60", "--check", "full", "--json", json_path], timeout=3600)
+            self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+            with open(json_path) as f:
+                res = json.load(f)
+            self.assertEqual((res["ops"], res["errors"]), (count, 0), res)
+            done += res["bytes"]
+        rc, stats = self.stop_server(b)
+        self.assertEqual(rc, 0, "the server found corrupted data: %s" % stats)
+        self.assertGreaterEqual(done, int(gib * (1 << 30)))
+        st = self.assert_router_idle()
+        self.assertGreaterEqual(st["statistics"]["route_length"], done)
+        self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+        self.assertEqual(st["socklnd"]["closed"]["bad_message"], 0)
+
+
 class DpdkRoutingAfXdp(DpdkRouterTestCase):
     """The same router on net_af_xdp ports (XDP sockets on the veths)."""
     pmd = "net_af_xdp"
