@@ -284,6 +284,11 @@ static std::optional<Time> ts_rtt(std::uint32_t now_ms, const TcpHeader& seg) {
 
 void Conn::input(const TcpHeader& seg, Time now) {
   ++stats_.segments_in;
+  // Heard from the peer: keepalive starts its idle time again.
+  if (cfg_.keepalive_idle.count() > 0 && state_ != State::closed) {
+    keep_probes_ = 0;
+    keep_at_ = now + cfg_.keepalive_idle;
+  }
   const bool ack = (seg.flags & tcp_flag::ack) != 0;
   const bool rst = (seg.flags & tcp_flag::rst) != 0;
   const bool syn = (seg.flags & tcp_flag::syn) != 0;
@@ -589,9 +594,18 @@ void Conn::rtt_sample(Time rtt) {
   rto_ = std::clamp<Time>(srtt_ + std::max<Time>(1ms, 4 * rttvar_), cfg_.min_rto, cfg_.max_rto);
 }
 
+void Conn::set_keepalive(Time idle, Time interval, int probes, Time now) noexcept {
+  cfg_.keepalive_idle = idle;
+  cfg_.keepalive_interval = interval;
+  cfg_.keepalive_probes = probes;
+  keep_probes_ = 0;
+  if (idle.count() > 0 && state_ != State::closed) keep_at_ = now + idle;
+  else keep_at_.reset();
+}
+
 std::optional<Time> Conn::next_timer() const noexcept {
   std::optional<Time> t;
-  for (const auto& c : {rto_at_, ack_at_, time_wait_at_, persist_at_})
+  for (const auto& c : {rto_at_, ack_at_, time_wait_at_, persist_at_, keep_at_})
     if (c && (!t || *c < *t)) t = c;
   return t;
 }
@@ -602,6 +616,24 @@ void Conn::tick(Time now) {
     return;
   }
   if (ack_at_ && now >= *ack_at_) send_ack(now);
+  if (keep_at_ && now >= *keep_at_) {
+    keep_at_.reset();
+    if (state_ == State::established || state_ == State::close_wait) {
+      if (flight() > 0 || queued() > 0) {
+        keep_at_ = now + cfg_.keepalive_idle;  // retransmission or the persist timer watch the peer
+      } else if (keep_probes_ >= cfg_.keepalive_probes) {
+        return end(End::timed_out);  // as Linux: ETIMEDOUT, no RST
+      } else {
+        // A segment the peer has seen (one below snd_una): it answers with an ACK.
+        const TcpHeader h = header(snd_una_ - 1, tcp_flag::ack, now);
+        out_.transmit(ep_, h, {});
+        ++stats_.segments_out;
+        ++stats_.keepalive_probes;
+        ++keep_probes_;
+        keep_at_ = now + cfg_.keepalive_interval;
+      }
+    }
+  }
   if (persist_at_ && now >= *persist_at_) {
     // Zero-window probe: a segment the peer has seen (one below snd_una),
     // which it answers with its window; for as long as it answers.
@@ -656,6 +688,7 @@ void Conn::end(End why) {
   ack_at_.reset();
   time_wait_at_.reset();
   persist_at_.reset();
+  keep_at_.reset();
   upper_.on_end(why);
 }
 

@@ -97,6 +97,12 @@ struct ConnConfig {
   Time delayed_ack = std::chrono::milliseconds(40);
   Time time_wait = std::chrono::seconds(60);
   std::uint32_t initial_cwnd_segments = 10;  // RFC 6928
+  // Keepalive (RFC 1122 4.2.3.6, Linux's SO_KEEPALIVE): after this long
+  // with nothing heard and nothing outstanding, probe every interval; that
+  // many probes unanswered end the connection.  0: off.
+  Time keepalive_idle{0};
+  Time keepalive_interval = std::chrono::seconds(75);
+  int keepalive_probes = 9;
 };
 
 // What a connection emits.
@@ -142,6 +148,8 @@ class Conn {
   void abort(Time now);
   // The owner took bytes: the window opened (maybe worth a window update).
   void window_opened(Time now);
+  // Turn keepalive on (idle > 0) or off, as setsockopt would.
+  void set_keepalive(Time idle, Time interval, int probes, Time now) noexcept;
   // Timers; returns when it next wants to be called (nullopt: no timer).
   void tick(Time now);
   std::optional<Time> next_timer() const noexcept;
@@ -155,6 +163,7 @@ class Conn {
     std::uint64_t retransmits = 0, fast_retransmits = 0, timeouts = 0;
     std::uint64_t out_of_order = 0, duplicates = 0;
     std::uint64_t bytes_in = 0, bytes_acked = 0;
+    std::uint64_t keepalive_probes = 0;
   };
   const Stats& stats() const noexcept { return stats_; }
   std::uint32_t cwnd() const noexcept { return cwnd_; }
@@ -239,6 +248,8 @@ class Conn {
   Time rto_{std::chrono::seconds(1)};
   bool have_rtt_ = false;
   std::optional<Time> rto_at_, ack_at_, time_wait_at_, persist_at_;
+  std::optional<Time> keep_at_;  // keepalive: the next probe (or the first, after idle)
+  int keep_probes_ = 0;          // probes sent since the peer was last heard
   Time persist_backoff_{0};
   int probes_ = 0;  // zero-window probes unanswered
   int retries_ = 0;

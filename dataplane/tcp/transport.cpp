@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "lnd/socklnd/engine.hpp"
 #include "lnd/socklnd/socket.hpp"
 
 namespace lnetr::tcp {
@@ -165,8 +166,14 @@ class SockTransport::LinkStream final : public sock::Stream {
   }
   sockaddr_in local() const noexcept override { return sock::make_addr(l_->ep_.local_ip, l_->ep_.local_port); }
   sockaddr_in remote() const noexcept override { return sock::make_addr(l_->ep_.remote_ip, l_->ep_.remote_port); }
-  // socklnd closes its connections abortively (SO_LINGER 0).
-  void configure(const sock::Options&) noexcept override { l_->linger0_ = true; }
+  // As socklnd sets on a kernel socket: SO_LINGER 0 (closes abort) and TCP
+  // keepalive (idle, interval, probes).
+  void configure(const sock::Options& o) noexcept override {
+    l_->linger0_ = true;
+    if (l_->conn_ && o.keepalive_idle > 0 && o.keepalive_count > 0 && o.keepalive_intvl > 0)
+      l_->conn_->set_keepalive(std::chrono::seconds(o.keepalive_idle), std::chrono::seconds(o.keepalive_intvl),
+                               o.keepalive_count, l_->t_.now_);
+  }
 
  private:
   Link* l_;

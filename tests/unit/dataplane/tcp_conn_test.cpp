@@ -528,3 +528,48 @@ TEST(TcpSeq, ComparisonsWrap) {
 
 }  // namespace
 }  // namespace lnetr::tcp
+
+namespace lnetr::tcp {
+namespace {
+
+TEST(TcpConn, KeepaliveProbesAnIdlePeerAndEndsWhenItIsGone) {
+  Wire w;
+  w.open();
+  Conn& a = *w.ends[0].conn;
+  a.set_keepalive(2s, 500ms, 3, w.now);
+  // An answering peer: probes go out after the idle time and are answered,
+  // and the connection stays up.
+  w.run(w.now + 10s);
+  const auto probes = a.stats().keepalive_probes;
+  EXPECT_GE(probes, 3u);
+  EXPECT_EQ(a.state(), State::established);
+  // Traffic resets the idle time: no probe while data flows every second.
+  for (int i = 0; i < 5; ++i) {
+    w.ends[1].conn->send(pattern(10), w.now);
+    w.run(w.now + 1s);
+  }
+  EXPECT_EQ(a.stats().keepalive_probes, probes);
+  // The peer vanishes: 3 probes unanswered, then the connection ends.
+  w.drop = [](int, const TcpHeader&) { return true; };
+  w.run(w.now + 2s + 3 * 500ms + 600ms);
+  EXPECT_EQ(a.stats().keepalive_probes, probes + 3);
+  ASSERT_TRUE(w.ends[0].ended);
+  EXPECT_EQ(*w.ends[0].ended, End::timed_out);
+}
+
+TEST(TcpConn, KeepaliveWaitsWhileDataIsOutstanding) {
+  Wire w;
+  w.open();
+  Conn& a = *w.ends[0].conn;
+  a.set_keepalive(1s, 200ms, 2, w.now);
+  w.drop = [](int from, const TcpHeader& h) { return from == 0 && !h.payload.empty(); };
+  a.send(pattern(1000), w.now);
+  w.run(w.now + 3s);
+  // Retransmissions watch this peer, not keepalive probes.
+  EXPECT_EQ(a.stats().keepalive_probes, 0u);
+  EXPECT_GT(a.stats().timeouts, 0u);
+  EXPECT_EQ(a.state(), State::established);
+}
+
+}  // namespace
+}  // namespace lnetr::tcp
