@@ -47,6 +47,15 @@ class SockTransport::Link final : public Upper {
     // The window is rounded up to its scale and never shrinks, so a little
     // more than receive_space() can arrive: the ring grows (rarely) to
     // take it, since every byte delivered must be taken.
+    if (lent_ && len_ == 0 && lent_filled_ < lent_len_) {  // straight into socklnd's sink
+      const std::size_t k = std::min(bytes.size(), lent_len_ - lent_filled_);
+      std::memcpy(lent_ + lent_filled_, bytes.data(), k);
+      lent_filled_ += k;
+      t_.stats_.bytes_copied += k;
+      bytes = bytes.subspan(k);
+      t_.ready(this, EPOLLIN);
+      if (bytes.empty()) return;
+    }
     const std::size_t n = bytes.size();
     if (n > buf_.size() - len_) grow(len_ + n);
     const std::size_t tail = (head_ + len_) % buf_.size();
@@ -58,7 +67,8 @@ class SockTransport::Link final : public Upper {
     t_.ready(this, EPOLLIN);
   }
   std::uint32_t receive_space() const override {
-    return len_ >= capacity_ ? 0 : static_cast<std::uint32_t>(capacity_ - len_);
+    const std::size_t held = len_ + lent_filled_;
+    return held >= capacity_ ? 0 : static_cast<std::uint32_t>(capacity_ - held);
   }
   void on_peer_closed() override {
     peer_fin_ = true;
@@ -99,6 +109,10 @@ class SockTransport::Link final : public Upper {
   bool queued_ = false;   // on ready_
   bool blocked_ = false;  // on blocked_
   bool linger0_ = false;
+  // Memory socklnd lent for the next bytes (its payload sink), and how much
+  // of it on_data() has filled that recv() has not reported yet.
+  std::uint8_t* lent_ = nullptr;
+  std::size_t lent_len_ = 0, lent_filled_ = 0;
 };
 
 class SockTransport::LinkStream final : public sock::Stream {
@@ -108,6 +122,8 @@ class SockTransport::LinkStream final : public sock::Stream {
     Link& l = *l_;
     l.stream_ = nullptr;
     l.handler_ = nullptr;
+    l.lent_ = nullptr;  // the memory goes back to its owner
+    l.lent_len_ = l.lent_filled_ = 0;
     if (l.conn_) {
       Conn* c = l.conn_;
       if (l.linger0_) c->abort(l.t_.now_); else c->close(l.t_.now_);
@@ -123,8 +139,38 @@ class SockTransport::LinkStream final : public sock::Stream {
     return true;
   }
 
+  bool lend(std::uint8_t* dst, std::size_t len) noexcept override {
+    Link& l = *l_;
+    if (l.len_ > 0 || l.lent_filled_ > 0 || len == 0) return false;
+    l.lent_ = dst;
+    l.lent_len_ = len;
+    return true;
+  }
+
   ssize_t recv(std::uint8_t* dst, std::size_t len) noexcept override {
     Link& l = *l_;
+    if (l.lent_) {
+      if (l.lent_filled_ > 0) {  // bytes placed in lent memory come first
+        const std::size_t n = std::min(len, l.lent_filled_);
+        const bool elsewhere = dst != l.lent_;
+        if (elsewhere) {  // read into other memory: still in order, at the cost of a copy
+          std::memmove(dst, l.lent_, n);
+          l.t_.stats_.bytes_copied += n;
+        }
+        l.lent_ += n;
+        l.lent_len_ -= n;
+        l.lent_filled_ -= n;
+        // The loan ends when used up, or when read elsewhere with nothing left in it.
+        if (l.lent_len_ == 0 || (elsewhere && l.lent_filled_ == 0)) {
+          l.lent_ = nullptr;
+          l.lent_len_ = l.lent_filled_ = 0;
+        }
+        if (l.conn_) l.conn_->window_opened(l.t_.now_);
+        return static_cast<ssize_t>(n);
+      }
+      l.lent_ = nullptr;  // a read before anything arrived ends the loan
+      l.lent_len_ = 0;
+    }
     if (l.len_ == 0) {
       if (l.peer_fin_) return 0;
       if (l.ended_) return l.end_ == End::closed ? 0 : error_of(l.end_);

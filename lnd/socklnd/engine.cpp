@@ -257,7 +257,10 @@ void Conn::do_read() {
         std::size_t got = 0;
         std::uint8_t* dst = rx_.discard ? stage_.data() : rx_.sink.data() + rx_got_;
         if (!read_some(dst, rx_.discard ? std::min(want, stage_.size()) : want, got)) return;
-        if (got == 0) return;  // would block
+        if (got == 0) {  // would block: the stream may place what comes straight into the sink
+          if (!rx_.discard) (void)s_->lend(dst, want);
+          return;
+        }
         rx_got_ += got;
       }
       if (rx_got_ == rx_.hdr.payload_length) payload_done();

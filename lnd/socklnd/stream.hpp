@@ -33,6 +33,16 @@ class Stream {
   // > 0 bytes read, 0 at the peer's FIN, -EAGAIN when nothing is there,
   // else -errno (the connection is dead).
   virtual ssize_t recv(std::uint8_t* dst, std::size_t len) noexcept = 0;
+  // After recv() found nothing: the next `len` bytes to arrive may be put
+  // straight into `dst` (saving a copy through the stream's own buffer);
+  // the next recv() into `dst` then reports them without copying.  The
+  // memory must stay valid until those bytes are read or the stream is
+  // destroyed.  False if the stream does not do this (kernel sockets).
+  virtual bool lend(std::uint8_t* dst, std::size_t len) noexcept {
+    (void)dst;
+    (void)len;
+    return false;
+  }
   // Bytes taken (>= 0, possibly fewer than offered), -EAGAIN if none could
   // be, else -errno.
   virtual ssize_t sendv(const iovec* iov, std::size_t n) noexcept = 0;
