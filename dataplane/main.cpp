@@ -94,7 +94,7 @@ std::vector<std::string> eal_args(const Setup& s) {
     if (is_pci_address(p.device)) {
       pci = true;
       a.push_back("-a");
-      a.push_back(p.device);
+      a.push_back(device_name(p.device) + p.device.substr(std::min(p.device.find(','), p.device.size())));
     } else {
       a.push_back("--vdev=" + p.device);
     }

@@ -13,7 +13,18 @@ namespace {
 constexpr std::uint16_t kRxDesc = 1024, kTxDesc = 1024;
 constexpr int kTxRetries = 64;  // bursts the device may refuse before frames are dropped
 
-std::string device_name(const std::string& device) { return device.substr(0, device.find(',')); }
+}  // namespace
+
+std::string device_name(const std::string& device) {
+  std::string name = device.substr(0, device.find(','));
+  // A PCI address without its domain ("3b:00.0"): DPDK names it "0000:3b:00.0".
+  if (name.rfind("net_", 0) != 0 && std::count(name.begin(), name.end(), ':') == 1 &&
+      name.find('.') != std::string::npos)
+    name = "0000:" + name;
+  return name;
+}
+
+namespace {
 
 }  // namespace
 
@@ -38,9 +49,11 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
 
   // Room for a whole frame in one mbuf (headroom, Ethernet, VLAN tag, MTU),
   // and at least DPDK's default (some drivers read into fixed 2 KiB frames).
+  // The stack reserves room for the longest TCP header before it knows the
+  // options: Ethernet + VLAN, IPv4, 60 bytes of TCP header, the MSS.
   const std::uint32_t room =
-      std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + 14 + 4 + cfg.mtu + 4);
-  const std::string pool_name = "lnetr_port_" + cfg.name;
+      std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + 18 + 20 + 60 + cfg.mtu);
+  const std::string pool_name = "lnetr_port_" + std::to_string(pid);  // (pool names are short)
   rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), mbufs * cfg.queues, 256, 0,
                                               static_cast<std::uint16_t>(room), static_cast<int>(rte_socket_id()));
   if (!pool) return fail("cannot create its mbuf pool (" + std::to_string(mbufs) + " x " + std::to_string(room) + " bytes)", -rte_errno);

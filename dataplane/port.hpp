@@ -23,6 +23,10 @@
 
 namespace lnetr::dp {
 
+// The ethdev name of a configured device: a virtual device's driver and
+// index ("net_af_xdp0"), or a PCI address with its domain.
+std::string device_name(const std::string& device);
+
 struct PortStats {
   std::uint64_t rx_frames = 0, tx_frames = 0;
   std::uint64_t rx_bytes = 0, tx_bytes = 0;

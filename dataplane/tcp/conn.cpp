@@ -246,8 +246,17 @@ void Conn::drop_acked(std::size_t n) {
   }
 }
 
+// A window update only when it matters (receiver SWS avoidance, RFC 1122
+// 4.2.3.3, with Linux's rule): the window the peer may still fill has
+// closed, or reading has at least doubled it and opened two segments more.
+// Not one per read, which would send runs of identical ACKs that a sender
+// without SACK takes for duplicate ACKs.
 void Conn::window_opened(Time now) {
-  if (state_ == State::established || state_ == State::fin_wait_1 || state_ == State::fin_wait_2) send_ack(now);
+  if (state_ != State::established && state_ != State::fin_wait_1 && state_ != State::fin_wait_2) return;
+  const std::uint32_t left = seq_gt(rcv_adv_, rcv_nxt_) ? rcv_adv_ - rcv_nxt_ : 0;
+  const std::uint32_t wnd = static_cast<std::uint32_t>(advertised_window()) << rcv_wscale_;
+  if (wnd <= left) return;
+  if ((left == 0 && wnd > 0) || (wnd - left >= 2u * cfg_.mss && left <= wnd / 2)) send_ack(now);
 }
 
 void Conn::retransmit_first(Time now) {
@@ -469,7 +478,9 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
       // Byte counting (RFC 3465), by every byte acknowledged as Linux does:
       // a receiver that coalesces (GRO) sends one ACK for many segments,
       // and counting one segment per ACK would leave slow start crawling.
-      cwnd_ = saturating_add(cwnd_, acked);
+      // Up to ssthresh, as Linux: after a timeout the ACK of the resent
+      // segment may cover all that was held, which must not become one burst.
+      cwnd_ = std::min(saturating_add(cwnd_, acked), std::max(ssthresh_, cwnd_));
     } else {  // about one segment per window acknowledged
       const std::uint64_t inc = std::uint64_t{snd_mss_} * acked / std::max(cwnd_, 1u);
       cwnd_ = saturating_add(cwnd_, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, inc)));
@@ -592,6 +603,12 @@ void Conn::rtt_sample(Time rtt) {
     srtt_ = (7 * srtt_ + rtt) / 8;
   }
   rto_ = std::clamp<Time>(srtt_ + std::max<Time>(1ms, 4 * rttvar_), cfg_.min_rto, cfg_.max_rto);
+}
+
+bool Conn::yield_time_wait(const TcpHeader& syn) noexcept {
+  if (state_ != State::time_wait || !seq_gt(syn.seq, rcv_nxt_)) return false;
+  end(End::closed);
+  return true;
 }
 
 void Conn::set_keepalive(Time idle, Time interval, int probes, Time now) noexcept {

@@ -148,6 +148,10 @@ class Conn {
   void abort(Time now);
   // The owner took bytes: the window opened (maybe worth a window update).
   void window_opened(Time now);
+  // A new SYN for a connection in TIME-WAIT (RFC 6191, as Linux): if its
+  // sequence is beyond what this one received, end it now (on_end(closed))
+  // so that the new connection can take its place; false otherwise.
+  bool yield_time_wait(const TcpHeader& syn) noexcept;
   // Turn keepalive on (idle > 0) or off, as setsockopt would.
   void set_keepalive(Time idle, Time interval, int probes, Time now) noexcept;
   // Timers; returns when it next wants to be called (nullopt: no timer).
@@ -172,6 +176,7 @@ class Conn {
   std::uint16_t send_mss() const noexcept { return snd_mss_; }
   std::size_t queued() const noexcept { return sndq_.size() - sndq_head_; }  // bytes not yet acked
   // Bytes send() would take now.
+  std::size_t send_buffer() const noexcept { return cfg_.send_buffer; }
   std::size_t send_space() const noexcept { return cfg_.send_buffer > queued() ? cfg_.send_buffer - queued() : 0; }
   std::size_t held_bytes() const noexcept;  // out-of-order bytes held
   // Sequence invariants (for the fuzzer): una <= nxt <= max.

@@ -96,7 +96,6 @@ void Stack::receive(ByteSpan frame, Time now) {
   } else {
     ++stats_.dropped_not_ours;
   }
-  reap();
 }
 
 // ---- ARP ------------------------------------------------------------------------------
@@ -179,12 +178,21 @@ void Stack::on_ipv4(const Ipv4& ip, Time now) {
 }
 
 void Stack::on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now) {
+  const bool syn_only = (seg.flags & (tcp_flag::syn | tcp_flag::ack | tcp_flag::rst)) == tcp_flag::syn;
   auto it = conns_.find({ip.src, seg.src_port, seg.dst_port});
   if (it != conns_.end()) {
-    it->second->conn->input(seg, now);
-    return;
+    // Traffic from the peer confirms its neighbour entry (as Linux's
+    // dst_confirm): no ARP round every arp_lifetime under load.
+    if (auto nb = neighbours_.find(ip.src); nb != neighbours_.end() && nb->second.mac)
+      nb->second.expires = now + cfg_.arp_lifetime;
+    Conn& c = *it->second->conn;
+    if (!(syn_only && c.yield_time_wait(seg))) {
+      c.input(seg, now);
+      if (c.state() == State::closed) forget(it);
+      return;
+    }
+    forget(it);  // a peer reconnecting from the same port: a new connection
   }
-  const bool syn_only = (seg.flags & (tcp_flag::syn | tcp_flag::ack | tcp_flag::rst)) == tcp_flag::syn;
   auto l = listeners_.find(seg.dst_port);
   if (syn_only && l != listeners_.end()) {
     if (conns_.size() >= cfg_.max_connections) {
@@ -224,7 +232,6 @@ void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
 }
 
 void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, ByteSpan payload, Time now) {
-  stats_.bytes_copied += payload.size();
   // To a resolved neighbour: the whole frame built in place in the port's
   // buffer, the payload copied once.
   auto nb = neighbours_.find(ep.remote_ip);
@@ -245,6 +252,7 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, ByteSpan paylo
     const std::size_t n = encode_tcp(h, tcp);
     if (n == 0) return port_.send_built(0);
     std::copy(payload.begin(), payload.end(), tcp.begin() + static_cast<std::ptrdiff_t>(n));
+    stats_.bytes_copied += payload.size();
     finish_tcp_checksum(ep.local_ip, ep.remote_ip, tcp.first(n + payload.size()));
     Ipv4 ip;
     ip.total_length = static_cast<std::uint16_t>(kIpv4MinHeader + n + payload.size());
@@ -349,18 +357,21 @@ void add(Conn::Stats& to, const Conn::Stats& s) noexcept {
   to.retransmits += s.retransmits, to.fast_retransmits += s.fast_retransmits, to.timeouts += s.timeouts;
   to.out_of_order += s.out_of_order, to.duplicates += s.duplicates;
   to.bytes_in += s.bytes_in, to.bytes_acked += s.bytes_acked;
+  to.keepalive_probes += s.keepalive_probes;
 }
 
 }  // namespace
 
+void Stack::forget(decltype(conns_)::iterator it) {
+  add(ended_, it->second->conn->stats());
+  conns_.erase(it);
+}
+
 void Stack::reap() {
   for (auto it = conns_.begin(); it != conns_.end();) {
-    if (it->second->conn->state() != State::closed) {
-      ++it;
-      continue;
-    }
-    add(ended_, it->second->conn->stats());
-    it = conns_.erase(it);
+    auto next = std::next(it);
+    if (it->second->conn->state() == State::closed) forget(it);
+    it = next;
   }
 }
 

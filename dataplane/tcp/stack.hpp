@@ -84,6 +84,7 @@ class Stack {
   // this side opened.  The owner outlives the connection (on_end).
   using Acceptor = std::function<Upper*(const Endpoints&)>;
   void listen(std::uint16_t port, Acceptor accept);
+  void unlisten(std::uint16_t port) { listeners_.erase(port); }
   // Open a connection from `local_port` (0: a free one) to ip:port.
   Conn* connect(std::uint32_t ip, std::uint16_t port, std::uint16_t local_port, Upper& owner, Time now);
 
@@ -113,6 +114,7 @@ class Stack {
   void arp_request(std::uint32_t ip);
   bool on_subnet(std::uint32_t ip) const noexcept;
   void reap();
+  void forget(std::map<std::tuple<std::uint32_t, std::uint16_t, std::uint16_t>, std::unique_ptr<Entry>>::iterator it);
 
   StackConfig cfg_;
   Port& port_;

@@ -26,6 +26,12 @@ int error_of(End why) noexcept {
 
 // Wake a blocked writer only for a useful amount of room.
 constexpr std::size_t kWriteWakeBytes = 64 * 1024;
+// A connection socklnd closed gracefully gets this long to finish (Linux's
+// tcp_fin_timeout for orphaned sockets); then it is reset.
+constexpr Time kOrphanTimeout = std::chrono::seconds(60);
+// The receive ring starts empty and grows, in steps of at least this, up to
+// the configured capacity (a SYN costs no buffer).
+constexpr std::size_t kRingStep = 64 * 1024;
 
 }  // namespace
 
@@ -35,7 +41,7 @@ constexpr std::size_t kWriteWakeBytes = 64 * 1024;
 class SockTransport::Link final : public Upper {
  public:
   Link(SockTransport& t, const Endpoints& ep, bool active, std::uint32_t capacity)
-      : capacity_(capacity), t_(t), ep_(ep), active_(active), buf_(capacity) {}
+      : capacity_(capacity), t_(t), ep_(ep), active_(active) {}
 
   void on_established() override {
     conn_ = t_.stack_.connection(ep_.remote_ip, ep_.remote_port, ep_.local_port);
@@ -44,9 +50,14 @@ class SockTransport::Link final : public Upper {
     else t_.incoming_.push_back(this);
   }
   void on_data(ByteSpan bytes) override {
-    // The window is rounded up to its scale and never shrinks, so a little
-    // more than receive_space() can arrive: the ring grows (rarely) to
-    // take it, since every byte delivered must be taken.
+    if (orphan_) {  // data after socklnd closed: nobody will read it, reset (as Linux)
+      abort_due_ = true;
+      t_.ready(this, 0);
+      return;
+    }
+    // The ring grows as data comes (and the window, rounded up to its scale
+    // and never shrinking, may bring a little more than receive_space()):
+    // every byte delivered must be taken.
     if (lent_ && len_ == 0 && lent_filled_ < lent_len_) {  // straight into socklnd's sink
       const std::size_t k = std::min(bytes.size(), lent_len_ - lent_filled_);
       std::memcpy(lent_ + lent_filled_, bytes.data(), k);
@@ -58,7 +69,7 @@ class SockTransport::Link final : public Upper {
     }
     const std::size_t n = bytes.size();
     if (n > buf_.size() - len_) grow(len_ + n);
-    const std::size_t tail = (head_ + len_) % buf_.size();
+    const std::size_t tail = (head_ + len_) % buf_.size();  // grown above: not empty
     const std::size_t first = std::min(n, buf_.size() - tail);
     std::memcpy(buf_.data() + tail, bytes.data(), first);
     std::memcpy(buf_.data(), bytes.data() + first, n - first);
@@ -86,8 +97,8 @@ class SockTransport::Link final : public Upper {
   // Re-lay the ring out at the start of a buffer of at least `size` bytes
   // (receive_space() still offers only the configured capacity).
   void grow(std::size_t size) {
-    std::vector<std::uint8_t> bigger(std::max(size, buf_.size() + buf_.size() / 4));
-    const std::size_t first = std::min(len_, buf_.size() - head_);
+    std::vector<std::uint8_t> bigger(std::max({size, buf_.size() * 2, kRingStep}));
+    const std::size_t first = buf_.empty() ? 0 : std::min(len_, buf_.size() - head_);
     std::memcpy(bigger.data(), buf_.data() + head_, first);
     std::memcpy(bigger.data() + first, buf_.data(), len_ - first);
     buf_.swap(bigger);
@@ -109,6 +120,9 @@ class SockTransport::Link final : public Upper {
   bool queued_ = false;   // on ready_
   bool blocked_ = false;  // on blocked_
   bool linger0_ = false;
+  bool orphan_ = false;     // socklnd closed it gracefully; finishing on its own
+  bool abort_due_ = false;  // reset it at the next poll (data came after the close)
+  Time orphan_until_{0};
   // Memory socklnd lent for the next bytes (its payload sink), and how much
   // of it on_data() has filled that recv() has not reported yet.
   std::uint8_t* lent_ = nullptr;
@@ -124,11 +138,22 @@ class SockTransport::LinkStream final : public sock::Stream {
     l.handler_ = nullptr;
     l.lent_ = nullptr;  // the memory goes back to its owner
     l.lent_len_ = l.lent_filled_ = 0;
-    if (l.conn_) {
+    const bool unread = l.len_ > 0;
+    l.buf_ = {};  // nobody reads it any more
+    l.head_ = l.len_ = 0;
+    if (l.ended_) {
+      l.t_.ready(&l, 0);  // to be freed at the next poll
+    } else if (l.conn_) {
       Conn* c = l.conn_;
-      if (l.linger0_) c->abort(l.t_.now_); else c->close(l.t_.now_);
-    } else if (!l.ended_) {
-      l.linger0_ = true;  // not established yet: abort once it is
+      // Closed with data unread, or under SO_LINGER 0: reset, as Linux.
+      if (l.linger0_ || unread) {
+        c->abort(l.t_.now_);
+      } else {
+        l.orphan_ = true;
+        l.orphan_until_ = l.t_.now_ + kOrphanTimeout;
+        l.t_.orphans_.push_back(&l);
+        c->close(l.t_.now_);  // a connection still connecting ends at once
+      }
     }
   }
 
@@ -226,7 +251,7 @@ class SockTransport::LinkStream final : public sock::Stream {
 };
 
 SockTransport::SockTransport(Stack& stack, std::uint16_t port, Accept accept, std::uint32_t rx_buffer)
-    : stack_(stack), accept_(std::move(accept)), rx_buffer_(rx_buffer) {
+    : stack_(stack), port_(port), accept_(std::move(accept)), rx_buffer_(rx_buffer) {
   if (port != 0)
     stack_.listen(port, [this](const Endpoints& ep) -> Upper* {
       links_.push_back(std::make_unique<Link>(*this, ep, false, rx_buffer_));
@@ -234,7 +259,9 @@ SockTransport::SockTransport(Stack& stack, std::uint16_t port, Accept accept, st
     });
 }
 
-SockTransport::~SockTransport() = default;
+SockTransport::~SockTransport() {
+  if (port_ != 0) stack_.unlisten(port_);
+}
 
 std::unique_ptr<sock::Stream> SockTransport::connect(std::uint32_t local_ip, std::uint32_t remote_ip,
                                                      std::uint16_t port, int& error) {
@@ -249,6 +276,7 @@ std::unique_ptr<sock::Stream> SockTransport::connect(std::uint32_t local_ip, std
     return nullptr;
   }
   link->ep_ = c->endpoints();
+  link->conn_ = c;  // sends queue until it is established; a close ends it at once
   auto s = std::make_unique<LinkStream>(*link);
   links_.push_back(std::move(link));
   ++stats_.connects;
@@ -276,7 +304,7 @@ std::size_t SockTransport::poll(Time now) {
   // Writers waiting for room.
   for (std::size_t i = 0; i < blocked_.size();) {
     Link* l = blocked_[i];
-    const bool room = !l->conn_ || l->conn_->send_space() >= kWriteWakeBytes;
+    const bool room = !l->conn_ || l->conn_->send_space() >= std::min(kWriteWakeBytes, l->conn_->send_buffer() / 2);
     if (room) {
       l->blocked_ = false;
       blocked_[i] = blocked_.back();
@@ -293,13 +321,24 @@ std::size_t SockTransport::poll(Time now) {
     l->queued_ = false;
     const std::uint32_t ev = l->events_;
     l->events_ = 0;
-    if (!l->stream_ && l->conn_ && l->linger0_) {
-      l->conn_->abort(now_);  // closed by socklnd before it was connected
+    if (l->orphan_ && l->conn_ && l->abort_due_) {
+      l->conn_->abort(now_);
       continue;
     }
     if (l->stream_ && l->handler_) {
       l->handler_->on_io(ev);
       ++delivered;
+    }
+  }
+  // Orphans that outstay their time are reset.
+  for (std::size_t i = 0; i < orphans_.size();) {
+    Link* l = orphans_[i];
+    if (l->conn_ && now_ >= l->orphan_until_) l->conn_->abort(now_);
+    if (!l->conn_) {
+      orphans_[i] = orphans_.back();
+      orphans_.pop_back();
+    } else {
+      ++i;
     }
   }
   // Free what is over on both sides.

@@ -60,6 +60,7 @@ class SockTransport final : public sock::Transport {
   void ready(Link* l, std::uint32_t events);
 
   Stack& stack_;
+  std::uint16_t port_;
   Accept accept_;
   std::uint32_t rx_buffer_;
   Time now_{0};
@@ -68,6 +69,7 @@ class SockTransport final : public sock::Transport {
   std::vector<Link*> ready_;     // links with events to deliver
   std::vector<Link*> incoming_;  // accepted and established, for accept_
   std::vector<Link*> blocked_;   // a write found the send buffer full
+  std::vector<Link*> orphans_;   // closed gracefully by socklnd, finishing on their own
 };
 
 }  // namespace lnetr::tcp

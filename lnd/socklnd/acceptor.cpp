@@ -75,7 +75,7 @@ void Acceptor::Listener::on_io(std::uint32_t) {
     sockaddr_in remote{};
     const int fd = accept_one(fd_, remote);
     if (fd < 0) return;
-    acceptor_.take(std::make_unique<KernelStream>(fd, acceptor_.poller_));
+    acceptor_.take(std::make_unique<KernelStream>(fd, acceptor_.poller_, remote));
   }
 }
 

@@ -160,6 +160,7 @@ sockaddr_in KernelStream::local() const noexcept {
 }
 
 sockaddr_in KernelStream::remote() const noexcept {
+  if (have_remote_) return remote_;
   sockaddr_in a{};
   socklen_t len = sizeof a;
   (void)getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len);

@@ -71,6 +71,9 @@ class Transport {
 class KernelStream final : public Stream {
  public:
   KernelStream(int fd, Poller& poller) noexcept : fd_(fd), poller_(&poller) {}
+  // An accepted socket, with the peer's address accept() gave.
+  KernelStream(int fd, Poller& poller, const sockaddr_in& remote) noexcept
+      : fd_(fd), poller_(&poller), remote_(remote), have_remote_(true) {}
   ~KernelStream() override;
   bool watch(IoHandler* h) noexcept override;
   ssize_t recv(std::uint8_t* dst, std::size_t len) noexcept override;
@@ -85,6 +88,8 @@ class KernelStream final : public Stream {
  private:
   int fd_;
   Poller* poller_;
+  sockaddr_in remote_{};
+  bool have_remote_ = false;
   bool watched_ = false;
 };
 

@@ -142,8 +142,8 @@ void Host::crash() {
   node->reap();
   node.reset();
   wire->up = true;
+  transport.reset();  // it stops listening on the stack
   stack.reset();
-  transport.reset();
 }
 
 void Host::send(ByteSpan frame) {
