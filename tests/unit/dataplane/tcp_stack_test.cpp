@@ -269,3 +269,41 @@ TEST(TcpStack, VlanTaggedLinksWork) {
 
 }  // namespace
 }  // namespace lnetr::tcp
+
+namespace lnetr::tcp {
+namespace {
+
+// The side that closed first waits in TIME-WAIT; a peer reconnecting from
+// the same port (as socklnd does, from 1023 down) is taken at once, as
+// Linux does (RFC 6191), not after a SYN timeout.
+TEST(TcpStack, ASynInTimeWaitStartsTheNewConnectionAtOnce) {
+  Link l;
+  Owner first;
+  Conn* c = l.a().connect(kIpB, 988, 1023, first, l.now);
+  ASSERT_NE(c, nullptr);
+  l.run(l.now + 50ms);
+  ASSERT_TRUE(l.accepted.established);
+  Conn* theirs = l.b().connection(kIpA, 1023, 988);
+  ASSERT_NE(theirs, nullptr);
+  theirs->close(l.now);  // B closes first: B ends in TIME-WAIT
+  l.run(l.now + 20ms);
+  c->close(l.now);
+  l.run(l.now + 20ms);
+  theirs = l.b().connection(kIpA, 1023, 988);
+  ASSERT_NE(theirs, nullptr);
+  EXPECT_EQ(theirs->state(), State::time_wait);
+  ASSERT_TRUE(first.ended);
+  l.accepted = Owner{};
+  Owner second;
+  const Time t0 = l.now;
+  Conn* again = l.a().connect(kIpB, 988, 1023, second, l.now);
+  ASSERT_NE(again, nullptr);
+  l.run(l.now + 50ms);
+  EXPECT_TRUE(second.established);
+  EXPECT_TRUE(l.accepted.established);
+  EXPECT_LT(l.now - t0, 100ms);
+  EXPECT_EQ(l.b().connection(kIpA, 1023, 988)->state(), State::established);
+}
+
+}  // namespace
+}  // namespace lnetr::tcp

@@ -6,6 +6,7 @@
 #include "dataplane/tcp/transport.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/epoll.h>
 
 #include <deque>
 #include <map>
@@ -348,6 +349,44 @@ TEST(SockTransport, LentMemoryIsFilledDirectly) {
   EXPECT_GT(lends, 0u);
   // Every byte crossed into the sink once, never through the ring and out again.
   EXPECT_LT(w.hosts[1].transport->stats().bytes_copied, data.size() + data.size() / 4);
+}
+
+}  // namespace
+}  // namespace lnetr::tcp
+
+namespace lnetr::tcp {
+namespace {
+
+// A connection the acceptor refuses is closed; data the peer sends after
+// that is answered with a reset (as Linux answers data on a closed socket),
+// and nothing of it is kept.
+TEST(SockTransport, DataAfterARefusalIsReset) {
+  Wire w;
+  Host& a = w.hosts[0];
+  Host& b = w.hosts[1];
+  int err = 0;
+  auto client = a.transport->connect(kA.addr4(), kB.addr4(), sock::kAcceptPort, err);
+  ASSERT_TRUE(client);
+  Catcher cc;
+  client->watch(&cc);
+  ASSERT_TRUE(w.pump([&] { return (cc.events & EPOLLOUT) != 0; }));
+  Bytes junk(64, 0x5a);  // not an acceptor request
+  iovec iov{junk.data(), junk.size()};
+  ASSERT_EQ(client->sendv(&iov, 1), 64);
+  ASSERT_TRUE(w.pump([&] {
+    return b.acceptor->refused()[static_cast<std::size_t>(sock::CloseReason::bad_acceptor)] == 1;
+  }));
+  Bytes more(100000, 1);
+  iovec iov2{more.data(), more.size()};
+  (void)client->sendv(&iov2, 1);
+  ssize_t last = 0;
+  ASSERT_TRUE(w.pump([&] {
+    last = client->recv(more.data(), more.size());
+    return last < 0 && last != -EAGAIN;
+  }));
+  EXPECT_EQ(last, -ECONNRESET);  // what was sent is not kept: the connection is reset
+  ASSERT_TRUE(w.pump([&] { return b.transport->links() == 0 && b.stack->connections() == 0; }))
+      << b.transport->links() << " links, " << b.stack->connections() << " connections left";
 }
 
 }  // namespace
