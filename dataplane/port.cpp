@@ -2,6 +2,7 @@
 
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_ether.h>
 
 #include <algorithm>
 #include <cstring>
@@ -113,6 +114,12 @@ PortQueue::~PortQueue() {
 }
 
 void PortQueue::deliver(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
+  // A driver that took the 802.1Q tag out of the frame (af_packet does,
+  // from the kernel's metadata): put it back, the stack reads it there.
+  if ((m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) && rte_vlan_insert(&m) != 0) {
+    rte_pktmbuf_free(m);
+    return;
+  }
   if (m->nb_segs == 1) {
     stack.receive(ByteSpan(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m)), now);
   } else {  // a chained frame (jumbo on some devices): the stack wants it whole
