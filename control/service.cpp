@@ -1234,6 +1234,32 @@ void Service::collect(Families& f) {
       f.gauge("lnetr_peer_router_credits_min", "Lowest router credits seen for the peer", l,
               p["min_rtr_credits"].get<double>());
     }
+    // DPDK ports (lnetr's own TCP/IP): frames, drops, TCP repair work.
+    if (st.contains("ports")) {
+      for (const Json& p : st["ports"]) {
+        const L l{{"port", p["name"].get<std::string>()}};
+        f.gauge("lnetr_port_link_up", "1 if the DPDK port's link is up", l, p["link"] == "up" ? 1 : 0);
+        f.counter("lnetr_port_rx_frames_total", "Frames received on the DPDK port", l, p["rx_frames"].get<double>());
+        f.counter("lnetr_port_tx_frames_total", "Frames sent on the DPDK port", l, p["tx_frames"].get<double>());
+        f.counter("lnetr_port_rx_bytes_total", "Bytes received on the DPDK port", l, p["rx_bytes"].get<double>());
+        f.counter("lnetr_port_tx_bytes_total", "Bytes sent on the DPDK port", l, p["tx_bytes"].get<double>());
+        f.counter("lnetr_port_tx_dropped_total",
+                  "Frames the port could not send (no mbuf, or the device refused); TCP retransmits them", l,
+                  p["tx_dropped"].get<double>());
+        f.counter("lnetr_port_rx_malformed_total", "Received frames refused by lnetr's decoders", l,
+                  p["dropped_malformed"].get<double>());
+        f.gauge("lnetr_port_tcp_connections", "TCP connections of lnetr's stack on the port", l,
+                p["tcp_connections"].get<double>());
+        f.counter("lnetr_port_tcp_retransmits_total",
+                  "TCP segments lnetr's stack sent again on the port; rising means loss on the link", l,
+                  p["tcp"]["retransmits"].get<double>());
+        f.counter("lnetr_port_tcp_timeouts_total",
+                  "Retransmission timeouts on the port's connections; each stalls a connection for an RTO", l,
+                  p["tcp"]["timeouts"].get<double>());
+        f.counter("lnetr_port_tcp_resets_sent_total", "TCP resets lnetr's stack sent on the port", l,
+                  p["resets_out"].get<double>());
+      }
+    }
     const Json& sock = st["socklnd"];
     for (auto it = sock["closed"].begin(); it != sock["closed"].end(); ++it)
       f.counter("lnetr_socklnd_connections_closed_total",

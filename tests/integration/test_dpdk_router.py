@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import unittest
 
-from lnetr_router import Router, Topology, dataplane_binary
+from lnetr_router import Router, Topology, dataplane_binary, parse_metrics, scrape_metrics
 from lnetr_test import PeerTestCase
 
 SIZES = [0, 1, 4095, 4096, 4097, 65536, 1048576]
@@ -27,6 +27,7 @@ SIZES = [0, 1, 4095, 4096, 4097, 65536, 1048576]
 class DpdkRouterTestCase(PeerTestCase):
     pmd = "net_af_packet"
     impair = None
+    metrics = "off"
     check_interval = 1
 
     def setUp(self):
@@ -38,7 +39,8 @@ class DpdkRouterTestCase(PeerTestCase):
         self.addCleanup(self.topo.down)
         self.dir = tempfile.mkdtemp(prefix="lnetr-dpdk-")
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.router = Router(self.topo, self.dir, cores=(0,), poll="busy", pmd=self.pmd, impair=self.impair)
+        self.router = Router(self.topo, self.dir, cores=(0,), poll="busy", pmd=self.pmd, impair=self.impair,
+                             metrics=self.metrics)
         err = self.router.start(self.procs)
         if err:
             self.fail(err)
@@ -79,6 +81,7 @@ class DpdkRouterTestCase(PeerTestCase):
 
 
 class DpdkRouting(DpdkRouterTestCase):
+    metrics = "127.0.0.1:9798"  # inside namespace r
 
     def test_ping_through_and_to_the_router(self):
         b = self.server("b")
@@ -106,6 +109,20 @@ class DpdkRouting(DpdkRouterTestCase):
         self.assertGreater(ra["arp_replies_out"] + ra["arp_requests_out"], 0, ra)
         self.assertEqual(ra["dropped_malformed"], 0, ra)
         self.assertGreater(ports[self.topo.if_rb]["rx_frames"], 0)
+        # lnetr-control exports the ports' counters to Prometheus.
+        _, err = self.router.start_control(self.procs)
+        self.assertIsNone(err)
+        rc, ctype, body, stderr = scrape_metrics(self.topo.host("r"), self.metrics)
+        self.assertEqual(rc, 0, stderr)
+        series = parse_metrics(body)
+        for side in (self.topo.if_ra, self.topo.if_rb):
+            labels = frozenset({("port", side)})
+            self.assertEqual(series[("lnetr_port_link_up", labels)], 1)
+            self.assertGreater(series[("lnetr_port_rx_frames_total", labels)], 0)
+            self.assertGreater(series[("lnetr_port_tx_bytes_total", labels)], 0)
+            self.assertEqual(series[("lnetr_port_rx_malformed_total", labels)], 0)
+            self.assertIn(("lnetr_port_tcp_retransmits_total", labels), series)
+        self.assertIn(("lnetr_bytes_copied_total", frozenset({("cpt", "0")})), series)
 
     def test_puts_and_gets_of_every_size_are_delivered_intact(self):
         self.brw_all_sizes(10000)
