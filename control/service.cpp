@@ -117,8 +117,8 @@ T required(std::optional<T> v, const char* key) {
 // the service's lock held.
 class Controller {
  public:
-  Controller(shm::Region region, RouteTableBuilder& builder, const HealthParams& params)
-      : region_(std::move(region)), builder_(builder), health_(params) {
+  Controller(shm::Region region, RouteTableBuilder& builder, const HealthParams& params, const Placement& placement)
+      : region_(std::move(region)), builder_(builder), health_(params), placement_(placement) {
     for (std::uint32_t i = 0; i < shm::kMaxGateways; ++i) {
       shm::GatewayShm& g = region_.gateway(i);
       if (g.assigned.load() != 0) {
@@ -295,7 +295,7 @@ class Controller {
     shm::GatewayShm& g = board[free];
     g.nid = nid;
     g.via = Nid{};
-    g.owner = cpt_of(nid, region_.header().n_workers);
+    g.owner = placement_.of(nid, region_.header().n_workers);
     g.assigned.store(1);  // after nid, via and owner
     down_seen_[free] = g.down_events.load();
     heard_seen_[free] = g.heard.load();
@@ -316,6 +316,7 @@ class Controller {
   shm::Region region_;
   RouteTableBuilder& builder_;
   GatewayHealth health_;
+  Placement placement_;
   std::vector<std::uint32_t> slot_;                               // per watched gateway: its board slot
   bool unpublished_ = false;  // the last publish gave up: retry on the next step
   bool hold_carried_ = false;  // routes keep their carried state until their gateway's first check
@@ -325,7 +326,9 @@ class Controller {
 
 // ---- Service ---------------------------------------------------------------------
 
-Service::Service(config::Config cfg) : cfg_(std::move(cfg)), params_(health_params(cfg_)) {}
+Service::Service(config::Config cfg) : cfg_(std::move(cfg)), params_(health_params(cfg_)) {
+  for (Net n : config::port_nets(cfg_)) placement_.pinned.emplace_back(n, 0);  // the ports' worker
+}
 Service::~Service() = default;
 
 bool Service::attached() const {
@@ -380,7 +383,7 @@ bool Service::attach(shm::Region region) {
   } else if (origin.empty()) {
     origin = "kept across the dataplane's restart";
   }
-  ctl_ = std::make_unique<Controller>(std::move(region), *builder_, params_);
+  ctl_ = std::make_unique<Controller>(std::move(region), *builder_, params_, placement_);
   if (!ctl_->watch_gateways(Clock::now())) {
     ctl_.reset();
     return false;
@@ -633,7 +636,7 @@ const config::NiConfig* config_ni(const config::NetConfig& n, const Json& ni) {
 
 // A peer's counters summed over the workers that account for it; credits
 // from the worker that owns it (its connections' CPT).
-Json merged_peers(const Json& status) {
+Json merged_peers(const Json& status, const Placement& placement) {
   Json out = Json::array();
   for (const Json& p : status["peers"]) {
     auto it = std::find_if(out.begin(), out.end(), [&](const Json& q) { return q["nid"] == p["nid"]; });
@@ -644,7 +647,7 @@ Json merged_peers(const Json& status) {
     for (const char* k : {"send_count", "recv_count", "drop_count"})
       (*it)[k] = (*it)[k].get<std::uint64_t>() + p[k].get<std::uint64_t>();
     const auto n = parse_nid(p["nid"].get<std::string>());
-    if (n && cpt_of(*n, static_cast<std::uint32_t>(status["workers"].size())) == p["cpt"].get<std::uint32_t>())
+    if (n && placement.of(*n, static_cast<std::uint32_t>(status["workers"].size())) == p["cpt"].get<std::uint32_t>())
       for (const char* k : {"cpt", "state", "multi_rail", "max_ni_tx_credits", "available_tx_credits", "min_tx_credits",
                             "max_rtr_credits", "available_rtr_credits", "min_rtr_credits", "tx_q_num_of_buf",
                             "rtr_q_num_of_buf"})
@@ -660,7 +663,7 @@ Json Service::net_show(const Json& args) {
   const auto net = opt_net(args, "net");
   const auto verbose = opt_int(args, "verbose", 0, 4).value_or(0);
   const Json st = dataplane("status");
-  const Json peers = verbose ? merged_peers(st) : Json::array();
+  const Json peers = verbose ? merged_peers(st, placement_) : Json::array();
   const auto n_workers = static_cast<std::uint32_t>(st["workers"].size());
   Json nets = Json::array();
   for (const config::NetConfig& n : cfg_.nets) {
@@ -720,7 +723,7 @@ Json Service::peer_show(const Json& args) {
   const auto verbose = opt_int(args, "verbose", 0, 4).value_or(0);
   const Json st = dataplane("status");
   Json peers = Json::array();
-  for (const Json& p : merged_peers(st)) {
+  for (const Json& p : merged_peers(st, placement_)) {
     if (nid && p["nid"].get<std::string>() != to_string(*nid)) continue;
     Json ni = {{"nid", p["nid"]}, {"state", p["state"]}};
     if (verbose) {
@@ -1038,7 +1041,7 @@ Json Service::ping(const Json& args) {
     shm::GatewayShm& g = region.gateway(shm::kMaxGateways + static_cast<std::uint32_t>(k));
     g.nid = nid;
     g.via = via.value_or(Nid{});
-    g.owner = cpt_of(via.value_or(nid), region.header().n_workers);
+    g.owner = placement_.of(via.value_or(nid), region.header().n_workers);
     g.assigned.store(1);
     asked = Clock::now();
     seq = g.request.load() + 1;

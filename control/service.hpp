@@ -23,6 +23,7 @@
 #include "control/request.hpp"
 #include "dataplane/shm/region.hpp"
 #include "router/config.hpp"
+#include "router/forward.hpp"
 #include "router/route_table.hpp"
 
 namespace lnetr::control {
@@ -107,6 +108,7 @@ class Service {
   mutable std::mutex mu_;
   config::Config cfg_;
   HealthParams params_;
+  Placement placement_;  // which worker owns a peer (nets on DPDK ports are pinned)
   std::optional<RouteTableBuilder> builder_;
   std::unique_ptr<Controller> ctl_;
   // Operators' pings: which API ping slot is in use, and from when a slot

@@ -555,7 +555,7 @@ void Forwarder::route(RouterMsg* m) {
 // To the worker that owns the next hop.
 void Forwarder::dispatch(RouterMsg* m) {
   m->ni = ni_index(m->next_hop);
-  const std::uint32_t owner = cpt_of(m->next_hop, ncpts_);
+  const std::uint32_t owner = setup_.placement.of(m->next_hop, ncpts_);
   if (owner == index_) return send_out(m);
   // A ring holds at most the messages homed at either end: never full.
   ports_.post(owner, {RingItem::Kind::send, m});
@@ -583,7 +583,7 @@ bool Forwarder::reroute(RouterMsg* m) {
   ++m->reroutes;
   counters().reroutes.add();
   m->next_hop = (*r)->gateway;
-  if (m->home == index_ || cpt_of(m->next_hop, ncpts_) == index_) {
+  if (m->home == index_ || setup_.placement.of(m->next_hop, ncpts_) == index_) {
     dispatch(m);
   } else {
     ports_.post(m->home, {RingItem::Kind::dispatch, m});

@@ -100,12 +100,16 @@ SetupResult make_setup(const config::Config& cfg) {
     if (!port_ni[i])
       errors.push_back(where(dp.ports[i].source, "port " + dp.ports[i].name.value +
                                                      " serves no NI: name it in a net's interfaces"));
-  // A connection lives in the worker whose queue receives its packets, and
-  // peers are placed on workers by NID: until the two agree (RSS steering),
-  // one worker serves everything when a port is configured.
-  if (!dp.ports.empty() && dp.cores.value.size() > 1)
-    errors.push_back(where(dp.cores.source, "DPDK ports are served by one worker in this version: configure one core "
-                                            "(cores lists " + std::to_string(dp.cores.value.size()) + ")"));
+  // A connection lives in the worker whose queue receives its packets:
+  // worker 0 polls each port's single queue, and the peers of a port's net
+  // are pinned to it (Placement).  Several queues would need connections
+  // steered to their owners by RSS, which is not built yet.
+  for (const NiSetup& n : s.nis)
+    if (n.port >= 0) s.placement.pinned.emplace_back(n.nid.net(), 0);
+  for (const config::PortConfig& p : dp.ports)
+    if (p.queues.value > 1)
+      errors.push_back(where(p.queues.source, "a port has one queue in this version (its connections must arrive at "
+                                              "the worker that owns them; RSS steering is not built yet)"));
   for (const config::RouteConfig& r : cfg.routes) {
     RouteSetup rs;
     rs.net = r.net.value;

@@ -65,6 +65,7 @@ struct Setup {
   std::string shm_name = "/lnetr";
 
   sock::Options sock;
+  Placement placement;  // which worker owns a peer
   std::chrono::seconds alive_router_check_interval{60};
   bool discovery = true;  // global.discovery: our ping info says we run it
   std::chrono::seconds router_ping_timeout{50};

@@ -90,7 +90,12 @@ bool Worker::init(std::string& err) {
   std::vector<sock::LocalNi> nis;
   for (const NiSetup& n : setup_.nis) {
     sock::Transport* t = nullptr;
-    if (n.port >= 0 && lanes_[static_cast<std::size_t>(n.port)]) t = lanes_[static_cast<std::size_t>(n.port)]->transport.get();
+    if (n.port >= 0) {
+      // The port's NI: its stack where this worker polls the port; elsewhere
+      // nothing (its peers are pinned to that worker, never connected from here).
+      const auto& lane = lanes_[static_cast<std::size_t>(n.port)];
+      t = lane ? static_cast<sock::Transport*>(lane->transport.get()) : &no_port_;
+    }
     nis.push_back({n.nid, t});
   }
   node_ = std::make_unique<sock::Node>(setup_.sock, nis, incarnation_, poller_, forwarder_);
@@ -117,7 +122,7 @@ bool Worker::init(std::string& err) {
   if (index_ == 0) {
     acceptor_ = std::make_unique<sock::Acceptor>(
         setup_.sock, nis, incarnation_, poller_, [this](sock::Accepted&& a) {
-          const std::uint32_t owner = cpt_of(a.hello.src_nid, fabric_.n);
+          const std::uint32_t owner = setup_.placement.of(a.hello.src_nid, fabric_.n);
           if (owner == index_) return node_->adopt(std::move(a));
           // Only into the ring's spare room: the rest is for messages,
           // whose posts must never fail.

@@ -9,6 +9,7 @@
 #include <rte_ring.h>
 
 #include <array>
+#include <cerrno>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -128,6 +129,14 @@ class Worker final : public ForwarderPorts {
     std::unique_ptr<tcp::SockTransport> transport;
   };
   std::vector<std::unique_ptr<Lane>> lanes_;  // by Setup::ports index; null where not served here
+  // A port's NI on a worker that does not poll the port: connects fail.
+  class NoPort final : public sock::Transport {
+   public:
+    std::unique_ptr<sock::Stream> connect(std::uint32_t, std::uint32_t, std::uint16_t, int& error) override {
+      error = ENETUNREACH;
+      return nullptr;
+    }
+  } no_port_;
   std::uint64_t copied_seen_ = 0;             // bytes_copied already counted
 
   class WakeHandler;

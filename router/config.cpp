@@ -313,4 +313,15 @@ LoadResult load_config_file(const std::string& path, const LoadOptions& options)
   return load_config(text, path, options);
 }
 
+std::vector<Net> port_nets(const Config& cfg) {
+  std::vector<Net> out;
+  for (const NetConfig& net : cfg.nets)
+    for (const NiConfig& ni : net.nis)
+      if (ni.interface)
+        for (const PortConfig& p : cfg.dataplane.ports)
+          if (p.name.value == ni.interface->value && std::find(out.begin(), out.end(), net.net.value) == out.end())
+            out.push_back(net.net.value);
+  return out;
+}
+
 }  // namespace lnetr::config

@@ -295,6 +295,10 @@ struct Config {
   const NetConfig* find_net(Net net) const noexcept;
 };
 
+// The nets served by a DPDK port: those with an NI whose interface names a
+// port of dataplane.ports (their peers are pinned to the port's worker).
+std::vector<Net> port_nets(const Config& cfg);
+
 // ---- loading ----------------------------------------------------------------
 
 // One problem, warning or error.  to_string():

@@ -6,6 +6,8 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
+#include <vector>
 #include <span>
 #include <string_view>
 
@@ -85,6 +87,19 @@ constexpr std::uint32_t pool_capacity(PoolClass c) noexcept {
 // Linux's CPT of a nid4 NID: the sum of its 8 bytes modulo the number of
 // CPTs; large NIDs hash all their bytes the same way.
 std::uint32_t cpt_of(const Nid& nid, std::uint32_t ncpts) noexcept;
+
+// The worker that owns a peer (its connections, its credits): the CPT of
+// its NID, except on a net served by a DPDK port, whose connections live in
+// the worker polling that port: those peers are pinned to it, and messages
+// from other workers reach them through the rings.
+struct Placement {
+  std::vector<std::pair<Net, std::uint32_t>> pinned;  // net -> worker
+  std::uint32_t of(const Nid& nid, std::uint32_t ncpts) const noexcept {
+    for (const auto& [net, worker] : pinned)
+      if (nid.net() == net) return worker;
+    return cpt_of(nid, ncpts);
+  }
+};
 
 // ---- what to do with a received message ---------------------------------------------
 

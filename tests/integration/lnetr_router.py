@@ -94,7 +94,8 @@ class Topology:
     def __init__(self, direct=False, dpdk=False):
         pid = os.getpid()
         # dpdk: the router's veth ends carry DPDK ports (lnetr's own TCP/IP):
-        # no kernel address there, and offloads off on every end.
+        # no kernel address there, and offloads off on them.  True: both
+        # sides; "a" or "b": that side only (the other on kernel sockets).
         self.dpdk = dpdk
         n = pid % 100 * 2 + 21  # odd: A (.1.2@tcp) on CPT 0, B (.2.3@tcp1) on CPT 1
         self.direct = direct
@@ -125,11 +126,14 @@ class Topology:
         for ns in self.ns.values():
             ip("netns", "add", ns)
             ip("-n", ns, "link", "set", "lo", "up")
-        self._veth(self.ns["a"], "eth0", self.a_ip, self.ns["r"], self.if_ra, self.ra_ip, self.dpdk)
-        self._veth(self.ns["b"], "eth0", self.b_ip, self.ns["r"], self.if_rb, self.rb_ip, self.dpdk)
+        self._veth(self.ns["a"], "eth0", self.a_ip, self.ns["r"], self.if_ra, self.ra_ip, self.dpdk_side("a"))
+        self._veth(self.ns["b"], "eth0", self.b_ip, self.ns["r"], self.if_rb, self.rb_ip, self.dpdk_side("b"))
         if self.direct:
             self._veth(self.ns["a"], "eth1", self.a_direct_nid.split("@")[0],
                        self.ns["b"], "eth1", self.b_direct_nid.split("@")[0])
+
+    def dpdk_side(self, side):
+        return self.dpdk is True or self.dpdk == side
 
     def down(self):
         for ns in self.ns.values():
@@ -215,7 +219,9 @@ class Router:
         if not topo.dpdk:
             return ""
         out = "  ports:\n"
-        for i, (name, addr) in enumerate(((topo.if_ra, topo.ra_ip), (topo.if_rb, topo.rb_ip))):
+        for i, (side, name, addr) in enumerate((("a", topo.if_ra, topo.ra_ip), ("b", topo.if_rb, topo.rb_ip))):
+            if not topo.dpdk_side(side):
+                continue
             out += "    - name: %s\n      device: \"%s%d,iface=%s\"\n      address: %s/24\n" % (name, pmd, i, name, addr)
             if impair:
                 out += "      impair:\n" + "".join("        %s: %s\n" % kv for kv in sorted(impair.items()))

@@ -28,19 +28,21 @@ class DpdkRouterTestCase(PeerTestCase):
     pmd = "net_af_packet"
     impair = None
     metrics = "off"
+    dpdk = True  # or "a": only A's side on a DPDK port
+    cores = (0,)
     check_interval = 1
 
     def setUp(self):
         super().setUp()
         if not os.access(dataplane_binary(), os.X_OK):
             self.fail("lnetr-dataplane not found at %s" % dataplane_binary())
-        self.topo = Topology(dpdk=True)
+        self.topo = Topology(dpdk=self.dpdk)
         self.topo.up()
         self.addCleanup(self.topo.down)
         self.dir = tempfile.mkdtemp(prefix="lnetr-dpdk-")
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.router = Router(self.topo, self.dir, cores=(0,), poll="busy", pmd=self.pmd, impair=self.impair,
-                             metrics=self.metrics)
+        self.router = Router(self.topo, self.dir, cores=self.cores, poll="busy" if len(self.cores) == 1 else "adaptive",
+                             pmd=self.pmd, impair=self.impair, metrics=self.metrics)
         err = self.router.start(self.procs)
         if err:
             self.fail(err)
@@ -135,6 +137,39 @@ class DpdkRouting(DpdkRouterTestCase):
         # Every forwarded byte was copied (no zero-copy path yet): counted.
         copied = sum(w["bytes_copied"] for w in st["workers"])
         self.assertGreater(copied, st["statistics"]["route_length"])
+
+
+class DpdkRoutingTwoWorkers(DpdkRouterTestCase):
+    """Two workers, A's net on a DPDK port and B's on kernel sockets: A's
+    peers are pinned to worker 0 (which polls the port), B hashes to
+    worker 1, so every message crosses between the workers' rings."""
+    dpdk = "a"
+    cores = (0, 1)
+
+    def test_messages_cross_between_the_port_worker_and_a_socket_worker(self):
+        self.brw_all_sizes(2000)
+        st = self.assert_router_idle()
+        self.assertEqual({p["nid"]: p["cpt"] for p in st["peers"]}, {self.topo.a_nid: 0, self.topo.b_nid: 1})
+        self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+        self.assertEqual([p["name"] for p in st["ports"]], [self.topo.if_ra])
+        transports = {n["nid"]: n["transport"] for n in st["nis"]}
+        self.assertEqual(transports, {self.topo.ra_nid: "dpdk", self.topo.rb_nid: "socket"})
+        # Both workers forwarded: each sends to the peers it owns.
+        self.assertTrue(all(w["tx_msgs"] > 0 for w in st["workers"]), st["workers"])
+
+
+class DpdkRoutingTwoWorkersPortB(DpdkRouterTestCase):
+    """B's net on the DPDK port: B's NID hashes to CPT 1, but its
+    connections live in worker 0, which polls the port, so B is pinned
+    there (A, on kernel sockets, is on CPT 0 by its hash)."""
+    dpdk = "b"
+    cores = (0, 1)
+
+    def test_the_ports_peers_are_pinned_to_its_worker(self):
+        self.brw_all_sizes(1000)
+        st = self.assert_router_idle()
+        self.assertEqual({p["nid"]: p["cpt"] for p in st["peers"]}, {self.topo.a_nid: 0, self.topo.b_nid: 0})
+        self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
 
 
 class DpdkRoutingLong(DpdkRouterTestCase):

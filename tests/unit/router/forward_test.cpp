@@ -89,3 +89,21 @@ TEST(Forward, DropReasonsHaveNamesAndText) {
 
 }  // namespace
 }  // namespace lnetr
+
+namespace lnetr {
+namespace {
+
+TEST(Placement, PinnedNetsGoToTheirWorkerOthersByCpt) {
+  Placement p;
+  p.pinned.emplace_back(Net{2, 9}, 0);  // tcp9 on a DPDK port polled by worker 0
+  for (std::uint32_t a = 1; a <= 40; ++a) {
+    const Nid on_port = Nid::make(Net{2, 9}, 0x0a000100 + a);
+    const Nid elsewhere = Nid::make(Net{2, 1}, 0x0a000100 + a);
+    EXPECT_EQ(p.of(on_port, 4), 0u);
+    EXPECT_EQ(p.of(elsewhere, 4), cpt_of(elsewhere, 4));
+  }
+  EXPECT_EQ(Placement{}.of(Nid::make(Net{2, 9}, 0x0a000107), 3), cpt_of(Nid::make(Net{2, 9}, 0x0a000107), 3));
+}
+
+}  // namespace
+}  // namespace lnetr
