@@ -50,6 +50,7 @@ class SockTransport::Link final : public Upper {
     else t_.incoming_.push_back(this);
   }
   void on_data(ByteSpan bytes) override {
+    if (bytes.empty()) return;
     if (orphan_) {  // data after socklnd closed: nobody will read it, reset (as Linux)
       abort_due_ = true;
       t_.ready(this, 0);
@@ -98,9 +99,11 @@ class SockTransport::Link final : public Upper {
   // (receive_space() still offers only the configured capacity).
   void grow(std::size_t size) {
     std::vector<std::uint8_t> bigger(std::max({size, buf_.size() * 2, kRingStep}));
-    const std::size_t first = buf_.empty() ? 0 : std::min(len_, buf_.size() - head_);
-    std::memcpy(bigger.data(), buf_.data() + head_, first);
-    std::memcpy(bigger.data() + first, buf_.data(), len_ - first);
+    if (len_ > 0) {  // (an empty ring may have no storage at all)
+      const std::size_t first = std::min(len_, buf_.size() - head_);
+      std::memcpy(bigger.data(), buf_.data() + head_, first);
+      std::memcpy(bigger.data() + first, buf_.data(), len_ - first);
+    }
     buf_.swap(bigger);
     head_ = 0;
   }
