@@ -90,13 +90,13 @@ void Conn::send_syn(bool with_ack, Time now) {
 
 // ---- sending -----------------------------------------------------------------------
 
-std::size_t Conn::send(ByteSpan data, Time now) {
+std::size_t Conn::queue(ByteSpan data, bool lend, Time now) {
   const bool open = state_ == State::established || state_ == State::close_wait || state_ == State::syn_sent ||
                     state_ == State::syn_received;
   if (!open || fin_queued_) return 0;
   const std::size_t room = cfg_.send_buffer > queued() ? cfg_.send_buffer - queued() : 0;
   const std::size_t n = std::min(room, data.size());
-  sndq_.insert(sndq_.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(n));
+  sndq_.append(data.first(n), lend);
   push(now);
   return n;
 }
@@ -167,7 +167,7 @@ void Conn::push(Time now) {
 
 void Conn::send_segment(std::uint32_t seq, std::size_t len, std::uint8_t flags, Time now) {
   const TcpHeader h = header(seq, flags, now);
-  out_.transmit(ep_, h, len ? unacked(seq - snd_una_, len) : ByteSpan{});
+  out_.transmit(ep_, h, len ? Payload(sndq_, seq - snd_una_, len) : Payload{});
   ++stats_.segments_out;
   ack_pending_ = false;
   ack_at_.reset();
@@ -235,15 +235,6 @@ std::size_t Conn::held_bytes() const noexcept {
   std::size_t n = 0;
   for (const auto& [start, bytes] : held_) n += bytes.size();
   return n;
-}
-
-void Conn::drop_acked(std::size_t n) {
-  sndq_head_ += n;
-  // Compact once the acknowledged prefix is half the buffer: amortised O(1).
-  if (sndq_head_ * 2 >= sndq_.size()) {
-    sndq_.erase(sndq_.begin(), sndq_.begin() + static_cast<std::ptrdiff_t>(sndq_head_));
-    sndq_head_ = 0;
-  }
 }
 
 // A window update only when it matters (receiver SWS avoidance, RFC 1122
@@ -455,8 +446,9 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
   if (seq_gt(a, snd_una_)) {
     const std::uint32_t acked = a - snd_una_;
     const std::size_t data = std::min<std::size_t>(acked, queued());
-    drop_acked(data);
+    sndq_.drop_front(data);
     stats_.bytes_acked += data;
+    if (data > 0) upper_.on_acked(data);
     snd_una_ = a;
     if (seq_lt(snd_nxt_, snd_una_)) snd_nxt_ = snd_una_;
     // RTT: the echoed timestamp, else the one timed segment (Karn: never
@@ -701,6 +693,7 @@ void Conn::tick(Time now) {
 
 void Conn::end(End why) {
   state_ = State::closed;
+  sndq_.clear();  // lent memory goes back to its owner
   rto_at_.reset();
   ack_at_.reset();
   time_wait_at_.reset();

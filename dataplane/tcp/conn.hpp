@@ -18,9 +18,11 @@
 // as the peer answers; out-of-order data is held as merged intervals inside
 // the window we advertised, which never shrinks.
 //
-// Not yet (the rest of issue 6): SACK-based loss recovery at the sender
-// (RFC 6675; SACK blocks are sent and parsed), keepalive, and sending from
-// mbuf chains (the send queue copies for now).
+// The send queue copies what send() gives it, or keeps a reference to what
+// lend() gives it until the peer acknowledges it (send_queue.hpp).
+//
+// Not yet: SACK-based loss recovery at the sender (RFC 6675; SACK blocks
+// are sent and parsed).
 #pragma once
 
 #include <chrono>
@@ -30,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dataplane/tcp/send_queue.hpp"
 #include "dataplane/tcp/wire.hpp"
 
 namespace lnetr::tcp {
@@ -110,7 +113,7 @@ class Output {
  public:
   virtual ~Output() = default;
   // Send this segment (header without checksum; payload valid until return).
-  virtual void transmit(const Endpoints& ep, const TcpHeader& h, ByteSpan payload) = 0;
+  virtual void transmit(const Endpoints& ep, const TcpHeader& h, const Payload& payload) = 0;
 };
 
 // Its owner.
@@ -127,6 +130,9 @@ class Upper {
   virtual void on_peer_closed() = 0;
   // The connection is over (after this the Conn may be destroyed).
   virtual void on_end(End why) = 0;
+  // The peer acknowledged `n` more bytes of what was sent (lent memory
+  // among them is released).
+  virtual void on_acked(std::size_t n) { (void)n; }
 };
 
 class Conn {
@@ -141,7 +147,14 @@ class Conn {
   // A segment for this connection (checksum already verified).
   void input(const TcpHeader& seg, Time now);
   // Queue bytes to send; how many were taken (the send buffer may be full).
-  std::size_t send(ByteSpan data, Time now);
+  // send() copies them; lend() keeps a reference to the caller's memory,
+  // which must stay valid until on_acked() has covered them, own_sent()
+  // copied them, or the connection ended.
+  std::size_t send(ByteSpan data, Time now) { return queue(data, false, now); }
+  std::size_t lend(ByteSpan data, Time now) { return queue(data, true, now); }
+  // Copy lent bytes still queued into the connection's own storage (their
+  // owner wants the memory back); the bytes copied.
+  std::size_t own_sent() { return sndq_.own_all(); }
   // Send FIN once everything queued has been sent.
   void close(Time now);
   // Send RST and end now.
@@ -174,7 +187,8 @@ class Conn {
   std::uint32_t ssthresh() const noexcept { return ssthresh_; }
   Time rto() const noexcept { return rto_; }
   std::uint16_t send_mss() const noexcept { return snd_mss_; }
-  std::size_t queued() const noexcept { return sndq_.size() - sndq_head_; }  // bytes not yet acked
+  std::size_t queued() const noexcept { return sndq_.size(); }  // bytes not yet acked
+  std::size_t lent() const noexcept { return sndq_.lent(); }    // of which lent
   // Bytes send() would take now.
   std::size_t send_buffer() const noexcept { return cfg_.send_buffer; }
   std::size_t send_space() const noexcept { return cfg_.send_buffer > queued() ? cfg_.send_buffer - queued() : 0; }
@@ -184,6 +198,7 @@ class Conn {
 
  private:
   // Sending.
+  std::size_t queue(ByteSpan data, bool lend, Time now);
   void send_syn(bool with_ack, Time now);
   void push(Time now);  // send what the windows allow
   void send_segment(std::uint32_t seq, std::size_t len, std::uint8_t flags, Time now);
@@ -193,10 +208,6 @@ class Conn {
   TcpHeader header(std::uint32_t seq, std::uint8_t flags, Time now);
   std::uint16_t advertised_window() const;
   void hold(std::uint32_t seq, ByteSpan bytes);
-  ByteSpan unacked(std::size_t offset, std::size_t len) const noexcept {
-    return ByteSpan(sndq_).subspan(sndq_head_ + offset, len);
-  }
-  void drop_acked(std::size_t n);
   std::size_t payload_mss() const noexcept { return snd_mss_ - (ts_ok_ ? 12u : 0u); }
   bool fin_acked() const noexcept { return fin_sent_ && seq_gt(snd_una_, fin_seq_); }
   // Receiving.
@@ -228,8 +239,7 @@ class Conn {
   std::uint8_t snd_wscale_ = 0;  // the peer's (applied to windows it sends)
   std::uint8_t rcv_wscale_ = 0;  // ours (applied to windows we send)
   bool sack_ok_ = false, ts_ok_ = false;
-  std::vector<std::uint8_t> sndq_;  // bytes from snd_una_ on (sent or not), from sndq_head_
-  std::size_t sndq_head_ = 0;       // acknowledged bytes not yet compacted away
+  SendQueue sndq_;                  // bytes from snd_una_ on (sent or not)
   bool fin_queued_ = false;         // close(): FIN after sndq_
   bool fin_sent_ = false;
   std::uint32_t fin_seq_ = 0;       // the FIN's sequence number, once sent

@@ -7,7 +7,7 @@ namespace lnetr::tcp {
 struct Stack::Entry final : Output {
   Stack* stack = nullptr;
   std::unique_ptr<Conn> conn;
-  void transmit(const Endpoints& ep, const TcpHeader& h, ByteSpan payload) override {
+  void transmit(const Endpoints& ep, const TcpHeader& h, const Payload& payload) override {
     stack->transmit_tcp(ep, h, payload, stack->now_);
   }
 };
@@ -231,7 +231,7 @@ void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
   transmit_tcp({cfg_.ip, ip.src, seg.dst_port, seg.src_port}, r, {}, now_);
 }
 
-void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, ByteSpan payload, Time now) {
+void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload& payload, Time now) {
   // To a resolved neighbour: the whole frame built in place in the port's
   // buffer, the payload copied once.
   auto nb = neighbours_.find(ep.remote_ip);
@@ -251,7 +251,7 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, ByteSpan paylo
     const MutableByteSpan tcp = frame.subspan(eh + kIpv4MinHeader);
     const std::size_t n = encode_tcp(h, tcp);
     if (n == 0) return port_.send_built(0);
-    std::copy(payload.begin(), payload.end(), tcp.begin() + static_cast<std::ptrdiff_t>(n));
+    payload.copy_to(tcp.data() + n);
     stats_.bytes_copied += payload.size();
     finish_tcp_checksum(ep.local_ip, ep.remote_ip, tcp.first(n + payload.size()));
     Ipv4 ip;
@@ -274,7 +274,7 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, ByteSpan paylo
   std::vector<std::uint8_t> seg(kTcpMaxHeader + payload.size());
   const std::size_t n = encode_tcp(h, seg);
   if (n == 0) return;
-  std::copy(payload.begin(), payload.end(), seg.begin() + static_cast<std::ptrdiff_t>(n));
+  payload.copy_to(seg.data() + n);
   seg.resize(n + payload.size());
   finish_tcp_checksum(ep.local_ip, ep.remote_ip, seg);
   send_ip(ep.remote_ip, kProtoTcp, seg, now);

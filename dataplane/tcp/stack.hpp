@@ -109,7 +109,7 @@ class Stack {
   void send_rst_for(const Ipv4& ip, const TcpHeader& seg);
   // Send an IPv4 packet (header built here) carrying `l4` to `dst`.
   void send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now);
-  void transmit_tcp(const Endpoints& ep, const TcpHeader& h, ByteSpan payload, Time now);
+  void transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload& payload, Time now);
   void send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body);
   void arp_request(std::uint32_t ip);
   bool on_subnet(std::uint32_t ip) const noexcept;

@@ -86,10 +86,18 @@ class SockTransport::Link final : public Upper {
     peer_fin_ = true;
     t_.ready(this, EPOLLIN | EPOLLRDHUP);
   }
+  // Acknowledged bytes may release memory socklnd lent: tell it (once per
+  // poll, with the other events).
+  void on_acked(std::size_t) override {
+    if (!lending_) return;
+    t_.ready(this, EPOLLOUT);
+    if (conn_ && conn_->lent() == 0) lending_ = false;
+  }
   void on_end(End why) override {
     ended_ = true;
     end_ = why;
     conn_ = nullptr;
+    if (!stream_) t_.maybe_finished(this);
     t_.ready(this, EPOLLIN | EPOLLOUT | EPOLLHUP | (why == End::closed ? 0u : static_cast<std::uint32_t>(EPOLLERR)));
   }
 
@@ -120,6 +128,8 @@ class SockTransport::Link final : public Upper {
   bool established_ = false, peer_fin_ = false, ended_ = false;
   End end_ = End::closed;
   std::uint32_t events_ = 0;
+  std::size_t index_ = 0;  // in links_
+  bool reap_ = false;      // on finishing_
   bool queued_ = false;   // on ready_
   bool blocked_ = false;  // on blocked_
   bool linger0_ = false;
@@ -130,6 +140,10 @@ class SockTransport::Link final : public Upper {
   // of it on_data() has filled that recv() has not reported yet.
   std::uint8_t* lent_ = nullptr;
   std::size_t lent_len_ = 0, lent_filled_ = 0;
+  // Sending: bytes the stream took, and the position before which socklnd's
+  // lent memory is released; whether some of it is still held.
+  std::uint64_t taken_ = 0, released_ = 0;
+  bool lending_ = false;
 };
 
 class SockTransport::LinkStream final : public sock::Stream {
@@ -145,13 +159,17 @@ class SockTransport::LinkStream final : public sock::Stream {
     l.buf_ = {};  // nobody reads it any more
     l.head_ = l.len_ = 0;
     if (l.ended_) {
-      l.t_.ready(&l, 0);  // to be freed at the next poll
+      l.t_.maybe_finished(&l);
     } else if (l.conn_) {
       Conn* c = l.conn_;
       // Closed with data unread, or under SO_LINGER 0: reset, as Linux.
       if (l.linger0_ || unread) {
         c->abort(l.t_.now_);
       } else {
+        // Finishing without socklnd: what it lent is copied (its memory
+        // goes back to it now).
+        l.t_.stats_.bytes_copied += c->own_sent();
+        l.lending_ = false;
         l.orphan_ = true;
         l.orphan_until_ = l.t_.now_ + kOrphanTimeout;
         l.t_.orphans_.push_back(&l);
@@ -215,23 +233,37 @@ class SockTransport::LinkStream final : public sock::Stream {
     return static_cast<ssize_t>(n);
   }
 
-  ssize_t sendv(const iovec* iov, std::size_t n) noexcept override {
+  ssize_t sendv(const iovec* iov, std::size_t n) noexcept override { return sendv_lent(iov, n, n); }
+
+  ssize_t sendv_lent(const iovec* iov, std::size_t n, std::size_t lend_from) noexcept override {
     Link& l = *l_;
     if (!l.conn_) return l.ended_ ? (l.end_ == End::closed ? -EPIPE : error_of(l.end_)) : -EAGAIN;
     std::size_t total = 0;
     bool full = false;
     for (std::size_t i = 0; i < n && !full; ++i) {
       const ByteSpan part(static_cast<const std::uint8_t*>(iov[i].iov_base), iov[i].iov_len);
-      const std::size_t took = l.conn_->send(part, l.t_.now_);
+      const bool lend = i >= lend_from;
+      const std::size_t took = lend ? l.conn_->lend(part, l.t_.now_) : l.conn_->send(part, l.t_.now_);
+      if (lend) l.lending_ |= took > 0;
+      else l.t_.stats_.bytes_copied += took;
       total += took;
       full = took < part.size();
     }
-    l.t_.stats_.bytes_copied += total;
+    l.taken_ += total;
     if (full && !l.blocked_) {
       l.blocked_ = true;
       l.t_.blocked_.push_back(&l);
     }
     return total == 0 && full ? -EAGAIN : static_cast<ssize_t>(total);
+  }
+  bool lends() const noexcept override { return true; }
+  // The send queue is in stream order: while it holds lent bytes, what it
+  // holds is at most what is not yet acknowledged.
+  std::uint64_t released() const noexcept override {
+    Link& l = *l_;
+    const std::uint64_t now = l.conn_ && l.conn_->lent() > 0 ? l.taken_ - l.conn_->queued() : l.taken_;
+    l.released_ = std::max(l.released_, now);
+    return l.released_;
   }
 
   int connect_result() noexcept override {
@@ -257,8 +289,7 @@ SockTransport::SockTransport(Stack& stack, std::uint16_t port, Accept accept, st
     : stack_(stack), port_(port), accept_(std::move(accept)), rx_buffer_(rx_buffer) {
   if (port != 0)
     stack_.listen(port, [this](const Endpoints& ep) -> Upper* {
-      links_.push_back(std::make_unique<Link>(*this, ep, false, rx_buffer_));
-      return links_.back().get();
+      return add(std::make_unique<Link>(*this, ep, false, rx_buffer_));
     });
 }
 
@@ -281,9 +312,23 @@ std::unique_ptr<sock::Stream> SockTransport::connect(std::uint32_t local_ip, std
   link->ep_ = c->endpoints();
   link->conn_ = c;  // sends queue until it is established; a close ends it at once
   auto s = std::make_unique<LinkStream>(*link);
-  links_.push_back(std::move(link));
+  add(std::move(link));
   ++stats_.connects;
   return s;
+}
+
+SockTransport::Link* SockTransport::add(std::unique_ptr<Link> l) {
+  l->index_ = links_.size();
+  links_.push_back(std::move(l));
+  return links_.back().get();
+}
+
+// Ended, or its stream closed: freed at the end of the next poll() if it is
+// then over on both sides.
+void SockTransport::maybe_finished(Link* l) {
+  if (l->reap_) return;
+  l->reap_ = true;
+  finishing_.push_back(l);
 }
 
 void SockTransport::ready(Link* l, std::uint32_t events) {
@@ -297,9 +342,10 @@ void SockTransport::ready(Link* l, std::uint32_t events) {
 std::size_t SockTransport::poll(Time now) {
   now_ = now;
   // New connections first: the acceptor starts reading their request.
-  std::vector<Link*> incoming;
-  incoming.swap(incoming_);
-  for (Link* l : incoming) {
+  // (The lists are swapped with scratch lists: both keep their capacity.)
+  scratch_.clear();
+  scratch_.swap(incoming_);
+  for (Link* l : scratch_) {
     if (l->ended_) continue;
     ++stats_.accepted;
     accept_(std::make_unique<LinkStream>(*l));  // the acceptor watches it (or drops it)
@@ -318,9 +364,9 @@ std::size_t SockTransport::poll(Time now) {
     }
   }
   std::size_t delivered = 0;
-  std::vector<Link*> batch;
-  batch.swap(ready_);
-  for (Link* l : batch) {
+  scratch_.clear();
+  scratch_.swap(ready_);
+  for (Link* l : scratch_) {
     l->queued_ = false;
     const std::uint32_t ev = l->events_;
     l->events_ = 0;
@@ -344,17 +390,19 @@ std::size_t SockTransport::poll(Time now) {
       ++i;
     }
   }
-  // Free what is over on both sides.
-  if (!batch.empty() || !incoming.empty()) {
-    for (std::size_t i = 0; i < links_.size();) {
-      Link* l = links_[i].get();
-      if (l->finished() && !l->blocked_) {
-        links_[i] = std::move(links_.back());
-        links_.pop_back();
-      } else {
-        ++i;
-      }
+  // Free what is over on both sides (what is not yet stays a candidate).
+  for (std::size_t i = 0; i < finishing_.size();) {
+    Link* l = finishing_[i];
+    if (!l->finished() || l->blocked_) {
+      ++i;
+      continue;
     }
+    finishing_[i] = finishing_.back();
+    finishing_.pop_back();
+    const std::size_t at = l->index_;
+    links_[at] = std::move(links_.back());
+    links_[at]->index_ = at;
+    links_.pop_back();
   }
   return delivered;
 }

@@ -58,6 +58,8 @@ class SockTransport final : public sock::Transport {
   friend class LinkStream;
 
   void ready(Link* l, std::uint32_t events);
+  Link* add(std::unique_ptr<Link> l);
+  void maybe_finished(Link* l);
 
   Stack& stack_;
   std::uint16_t port_;
@@ -70,6 +72,8 @@ class SockTransport final : public sock::Transport {
   std::vector<Link*> incoming_;  // accepted and established, for accept_
   std::vector<Link*> blocked_;   // a write found the send buffer full
   std::vector<Link*> orphans_;   // closed gracefully by socklnd, finishing on their own
+  std::vector<Link*> finishing_;  // ended or closed: freed once over on both sides
+  std::vector<Link*> scratch_;    // the batch poll() hands out
 };
 
 }  // namespace lnetr::tcp

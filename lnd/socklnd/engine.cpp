@@ -120,6 +120,9 @@ class Conn final : public IoHandler {
 
   // Send.
   TxQueue txq_;
+  // Written to a lending stream, waiting for it to release their memory.
+  TxQueue unreleased_;
+  std::uint64_t written_ = 0;  // bytes the stream has taken
   // Control bytes (NOOPs: ZC-ACKs, keepalive) written between messages.
   std::array<std::uint8_t, kMsgHeaderSize * 8> ctl_{};
   std::size_t ctl_len_ = 0, ctl_sent_ = 0;
@@ -146,6 +149,7 @@ class Conn final : public IoHandler {
   void queue_zc_ack(std::uint64_t cookie);
   void fill_ctl() noexcept;
   void queue(Tx& t);
+  void complete_released();
   void want_write() noexcept;
   bool handshake_write();
 };
@@ -212,7 +216,11 @@ void Conn::on_io(std::uint32_t events) {
     if (!closed()) do_read();
     return;
   }
-  if (events & EPOLLOUT) writable_ = true;
+  if (events & EPOLLOUT) {
+    writable_ = true;
+    complete_released();
+    if (closed()) return;
+  }
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) do_read();
   if (!closed() && writable_) do_write();
 }
@@ -443,7 +451,9 @@ void Conn::do_write() {
         iov[niov++] = {const_cast<std::uint8_t*>(t->payload.data()) + pay_done, t->payload.size() - pay_done};
     }
     if (niov == 0) return;
-    const ssize_t n = s_->sendv(iov, niov);
+    // Control bytes are rewritten in place: only messages are lent.
+    const std::size_t lend_from = ctl_sent_ < ctl_len_ ? 1 : 0;
+    const ssize_t n = s_->sendv_lent(iov, niov, lend_from);
     if (n < 0) {
       if (n == -EAGAIN) {
         writable_ = false;
@@ -458,6 +468,8 @@ void Conn::do_write() {
     const std::size_t c = std::min(left, ctl_len_ - ctl_sent_);
     ctl_sent_ += c;
     left -= c;
+    std::uint64_t pos = written_ + c;  // the stream position of each message's end
+    written_ += static_cast<std::size_t>(n);
     // Credit every byte written first, then hand the finished messages back.
     TxQueue done;
     while (txq_.head && (left > 0 || txq_.head->sent == txq_.head->total())) {
@@ -465,16 +477,27 @@ void Conn::do_write() {
       const std::size_t take = std::min(left, t->total() - t->sent);
       t->sent += static_cast<std::uint32_t>(take);
       left -= take;
+      pos += take;
       if (t->sent < t->total()) break;
+      t->stream_end = pos;
       done.push(txq_.pop());
     }
+    const bool lent = s_->lends();
     while (Tx* t = done.pop()) {
       ++node_.stats_.tx_msgs;
       node_.stats_.tx_bytes += t->payload.size();
-      node_.upper_.on_sent(*t, 0);
+      if (lent) unreleased_.push(t);
+      else node_.upper_.on_sent(*t, 0);
     }
     if (closed()) return;
   }
+}
+
+// Hand back the messages whose memory the stream no longer holds (all of
+// them once the stream is gone: it let go of everything).
+void Conn::complete_released() {
+  const std::uint64_t released = s_ ? s_->released() : UINT64_MAX;
+  while (unreleased_.head && unreleased_.head->stream_end <= released) node_.upper_.on_sent(*unreleased_.pop(), 0);
 }
 
 // ---- Conn: handshake ------------------------------------------------------------
@@ -567,9 +590,12 @@ void Conn::close(CloseReason why, int err) {
   const bool was_established = state_ == State::established;
   state_ = State::closed;
   node_.count_close(why);
-  s_.reset();  // abortive: SO_LINGER 0
+  s_.reset();  // abortive: SO_LINGER 0 (and lent memory is let go of)
   if (was_established && (rx_state_ == RxState::payload || rx_state_ == RxState::deferred))
     node_.upper_.on_rx_aborted(rx_);
+  // Written in full: sent, as far as LNet knows (as with a kernel socket's
+  // buffer).
+  complete_released();
   while (Tx* t = txq_.pop()) node_.upper_.on_sent(*t, err < 0 ? err : -EIO);
   if (peer_) peer_->conn_gone(this, was_established);
   node_.bury(this);

@@ -16,7 +16,10 @@
 //            Upper::on_received() (or on_rx_aborted() if the connection dies).
 //   send     Upper fills a Tx it owns and calls Node::send(); the engine
 //            links it into a queue and writes header + payload from the
-//            Upper's memory -> Upper::on_sent(tx, status) hands it back.
+//            Upper's memory -> Upper::on_sent(tx, status) hands it back:
+//            once written (kernel sockets copy), or once the stream has
+//            released the memory it lent (the dataplane's TCP: when the
+//            peer acknowledged it).
 // Connections and peers are created at connect/accept time, never per
 // message; the per-message path allocates nothing.
 #pragma once
@@ -131,6 +134,7 @@ struct Tx {
   std::uint32_t sent = 0;      // bytes of wire[] + payload written so far
   std::array<std::uint8_t, kMsgHeaderSize + kLnetHeader16Size> wire{};
   Clock::time_point queued_at{};
+  std::uint64_t stream_end = 0;  // written to a lending stream: its position after the last byte
 
   std::size_t total() const noexcept { return wire_len + payload.size(); }
 };
@@ -171,7 +175,8 @@ class Upper {
   virtual void on_received(Rx& rx) = 0;
   // The connection died after on_head() accepted or deferred `rx`.
   virtual void on_rx_aborted(Rx& rx) = 0;
-  // status 0: every byte handed to the kernel; else -errno.
+  // status 0: every byte handed to the transport (a lending stream: and
+  // released by it); else -errno.
   virtual void on_sent(Tx& tx, int status) = 0;
   // A peer's last connection is gone and none is being made (Linux's
   // "peer down" notification to LNet).

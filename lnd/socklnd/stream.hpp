@@ -3,7 +3,9 @@
 // and edge-triggered readiness reported to an IoHandler with EPOLL* bits.
 // Two transports provide them: kernel sockets (KernelTransport, here) and
 // the dataplane's own TCP on a DPDK port (dataplane/tcp_transport), chosen
-// per NI.  The engine's protocol code is the same over both.
+// per NI.  The engine's protocol code is the same over both; a stream that
+// lends() sends messages from the engine's memory without copying, and the
+// engine hands each message back only once the stream has released it.
 #pragma once
 
 #include <netinet/in.h>
@@ -46,6 +48,20 @@ class Stream {
   // Bytes taken (>= 0, possibly fewer than offered), -EAGAIN if none could
   // be, else -errno.
   virtual ssize_t sendv(const iovec* iov, std::size_t n) noexcept = 0;
+  // As sendv(), but a stream that lends() may keep the bytes of
+  // iov[lend_from..n) by reference instead of copying them: their memory
+  // must then stay valid until released() has passed them, or the stream
+  // is destroyed (the dataplane's TCP keeps them until the peer
+  // acknowledges them, for retransmission).
+  virtual ssize_t sendv_lent(const iovec* iov, std::size_t n, std::size_t lend_from) noexcept {
+    (void)lend_from;
+    return sendv(iov, n);
+  }
+  // Whether sendv_lent() keeps references (false: it copies, like sendv()).
+  virtual bool lends() const noexcept { return false; }
+  // A stream position (bytes taken by sendv()/sendv_lent() since the
+  // stream opened) before which no lent memory is referenced any more.
+  virtual std::uint64_t released() const noexcept { return 0; }
   // After a connecting stream's readiness: 0 if connected, else -errno.
   virtual int connect_result() noexcept = 0;
   virtual sockaddr_in local() const noexcept = 0;

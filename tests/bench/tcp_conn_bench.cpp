@@ -33,7 +33,7 @@ struct Side final : Upper, Output {
   std::uint32_t receive_space() const override { return 4u << 20; }
   void on_peer_closed() override {}
   void on_end(End) override {}
-  void transmit(const Endpoints& ep, const TcpHeader& h, ByteSpan payload) override;
+  void transmit(const Endpoints& ep, const TcpHeader& h, const Payload& payload) override;
 };
 
 struct Pipe {
@@ -92,18 +92,19 @@ struct Pipe {
   }
 };
 
-void Side::transmit(const Endpoints& ep, const TcpHeader& h, ByteSpan payload) {
+void Side::transmit(const Endpoints& ep, const TcpHeader& h, const Payload& payload) {
   Pipe::Seg s;
   if (!payload.empty()) ++pipe->data_segments;
   if (pipe->codec) {
     s.bytes.resize(kTcpMaxHeader + payload.size());
     const std::size_t n = encode_tcp(h, s.bytes);
-    std::copy(payload.begin(), payload.end(), s.bytes.begin() + static_cast<std::ptrdiff_t>(n));
+    payload.copy_to(s.bytes.data() + n);
     s.bytes.resize(n + payload.size());
     finish_tcp_checksum(ep.local_ip, ep.remote_ip, s.bytes);
   } else {
     s.h = h;
-    s.bytes.assign(payload.begin(), payload.end());
+    s.bytes.resize(payload.size());
+    payload.copy_to(s.bytes.data());
   }
   pipe->q[1 - index].push_back(std::move(s));
 }

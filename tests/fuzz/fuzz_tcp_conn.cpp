@@ -3,9 +3,14 @@
 // numbers near or far from the window, options, payloads) and clock ticks.
 // Nothing crashes or reads out of bounds; what the connection queues stays
 // within its send buffer; an ended connection stays ended; every segment it
-// sends encodes.
+// sends encodes.  Lent memory is freed as soon as the connection releases
+// it (acknowledged, copied by own_sent(), or the end), so that a read of
+// released memory is an AddressSanitizer report.
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
+#include <deque>
+#include <memory>
 #include <vector>
 
 #include "dataplane/tcp/conn.hpp"
@@ -17,10 +22,26 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Memory lent to the connection, each block until the stream position
+// past its last byte is acknowledged.
+struct Lender {
+  std::uint64_t queued = 0, acked = 0;  // stream bytes taken by send()/lend(), acknowledged
+  std::deque<std::pair<std::uint64_t, std::unique_ptr<std::uint8_t[]>>> blocks;
+  void release() {
+    while (!blocks.empty() && blocks.front().first <= acked) blocks.pop_front();
+  }
+};
+
 struct Sink : Upper, Output {
   std::uint32_t space = 65536;
   bool ended = false;
   std::size_t delivered = 0;
+  Lender* lender = nullptr;
+  void on_acked(std::size_t n) override {
+    lender->acked += n;
+    FUZZ_CHECK(lender->acked <= lender->queued);
+    lender->release();
+  }
   void on_established() override {}
   void on_data(ByteSpan b) override { delivered += b.size(); }
   std::uint32_t receive_space() const override { return space; }
@@ -28,11 +49,20 @@ struct Sink : Upper, Output {
   void on_end(End) override {
     FUZZ_CHECK(!ended);  // once
     ended = true;
+    lender->blocks.clear();  // an ended connection holds nothing
   }
-  void transmit(const Endpoints&, const TcpHeader& h, ByteSpan payload) override {
+  void transmit(const Endpoints&, const TcpHeader& h, const Payload& payload) override {
     std::uint8_t buf[kTcpMaxHeader];
     FUZZ_CHECK(encode_tcp(h, buf) > 0);
     FUZZ_CHECK(payload.size() <= 65535);
+    std::size_t total = 0;
+    std::uint32_t sum = 0;  // every byte read
+    payload.for_each([&](ByteSpan piece) {
+      total += piece.size();
+      for (std::uint8_t b : piece) sum += b;
+    });
+    FUZZ_CHECK(total == payload.size());
+    FUZZ_CHECK(sum == 0x5au * total);
   }
 };
 
@@ -47,7 +77,9 @@ struct Reader {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Reader r{data, size};
+  Lender lender;
   Sink sink;
+  sink.lender = &lender;
   ConnConfig cfg;
   cfg.send_buffer = 20000;
   Conn c({1, 2, 988, 1023}, cfg, sink, sink);
@@ -66,7 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   while (r.n > 0 && !sink.ended) {
     const std::uint8_t op = r.u8();
     now += std::chrono::milliseconds(r.u8());
-    switch (op % 6) {
+    switch (op % 8) {
       case 0: {  // a segment near the connection's numbers
         TcpHeader h;
         h.flags = r.u8();
@@ -90,12 +122,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         c.input(h, now);
         break;
       }
-      case 2: c.send(ByteSpan(payload).first(r.u32() % payload.size()), now); break;
+      case 2: lender.queued += c.send(ByteSpan(payload).first(r.u32() % payload.size()), now); break;
+      case 6: {  // lent memory
+        const std::size_t len = r.u32() % payload.size();
+        auto block = std::make_unique<std::uint8_t[]>(len + 1);
+        std::fill(block.get(), block.get() + len, std::uint8_t{0x5a});
+        const std::size_t took = c.lend(ByteSpan(block.get(), len), now);
+        lender.queued += took;
+        if (took > 0) lender.blocks.emplace_back(lender.queued, std::move(block));
+        FUZZ_CHECK(c.lent() <= c.queued());
+        break;
+      }
+      case 7:  // the lender wants its memory back
+        (void)c.own_sent();
+        lender.blocks.clear();
+        FUZZ_CHECK(c.lent() == 0);
+        break;
       case 3: now += std::chrono::seconds(r.u8()); c.tick(now); break;
       case 4: sink.space = r.u32() % 200000; c.window_opened(now); break;
       case 5: (r.u8() & 1) ? c.close(now) : c.abort(now); break;
     }
     FUZZ_CHECK(c.queued() <= cfg.send_buffer);
+    FUZZ_CHECK(c.queued() == lender.queued - lender.acked || sink.ended);
     FUZZ_CHECK(c.consistent());
     FUZZ_CHECK(c.held_bytes() <= 200000 + (1u << 14));  // within the largest window the sink allows (+ rounding)
     FUZZ_CHECK(c.cwnd() >= 1 && c.send_mss() >= 64);

@@ -47,7 +47,7 @@ struct End_ : Upper, Output {
     if (close_on_fin) conn->close(Time::zero() + 1000s);
   }
   void on_end(End why) override { ended = why; }
-  void transmit(const Endpoints& ep, const TcpHeader& h, ByteSpan payload) override;
+  void transmit(const Endpoints& ep, const TcpHeader& h, const Payload& payload) override;
 };
 
 struct Wire {
@@ -146,7 +146,11 @@ struct Wire {
   }
 };
 
-void End_::transmit(const Endpoints&, const TcpHeader& h, ByteSpan payload) { wire->send(side, h, payload); }
+void End_::transmit(const Endpoints&, const TcpHeader& h, const Payload& payload) {
+  std::vector<std::uint8_t> bytes(payload.size());
+  payload.copy_to(bytes.data());
+  wire->send(side, h, bytes);
+}
 
 std::vector<std::uint8_t> pattern(std::size_t n, std::uint8_t seed = 0) {
   std::vector<std::uint8_t> v(n);

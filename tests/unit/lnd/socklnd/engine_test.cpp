@@ -21,6 +21,7 @@
 
 #include "lnd/socklnd/acceptor.hpp"
 #include "lnd/socklnd/socket.hpp"
+#include "tests/support/socklnd_tx.hpp"
 
 namespace lnetr::sock {
 namespace {
@@ -141,15 +142,7 @@ class Engine : public ::testing::Test {
     return ::testing::AssertionSuccess();
   }
 
-  Tx make_put(const Nid& from, const Nid& to, const Bytes& payload) {
-    Tx t;
-    t.hdr.dest_nid = to;
-    t.hdr.src_nid = from;
-    t.hdr.payload_length = static_cast<std::uint32_t>(payload.size());
-    t.hdr.set(PutFields{WireHandle::none(), 0x1234, 0, 4, 0});
-    t.payload = payload;
-    return t;
-  }
+  static Tx make_put(const Nid& from, const Nid& to, const Bytes& payload) { return test::make_put(from, to, payload); }
 };
 
 // A socket speaking socklnd by hand, as a kernel peer would.  Its reads
