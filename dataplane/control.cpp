@@ -442,7 +442,7 @@ std::string Control::status() {
       const Worker::LaneStats& l = v.lanes[i];
       ps.rx_frames += l.port.rx_frames, ps.tx_frames += l.port.tx_frames;
       ps.rx_bytes += l.port.rx_bytes, ps.tx_bytes += l.port.tx_bytes;
-      ps.tx_dropped += l.port.tx_dropped, ps.rx_multiseg += l.port.rx_multiseg;
+      ps.tx_dropped += l.port.tx_dropped, ps.rx_multiseg += l.port.rx_multiseg, ps.tx_backlog += l.port.tx_backlog;
       ps.impair_dropped += l.port.impair_dropped, ps.impair_duplicated += l.port.impair_duplicated;
       ps.impair_reordered += l.port.impair_reordered, ps.impair_delayed += l.port.impair_delayed;
       ss.arp_requests_in += l.stack.arp_requests_in, ss.arp_replies_out += l.stack.arp_replies_out;
@@ -464,7 +464,7 @@ std::string Control::status() {
     j.key("mtu").value(static_cast<std::uint64_t>(p.config().mtu)).key("queues").value(static_cast<std::uint64_t>(p.config().queues));
     j.key("rx_frames").value(ps.rx_frames).key("tx_frames").value(ps.tx_frames);
     j.key("rx_bytes").value(ps.rx_bytes).key("tx_bytes").value(ps.tx_bytes);
-    j.key("tx_dropped").value(ps.tx_dropped).key("rx_multiseg").value(ps.rx_multiseg);
+    j.key("tx_dropped").value(ps.tx_dropped).key("tx_backlog").value(ps.tx_backlog).key("rx_multiseg").value(ps.rx_multiseg);
     j.key("tcp_connections").value(conns).key("bytes_copied").value(copied);
     j.key("arp_requests_in").value(ss.arp_requests_in).key("arp_replies_out").value(ss.arp_replies_out);
     j.key("arp_requests_out").value(ss.arp_requests_out).key("icmp_echo_replies").value(ss.icmp_echo_replies);

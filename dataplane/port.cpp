@@ -12,7 +12,13 @@ namespace lnetr::dp {
 namespace {
 
 constexpr std::uint16_t kRxDesc = 1024, kTxDesc = 1024;
-constexpr int kTxRetries = 64;  // bursts the device may refuse before frames are dropped
+// Frames the device refuses wait, in order, for the next flush(), up to
+// this many; beyond it new frames are dropped (TCP retransmits them), as a
+// full qdisc would.  A peer that drains its ring slowly (a memif peer
+// process, a busy NIC) then slows the connections down instead of making
+// every burst a loss and every loss a retransmission timeout.
+constexpr std::size_t kTxBacklog = 2048;
+constexpr int kTxRetries = 4;  // bursts tried per flush()
 
 }  // namespace
 
@@ -102,7 +108,7 @@ bool EthPort::link_up() const noexcept {
 
 PortQueue::PortQueue(EthPort& port, std::uint16_t queue)
     : port_(port), queue_(queue), rng_(port.config().impair.seed.value + queue) {
-  tx_.reserve(kBurst);
+  tx_.reserve(kTxBacklog);
 }
 
 PortQueue::~PortQueue() {
@@ -207,8 +213,17 @@ void PortQueue::send(ByteSpan frame) {
   }
   std::memcpy(dst, frame.data(), frame.size());
   stats_.bytes_copied += frame.size();
+  queue_tx(m);
+}
+
+void PortQueue::queue_tx(rte_mbuf* m) {
+  if (tx_.size() >= kTxBacklog) {
+    ++stats_.tx_dropped;
+    rte_pktmbuf_free(m);
+    return;
+  }
   tx_.push_back(m);
-  if (tx_.size() == kBurst) (void)flush();
+  if (tx_.size() % kBurst == 0) (void)flush();
 }
 
 MutableByteSpan PortQueue::alloc_frame(std::size_t len) {
@@ -236,8 +251,7 @@ void PortQueue::send_built(std::size_t len) {
     rte_pktmbuf_free(m);
     return;
   }
-  tx_.push_back(m);
-  if (tx_.size() == kBurst) (void)flush();
+  queue_tx(m);
 }
 
 unsigned PortQueue::flush() {
@@ -250,11 +264,9 @@ unsigned PortQueue::flush() {
   for (unsigned i = sent; i < tx_.size(); ++i) bytes -= rte_pktmbuf_pkt_len(tx_[i]);
   stats_.tx_bytes += bytes;
   stats_.tx_frames += sent;
-  if (sent < tx_.size()) {  // the device is stuck: TCP retransmits what is lost
-    stats_.tx_dropped += tx_.size() - sent;
-    rte_pktmbuf_free_bulk(tx_.data() + sent, static_cast<unsigned>(tx_.size() - sent));
-  }
-  tx_.clear();
+  // What the device refused waits at the front for the next flush().
+  tx_.erase(tx_.begin(), tx_.begin() + static_cast<std::ptrdiff_t>(sent));
+  stats_.tx_backlog = tx_.size();
   return sent;
 }
 

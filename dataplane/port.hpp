@@ -30,7 +30,8 @@ std::string device_name(const std::string& device);
 struct PortStats {
   std::uint64_t rx_frames = 0, tx_frames = 0;
   std::uint64_t rx_bytes = 0, tx_bytes = 0;
-  std::uint64_t tx_dropped = 0;    // no mbuf, or the device kept refusing
+  std::uint64_t tx_dropped = 0;    // no mbuf, or the backlog of refused frames was full
+  std::uint64_t tx_backlog = 0;    // frames the device refused, waiting (a gauge)
   std::uint64_t rx_multiseg = 0;   // chained frames, linearised (copied)
   std::uint64_t bytes_copied = 0;  // frame bytes copied into mbufs by send() (not built in place)
   // The impairment stage.
@@ -88,6 +89,7 @@ class PortQueue final : public tcp::Port {
   const PortStats& stats() const noexcept { return stats_; }
 
  private:
+  void queue_tx(rte_mbuf* m);
   void deliver(rte_mbuf* m, tcp::Stack& stack, tcp::Time now);
   void impair(rte_mbuf* m, tcp::Stack& stack, tcp::Time now);
 
@@ -95,7 +97,7 @@ class PortQueue final : public tcp::Port {
   std::uint16_t queue_;
   PortStats stats_;
   static constexpr unsigned kBurst = 32;
-  std::vector<rte_mbuf*> tx_;         // gathered by send()
+  std::vector<rte_mbuf*> tx_;         // to send: refused ones first, then gathered by send()
   rte_mbuf* building_ = nullptr;      // handed out by alloc_frame()
   std::vector<std::uint8_t> linear_;  // a chained frame, linearised
 

@@ -134,9 +134,14 @@ class DpdkRouting(DpdkRouterTestCase):
         self.assertGreaterEqual(st["statistics"]["route_length"], 2 * (10000 // len(SIZES)) * per_round)
         self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
         self.assertEqual(st["socklnd"]["closed"]["bad_message"], 0)
-        # Every forwarded byte was copied (no zero-copy path yet): counted.
+        # Each forwarded byte is copied twice, counted: from the received
+        # frame into the router buffer, and into the outgoing frame.  Not
+        # into the TCP send queue, which keeps the buffer lent until ACKed.
         copied = sum(w["bytes_copied"] for w in st["workers"])
-        self.assertGreater(copied, st["statistics"]["route_length"])
+        ratio = copied / st["statistics"]["route_length"]
+        print(f"bytes copied per byte forwarded: {ratio:.3f}")
+        self.assertGreater(ratio, 1.5)
+        self.assertLess(ratio, 2.5)
 
 
 class DpdkRoutingTwoWorkers(DpdkRouterTestCase):
