@@ -450,6 +450,7 @@ std::string Control::status() {
       ss.resets_out += l.stack.resets_out, ss.dropped_malformed += l.stack.dropped_malformed;
       ss.dropped_not_ours += l.stack.dropped_not_ours, ss.dropped_unresolved += l.stack.dropped_unresolved;
       ss.dropped_overload += l.stack.dropped_overload;
+      ss.csum_offloaded += l.stack.csum_offloaded, ss.csum_verified += l.stack.csum_verified;
       copied += l.port.bytes_copied + l.transport.bytes_copied + l.stack.bytes_copied;
       ts.segments_in += l.tcp.segments_in, ts.segments_out += l.tcp.segments_out;
       ts.retransmits += l.tcp.retransmits, ts.fast_retransmits += l.tcp.fast_retransmits;
@@ -466,6 +467,10 @@ std::string Control::status() {
     j.key("rx_bytes").value(ps.rx_bytes).key("tx_bytes").value(ps.tx_bytes);
     j.key("tx_dropped").value(ps.tx_dropped).key("tx_backlog").value(ps.tx_backlog).key("rx_multiseg").value(ps.rx_multiseg);
     j.key("tcp_connections").value(conns).key("bytes_copied").value(copied);
+    j.key("checksum_offload").begin_object();
+    j.key("tx_ipv4").value(p.tx_offloads().tx_ipv4).key("tx_tcp").value(p.tx_offloads().tx_tcp);
+    j.key("rx").value(p.rx_checksum()).end_object();
+    j.key("csum_offloaded").value(ss.csum_offloaded).key("csum_verified").value(ss.csum_verified);
     j.key("arp_requests_in").value(ss.arp_requests_in).key("arp_replies_out").value(ss.arp_replies_out);
     j.key("arp_requests_out").value(ss.arp_requests_out).key("icmp_echo_replies").value(ss.icmp_echo_replies);
     j.key("resets_out").value(ss.resets_out).key("dropped_malformed").value(ss.dropped_malformed);

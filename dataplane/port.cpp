@@ -68,6 +68,14 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
 
   rte_eth_conf conf{};
   conf.rxmode.mtu = cfg.mtu;
+  // Checksums: the device's, where it has them (software otherwise).
+  constexpr std::uint64_t kTxCsum = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+  constexpr std::uint64_t kRxCsum = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
+  conf.txmode.offloads = info.tx_offload_capa & kTxCsum;
+  if ((info.rx_offload_capa & kRxCsum) == kRxCsum) conf.rxmode.offloads = kRxCsum;
+  p->tx_offloads_.tx_ipv4 = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
+  p->tx_offloads_.tx_tcp = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) != 0;
+  p->rx_checksum_ = conf.rxmode.offloads != 0;
   if (cfg.queues > 1) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
@@ -126,13 +134,17 @@ void PortQueue::deliver(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
     rte_pktmbuf_free(m);
     return;
   }
+  // Both checksums verified good by the device: the stack need not sum the frame.
+  constexpr std::uint64_t kGood = RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+  const bool verified = port_.rx_checksum() &&
+                        (m->ol_flags & (RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK)) == kGood;
   if (m->nb_segs == 1) {
-    stack.receive(ByteSpan(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m)), now);
+    stack.receive(ByteSpan(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m)), now, verified);
   } else {  // a chained frame (jumbo on some devices): the stack wants it whole
     ++stats_.rx_multiseg;
     linear_.resize(rte_pktmbuf_pkt_len(m));
     const void* p = rte_pktmbuf_read(m, 0, static_cast<std::uint32_t>(linear_.size()), linear_.data());
-    if (p) stack.receive(ByteSpan(static_cast<const std::uint8_t*>(p), linear_.size()), now);
+    if (p) stack.receive(ByteSpan(static_cast<const std::uint8_t*>(p), linear_.size()), now, verified);
   }
   rte_pktmbuf_free(m);
 }
@@ -243,13 +255,20 @@ MutableByteSpan PortQueue::alloc_frame(std::size_t len) {
   return {reinterpret_cast<std::uint8_t*>(p), len};
 }
 
-void PortQueue::send_built(std::size_t len) {
+void PortQueue::send_built(std::size_t len, std::size_t l2_len) {
   rte_mbuf* m = building_;
   building_ = nullptr;
   if (!m) return;
   if (len == 0 || rte_pktmbuf_trim(m, static_cast<std::uint16_t>(rte_pktmbuf_data_len(m) - len)) != 0) {
     rte_pktmbuf_free(m);
     return;
+  }
+  if (l2_len > 0) {  // an IPv4/TCP frame whose checksums the device fills in
+    const tcp::Offloads& off = port_.tx_offloads();
+    m->l2_len = static_cast<std::uint64_t>(l2_len) & 0x7f;
+    m->l3_len = 20;
+    m->ol_flags |= RTE_MBUF_F_TX_IPV4 | (off.tx_ipv4 ? RTE_MBUF_F_TX_IP_CKSUM : 0) |
+                   (off.tx_tcp ? RTE_MBUF_F_TX_TCP_CKSUM : 0);
   }
   queue_tx(m);
 }

@@ -54,6 +54,10 @@ class EthPort {
   std::uint16_t port_id() const noexcept { return port_id_; }
   rte_mempool* pool() const noexcept { return pool_; }
   bool link_up() const noexcept;
+  // The checksum offloads the device has and lnetr turned on: IPv4 and TCP
+  // checksums filled in on transmit, and verified on receive.
+  const tcp::Offloads& tx_offloads() const noexcept { return tx_offloads_; }
+  bool rx_checksum() const noexcept { return rx_checksum_; }
 
  private:
   EthPort(const PortSetup& cfg, std::uint16_t port_id, rte_mempool* pool) : cfg_(cfg), port_id_(port_id), pool_(pool) {}
@@ -63,6 +67,8 @@ class EthPort {
   rte_mempool* pool_;
   tcp::Mac mac_{};
   bool started_ = false;
+  tcp::Offloads tx_offloads_;
+  bool rx_checksum_ = false;
 };
 
 // One queue pair of a port: what one worker's stack sends and receives
@@ -81,7 +87,8 @@ class PortQueue final : public tcp::Port {
   void send(ByteSpan frame) override;
   // tcp::Port: an mbuf's data to build a frame in, sent by send_built().
   MutableByteSpan alloc_frame(std::size_t len) override;
-  void send_built(std::size_t len) override;
+  void send_built(std::size_t len, std::size_t l2_len) override;
+  tcp::Offloads offloads() const override { return port_.tx_offloads(); }
   // Send what send() gathered.  Returns the frames sent.
   unsigned flush();
 

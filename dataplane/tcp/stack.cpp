@@ -72,7 +72,7 @@ Conn* Stack::connect(std::uint32_t ip, std::uint16_t port, std::uint16_t local_p
   return c;
 }
 
-void Stack::receive(ByteSpan frame, Time now) {
+void Stack::receive(ByteSpan frame, Time now, bool verified) {
   now_ = now;
   ++stats_.frames_in;
   auto eth = decode_ethernet(frame);
@@ -92,7 +92,7 @@ void Stack::receive(ByteSpan frame, Time now) {
   } else if (eth->type == kEtherIpv4) {
     auto ip = decode_ipv4(body);
     if (!ip) ++stats_.dropped_malformed;
-    else on_ipv4(*ip, now);
+    else on_ipv4(*ip, now, verified);
   } else {
     ++stats_.dropped_not_ours;
   }
@@ -142,13 +142,15 @@ void Stack::arp_request(std::uint32_t ip) {
 
 // ---- IPv4, ICMP -------------------------------------------------------------------------
 
-void Stack::on_ipv4(const Ipv4& ip, Time now) {
+void Stack::on_ipv4(const Ipv4& ip, Time now, bool verified) {
   if (ip.dst != cfg_.ip) {
     ++stats_.dropped_not_ours;
     return;
   }
   if (ip.protocol == kProtoTcp) {
-    if (!tcp_checksum_ok(ip.src, ip.dst, ip.payload)) {
+    if (verified) {
+      ++stats_.csum_verified;
+    } else if (!tcp_checksum_ok(ip.src, ip.dst, ip.payload)) {
       ++stats_.dropped_malformed;
       return;
     }
@@ -253,7 +255,14 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload&
     if (n == 0) return port_.send_built(0);
     payload.copy_to(tcp.data() + n);
     stats_.bytes_copied += payload.size();
-    finish_tcp_checksum(ep.local_ip, ep.remote_ip, tcp.first(n + payload.size()));
+    const Offloads off = port_.offloads();
+    if (off.tx_tcp) {  // the device sums the segment: the field holds the pseudo-header's sum
+      store_be<std::uint16_t>(tcp.data() + 16,
+                              tcp_pseudo_sum(ep.local_ip, ep.remote_ip, static_cast<std::uint16_t>(n + payload.size())));
+      ++stats_.csum_offloaded;
+    } else {
+      finish_tcp_checksum(ep.local_ip, ep.remote_ip, tcp.first(n + payload.size()));
+    }
     Ipv4 ip;
     ip.total_length = static_cast<std::uint16_t>(kIpv4MinHeader + n + payload.size());
     ip.id = ip_id_++;
@@ -261,13 +270,14 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload&
     ip.src = cfg_.ip;
     ip.dst = ep.remote_ip;
     encode_ipv4(ip, frame.subspan(eh));
+    if (off.tx_ipv4) store_be<std::uint16_t>(frame.data() + eh + 10, 0);  // the device fills it
     encode_ethernet(e, frame);
     std::size_t len = eh + ip.total_length;
     if (len < 60) {  // Ethernet's minimum (without FCS)
       std::fill(frame.begin() + static_cast<std::ptrdiff_t>(len), frame.begin() + 60, std::uint8_t{0});
       len = 60;
     }
-    port_.send_built(len);
+    port_.send_built(len, off.tx_ipv4 || off.tx_tcp ? eh : 0);
     ++stats_.frames_out;
     return;
   }

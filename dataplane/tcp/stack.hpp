@@ -25,9 +25,16 @@
 
 namespace lnetr::tcp {
 
+// Checksums a device computes or verifies (DPDK checksum offload).
+struct Offloads {
+  bool tx_ipv4 = false;  // fills the IPv4 header checksum of frames sent
+  bool tx_tcp = false;   // fills the TCP checksum, from the pseudo-header sum in the field
+};
+
 class Port {
  public:
   virtual ~Port() = default;
+  virtual Offloads offloads() const { return {}; }
   // Send one Ethernet frame (valid until return).
   virtual void send(ByteSpan frame) = 0;
   // Room for a frame of up to `len` bytes, to be written in place and sent
@@ -37,8 +44,11 @@ class Port {
     scratch_.resize(len);
     return scratch_;
   }
-  // Send the first `len` bytes of what alloc_frame() returned.
-  virtual void send_built(std::size_t len) {
+  // Send the first `len` bytes of what alloc_frame() returned: an IPv4
+  // packet after `l2_len` bytes of Ethernet header whose checksums are
+  // left to the device as offloads() says (l2_len 0: nothing is).
+  virtual void send_built(std::size_t len, std::size_t l2_len = 0) {
+    (void)l2_len;
     if (len > 0) send(ByteSpan(scratch_.data(), len));
   }
 
@@ -71,6 +81,8 @@ struct StackStats {
   std::uint64_t dropped_unresolved = 0;  // held for a neighbour that never answered
   std::uint64_t dropped_overload = 0;    // SYNs beyond max_connections
   std::uint64_t bytes_copied = 0;        // TCP payload bytes copied into frames sent
+  std::uint64_t csum_offloaded = 0;      // segments sent with their checksums left to the device
+  std::uint64_t csum_verified = 0;       // segments received whose checksum the device had verified
 };
 
 class Stack {
@@ -88,7 +100,9 @@ class Stack {
   // Open a connection from `local_port` (0: a free one) to ip:port.
   Conn* connect(std::uint32_t ip, std::uint16_t port, std::uint16_t local_port, Upper& owner, Time now);
 
-  void receive(ByteSpan frame, Time now);
+  // `verified`: the device checked the frame's IPv4 and TCP checksums and
+  // found them good (checksum offload); they are not computed again.
+  void receive(ByteSpan frame, Time now, bool verified = false);
   void tick(Time now);
 
   const StackStats& stats() const noexcept { return stats_; }
@@ -104,7 +118,7 @@ class Stack {
   struct Entry;  // a connection and how it sends
 
   void on_arp(const Arp& a, Time now);
-  void on_ipv4(const Ipv4& ip, Time now);
+  void on_ipv4(const Ipv4& ip, Time now, bool verified);
   void on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now);
   void send_rst_for(const Ipv4& ip, const TcpHeader& seg);
   // Send an IPv4 packet (header built here) carrying `l4` to `dst`.

@@ -41,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Stack s(cfg, port);
   s.listen(988, [&owner](const Endpoints&) -> Upper* { return &owner; });
   Time now = 1000s;
-  // Frames: a length byte, a tick byte, then that many bytes (the first 12
+  // Frames: a length byte, a tick byte (its low bit: checksums verified by
+  // the device), then that many bytes (the first 12
   // of a frame are replaced by our MAC and a peer's, so most reach IP).
   std::size_t i = 0;
   while (i + 2 <= size) {
@@ -55,7 +56,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::copy(cfg.mac.begin(), cfg.mac.end(), frame.begin());
       frame[6] = 0x02;
     }
-    s.receive(frame, now);
+    // Odd tick bytes: as if the device had verified the checksums (offload),
+    // so that arbitrary segments reach the TCP state machine.
+    s.receive(frame, now, (data[i - n - 1] & 1) != 0);
     s.tick(now);
     FUZZ_CHECK(s.connections() <= cfg.max_connections);
   }

@@ -222,10 +222,36 @@ class Router:
         for i, (side, name, addr) in enumerate((("a", topo.if_ra, topo.ra_ip), ("b", topo.if_rb, topo.rb_ip))):
             if not topo.dpdk_side(side):
                 continue
-            out += "    - name: %s\n      device: \"%s%d,iface=%s\"\n      address: %s/24\n" % (name, pmd, i, name, addr)
+            iface = Router.tap_name(name) if pmd == "net_tap" else name
+            out += "    - name: %s\n      device: \"%s%d,iface=%s\"\n      address: %s/24\n" % (name, pmd, i, iface, addr)
             if impair:
                 out += "      impair:\n" + "".join("        %s: %s\n" % kv for kv in sorted(impair.items()))
         return out
+
+    @staticmethod
+    def tap_name(port_name):
+        """The kernel interface a net_tap port creates for the port on
+        `port_name`'s side."""
+        return "t" + port_name
+
+    def bridge_taps(self):
+        """net_tap ports: the PMD created a tap interface in namespace r per
+        port; join each to the router's veth end on its side with a bridge,
+        so that frames between the tap and the peer's namespace cross the
+        kernel bridge."""
+        r = self.topo.ns["r"]
+        for side, name in (("a", self.topo.if_ra), ("b", self.topo.if_rb)):
+            if not self.topo.dpdk_side(side):
+                continue
+            br = "br" + side
+            # The tap's kernel side has the PMD's MAC: give it (and so the
+            # bridge) another, or the bridge keeps the PMD's frames for itself.
+            ip("-n", r, "link", "set", Router.tap_name(name), "address", "02:00:00:00:%02x:01" % (1 + (side == "b")))
+            ip("-n", r, "link", "add", br, "type", "bridge")
+            for dev in (name, Router.tap_name(name)):
+                ip("-n", r, "link", "set", dev, "master", br)
+                ip("-n", r, "link", "set", dev, "up")
+            ip("-n", r, "link", "set", br, "up")
 
     def start(self, procs, timeout=30):
         """Start it through `procs` (a Processes); None, or why it did not start."""

@@ -36,6 +36,33 @@ struct Side : Port {
   std::unique_ptr<Stack> stack;
   std::vector<std::vector<std::uint8_t>> sent;  // every frame it sent
   void send(ByteSpan frame) override;
+  // A device with checksum offload (as net_tap's, or a NIC's): it finishes
+  // the checksums of the frames handed to it for that.
+  Offloads off;
+  std::vector<std::uint8_t> building;
+  std::size_t offloaded = 0, pseudo_sums_right = 0;
+  Offloads offloads() const override { return off; }
+  MutableByteSpan alloc_frame(std::size_t len) override {
+    building.resize(len);
+    return building;
+  }
+  void send_built(std::size_t len, std::size_t l2_len) override {
+    building.resize(len);
+    if (l2_len > 0) {
+      ++offloaded;
+      const MutableByteSpan ip = MutableByteSpan(building).subspan(l2_len);
+      auto h = decode_ipv4(ip);  // (its header checksum is left to the device: refused)
+      const std::uint16_t total = load_be<std::uint16_t>(ip.data() + 2);
+      const std::uint32_t src = load_be<std::uint32_t>(ip.data() + 12), dst = load_be<std::uint32_t>(ip.data() + 16);
+      EXPECT_FALSE(h);
+      EXPECT_EQ(load_be<std::uint16_t>(ip.data() + 10), 0);
+      const MutableByteSpan seg = ip.subspan(20, total - 20u);
+      pseudo_sums_right += load_be<std::uint16_t>(seg.data() + 16) == tcp_pseudo_sum(src, dst, static_cast<std::uint16_t>(seg.size()));
+      store_be<std::uint16_t>(ip.data() + 10, checksum(ip.first(20)));
+      finish_tcp_checksum(src, dst, seg);
+    }
+    send(building);
+  }
 };
 
 struct Link {
@@ -303,6 +330,50 @@ TEST(TcpStack, ASynInTimeWaitStartsTheNewConnectionAtOnce) {
   EXPECT_TRUE(l.accepted.established);
   EXPECT_LT(l.now - t0, 100ms);
   EXPECT_EQ(l.b().connection(kIpA, 1023, 988)->state(), State::established);
+}
+
+// A device with checksum offload gets frames whose checksums it fills in
+// (the TCP field holding the pseudo-header's sum), and a received segment
+// the device verified is not summed again.
+TEST(TcpStack, ChecksumsAreLeftToADeviceThatOffloadsThem) {
+  Link l;
+  l.sides[0].off = {true, true};
+  Owner mine;
+  Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+  ASSERT_NE(c, nullptr);
+  l.run(l.now + 50ms);
+  ASSERT_TRUE(mine.established);
+  const auto up = pattern(50000);
+  std::size_t off = 0;
+  while (l.accepted.got.size() < up.size() && l.now < 1100s) {
+    off += c->send(ByteSpan(up).subspan(off), l.now);
+    l.run(l.now + 5ms);
+  }
+  EXPECT_EQ(l.accepted.got, up);  // B checked every checksum the "device" filled in
+  EXPECT_GT(l.sides[0].offloaded, 30u);
+  EXPECT_EQ(l.sides[0].pseudo_sums_right, l.sides[0].offloaded);
+  EXPECT_EQ(l.a().stats().csum_offloaded, l.sides[0].offloaded);
+  EXPECT_EQ(l.b().stats().csum_offloaded, 0u);
+  EXPECT_EQ(l.b().stats().dropped_malformed, 0u);
+
+  // A segment with a wrong TCP checksum: dropped when A sums it, taken
+  // when the device says it verified it (here: a reset for a closed port).
+  TcpHeader h;
+  h.src_port = 4000;
+  h.dst_port = 5000;
+  h.flags = tcp_flag::syn;
+  std::vector<std::uint8_t> seg(20);
+  ASSERT_EQ(encode_tcp(h, seg), 20u);
+  store_be<std::uint16_t>(seg.data() + 16, 0x1234);
+  const auto frame = frame_from_b(kProtoTcp, seg);
+  const auto resets = l.a().stats().resets_out;
+  l.a().receive(frame, l.now);
+  EXPECT_EQ(l.a().stats().dropped_malformed, 1u);
+  EXPECT_EQ(l.a().stats().resets_out, resets);
+  l.a().receive(frame, l.now, true);
+  EXPECT_EQ(l.a().stats().dropped_malformed, 1u);
+  EXPECT_EQ(l.a().stats().csum_verified, 1u);
+  EXPECT_EQ(l.a().stats().resets_out, resets + 1);
 }
 
 }  // namespace
