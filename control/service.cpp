@@ -1247,8 +1247,11 @@ void Service::collect(Families& f) {
         f.counter("lnetr_port_rx_bytes_total", "Bytes received on the DPDK port", l, p["rx_bytes"].get<double>());
         f.counter("lnetr_port_tx_bytes_total", "Bytes sent on the DPDK port", l, p["tx_bytes"].get<double>());
         f.counter("lnetr_port_tx_dropped_total",
-                  "Frames the port could not send (no mbuf, or the device refused); TCP retransmits them", l,
-                  p["tx_dropped"].get<double>());
+                  "Frames the port could not send (no mbuf, or its backlog of frames the device refused was full); "
+                  "TCP retransmits them",
+                  l, p["tx_dropped"].get<double>());
+        f.gauge("lnetr_port_tx_backlog", "Frames the device refused, waiting to be sent at the next poll", l,
+                p.value("tx_backlog", 0.0));
         f.counter("lnetr_port_rx_malformed_total", "Received frames refused by lnetr's decoders", l,
                   p["dropped_malformed"].get<double>());
         f.gauge("lnetr_port_tcp_connections", "TCP connections of lnetr's stack on the port", l,

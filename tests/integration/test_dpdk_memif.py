@@ -60,11 +60,6 @@ class MemifRouters(PeerTestCase):
 
     def setUp(self):
         super().setUp()
-        if os.environ.get("LNETR_SANITIZED") == "1":
-            # Under ASan the GETs of this test time out (two dataplanes and
-            # two peers on two cores, 0.15 MB/s): being investigated; it
-            # runs on the debug and release builds.
-            self.skipTest("known to time out under ASan (see docs/testing.md)")
         pid = os.getpid()
         n = pid % 100 * 2 + 21
         self.tag = "lm%d" % pid
