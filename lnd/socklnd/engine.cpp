@@ -462,7 +462,8 @@ void Conn::do_write() {
       close(error_reason(static_cast<int>(-n)), static_cast<int>(n));
       return;
     }
-    tx_deadline_ = Clock::now() + node_.opts_.timeout;
+    const Clock::time_point now = Clock::now();
+    tx_deadline_ = now + node_.opts_.timeout;
     ++node_.stats_.tx_writes;
     auto left = static_cast<std::size_t>(n);
     const std::size_t c = std::min(left, ctl_len_ - ctl_sent_);
@@ -486,8 +487,12 @@ void Conn::do_write() {
     while (Tx* t = done.pop()) {
       ++node_.stats_.tx_msgs;
       node_.stats_.tx_bytes += t->payload.size();
-      if (lent) unreleased_.push(t);
-      else node_.upper_.on_sent(*t, 0);
+      if (lent) {
+        t->written_at = now;
+        unreleased_.push(t);
+      } else {
+        node_.upper_.on_sent(*t, 0);
+      }
     }
     if (closed()) return;
   }
@@ -594,7 +599,9 @@ void Conn::close(CloseReason why, int err) {
   if (was_established && (rx_state_ == RxState::payload || rx_state_ == RxState::deferred))
     node_.upper_.on_rx_aborted(rx_);
   // Written in full: sent, as far as LNet knows (as with a kernel socket's
-  // buffer).
+  // buffer).  Not -EIO, as Linux reports a message still waiting for its
+  // zero-copy ACK: this one may well have arrived (only the TCP ACK lost),
+  // and the router would send a failed message again by another gateway.
   complete_released();
   while (Tx* t = txq_.pop()) node_.upper_.on_sent(*t, err < 0 ? err : -EIO);
   if (peer_) peer_->conn_gone(this, was_established);
@@ -753,11 +760,17 @@ void Peer::tick(Clock::time_point now) {
     c->close(CloseReason::timeout, -ETIMEDOUT);
     connect_failed(-ETIMEDOUT, false);
   }
-  // A stalled receive or send closes every connection to the peer.
+  // A stalled receive or send closes every connection to the peer; so does
+  // a message written to a lending stream and not acknowledged by the peer
+  // within the timeout (as Linux does with messages awaiting a zero-copy
+  // ACK), which would otherwise hold its router buffer for as long as TCP
+  // retries.
+  for (std::size_t i = 0; i < conns_.size(); ++i) conns_[i]->complete_released();
   for (Conn* c : conns_) {
     const bool rx_stalled = (c->rx_state_ != Conn::RxState::head || c->stage_len_ > 0) && now > c->rx_deadline_;
     const bool tx_stalled = (!c->txq_.empty() || c->ctl_sent_ < c->ctl_len_) && now > c->tx_deadline_;
-    if (rx_stalled || tx_stalled) {
+    const bool unacked = c->unreleased_.head && now - c->unreleased_.head->written_at > node_.opts_.timeout;
+    if (rx_stalled || tx_stalled || unacked) {
       c->close(CloseReason::timeout, -ETIMEDOUT);
       close_all(CloseReason::siblings_closed, -ETIMEDOUT);
       return;

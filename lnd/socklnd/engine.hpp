@@ -135,6 +135,7 @@ struct Tx {
   std::array<std::uint8_t, kMsgHeaderSize + kLnetHeader16Size> wire{};
   Clock::time_point queued_at{};
   std::uint64_t stream_end = 0;  // written to a lending stream: its position after the last byte
+  Clock::time_point written_at{};  // ... and when (unreleased for sock_timeout: the peer is stuck)
 
   std::size_t total() const noexcept { return wire_len + payload.size(); }
 };

@@ -68,7 +68,7 @@ struct Host : Port {
   std::unique_ptr<sock::Acceptor> acceptor;
   void send(ByteSpan frame) override;
 
-  void start(const Nid& self, const Mac& mac) {
+  void start(const Nid& self, const Mac& mac, const sock::Options& opts = {}) {
     StackConfig c;
     c.mac = mac;
     c.ip = self.addr4();
@@ -78,7 +78,6 @@ struct Host : Port {
     transport = std::make_unique<SockTransport>(*stack, sock::kAcceptPort,
                                                 [this](std::unique_ptr<sock::Stream> s) { acceptor->take(std::move(s)); });
     const std::vector<sock::LocalNi> nis{{self, transport.get()}};
-    sock::Options opts;
     node = std::make_unique<sock::Node>(opts, nis, sock::new_incarnation(), poller, upper);
     acceptor = std::make_unique<sock::Acceptor>(opts, nis, node->incarnation(), poller,
                                                 [this](sock::Accepted&& a) { node->adopt(std::move(a)); });
@@ -104,13 +103,13 @@ struct Wire {
   unsigned drop_every = 0;
   unsigned seen = 0, dropped = 0;
   Host hosts[2];
-  Wire() {
+  explicit Wire(const sock::Options& opts = {}) {
     for (int i = 0; i < 2; ++i) {
       hosts[i].wire = this;
       hosts[i].index = i;
     }
-    hosts[0].start(kA, {2, 0, 0, 0, 0, 0xa});
-    hosts[1].start(kB, {2, 0, 0, 0, 0, 0xb});
+    hosts[0].start(kA, {2, 0, 0, 0, 0, 0xa}, opts);
+    hosts[1].start(kB, {2, 0, 0, 0, 0, 0xb}, opts);
   }
   void spin() {
     const Time t = now();
@@ -476,6 +475,31 @@ TEST(SockTransport, AGracefulCloseCopiesWhatWasLent) {
   }));
   got.resize(off);
   EXPECT_TRUE(std::equal(got.begin(), got.end(), expect.begin()));
+}
+
+// A peer that stops acknowledging (gone without a reset) does not hold the
+// sender's memory for as long as TCP retries: like a message waiting for a
+// zero-copy ACK in Linux's socklnd, one unacknowledged for sock_timeout
+// closes the connection, and the message is handed back.
+TEST(SockTransport, AMessageUnacknowledgedForTheTimeoutClosesTheConnection) {
+  sock::Options opts;
+  opts.timeout = 2s;
+  Wire w(opts);
+  Host& a = w.hosts[0];
+  const Bytes payload = pattern(1 << 20, 4);
+  sock::Tx tx = make_put(kA, kB, payload);
+  ASSERT_EQ(a.node->send(kB, tx), 0);
+  ASSERT_TRUE(w.pump([&] {
+    for (Conn* c : outgoing(a))
+      if (c->lent() > 0) return true;
+    return false;
+  }));
+  w.up = false;  // B is gone: nothing more crosses
+  const auto start = sock::Clock::now();
+  ASSERT_TRUE(w.pump([&] { return a.upper.sent.count(&tx) == 1; }, 8s));
+  EXPECT_GE(sock::Clock::now() - start, 1s);
+  EXPECT_GE(a.node->stats().closed[static_cast<std::size_t>(sock::CloseReason::timeout)], 1u);
+  for (Conn* c : outgoing(a)) EXPECT_EQ(c->lent(), 0u);
 }
 
 }  // namespace
