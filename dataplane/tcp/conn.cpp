@@ -130,10 +130,18 @@ void Conn::push(Time now) {
       state_ != State::closing && state_ != State::last_ack)
     return;
   for (;;) {
+    // SACK recovery: the holes first, while cwnd allows one more segment
+    // beyond what is estimated in the network (RFC 6675 §5).
+    const std::uint32_t in_network = sack_recovery() ? pipe() : flight();
+    if (sack_recovery()) {
+      if (cwnd_ <= in_network || cwnd_ - in_network < snd_mss_) break;  // no room for a whole segment
+      if (resend_hole(now)) continue;
+    }
     const std::size_t offset = snd_nxt_ - snd_una_;
     const std::size_t unsent = offset < queued() ? queued() - offset : 0;
-    const std::uint32_t wnd = std::min(snd_wnd_, cwnd_);
-    const std::uint32_t usable = wnd > flight() ? wnd - flight() : 0;
+    const std::uint32_t by_cwnd = cwnd_ > in_network ? cwnd_ - in_network : 0;
+    const std::uint32_t by_peer = snd_wnd_ > flight() ? snd_wnd_ - flight() : 0;
+    const std::uint32_t usable = std::min(by_cwnd, by_peer);
     const std::size_t len = std::min({unsent, static_cast<std::size_t>(usable), payload_mss()});
     if (len == 0) {
       // Data waits on a zero window with nothing in flight: the persist
@@ -258,6 +266,90 @@ void Conn::retransmit_first(Time now) {
   } else if (fin_sent_ && snd_una_ == fin_seq_) {
     send_segment(snd_una_, 0, tcp_flag::fin | tcp_flag::ack, now);
   }
+}
+
+// ---- SACK scoreboard ----------------------------------------------------------------
+
+namespace {
+constexpr std::size_t kMaxSackedRanges = 64;  // beyond this the highest ranges are forgotten
+}  // namespace
+
+void Conn::take_sack(const TcpHeader& seg) {
+  const std::uint32_t floor = seq_gt(seg.ack, snd_una_) ? seg.ack : snd_una_;
+  for (std::uint8_t i = 0; i < seg.options.sack_count && i < seg.options.sack.size(); ++i) {
+    std::uint32_t start = seg.options.sack[i].left, stop = seg.options.sack[i].right;
+    if (seq_lt(start, floor)) start = floor;     // (a D-SACK or stale block: below what is acknowledged)
+    if (seq_gt(stop, snd_max_)) stop = snd_max_;   // (never beyond what was sent)
+    if (!seq_lt(start, stop)) continue;
+    // Merge into the ordered, disjoint ranges.
+    auto it = sacked_.begin();
+    while (it != sacked_.end() && seq_lt(it->second, start)) ++it;
+    auto last = it;
+    while (last != sacked_.end() && seq_le(last->first, stop)) {
+      if (seq_lt(last->first, start)) start = last->first;
+      if (seq_gt(last->second, stop)) stop = last->second;
+      ++last;
+    }
+    it = sacked_.erase(it, last);
+    sacked_.insert(it, {start, stop});
+  }
+  if (sacked_.size() > kMaxSackedRanges) sacked_.resize(kMaxSackedRanges);
+}
+
+void Conn::prune_sacked() noexcept {
+  std::size_t n = 0;
+  while (n < sacked_.size() && seq_le(sacked_[n].second, snd_una_)) ++n;
+  sacked_.erase(sacked_.begin(), sacked_.begin() + static_cast<std::ptrdiff_t>(n));
+  if (!sacked_.empty() && seq_lt(sacked_.front().first, snd_una_)) sacked_.front().first = snd_una_;
+}
+
+std::uint32_t Conn::sacked_bytes() const noexcept {
+  std::uint32_t n = 0;
+  for (const auto& r : sacked_) n += r.second - r.first;
+  return n;
+}
+
+// RFC 6675's pipe, with every hole below the highest SACKed byte taken as
+// lost: what was sent and is neither SACKed nor lost, plus what was resent.
+std::uint32_t Conn::pipe() const noexcept {
+  if (sacked_.empty()) return flight();
+  const std::uint32_t resent_to = seq_gt(high_rxt_, snd_una_) ? high_rxt_ : snd_una_;
+  std::uint32_t lost = 0, at = snd_una_;
+  for (const auto& r : sacked_) {
+    // The hole [at, r.first): lost, but the part below resent_to is in the network again.
+    const std::uint32_t from = seq_gt(resent_to, at) ? (seq_lt(resent_to, r.first) ? resent_to : r.first) : at;
+    lost += r.first - from;
+    at = r.second;
+  }
+  const std::uint32_t out = flight();
+  const std::uint32_t gone = sacked_bytes() + lost;
+  return out > gone ? out - gone : 0;
+}
+
+bool Conn::resend_hole(Time now) {
+  const auto hole = next_hole();
+  if (!hole) return false;
+  send_segment(hole->first, hole->second, tcp_flag::ack, now);
+  high_rxt_ = hole->first + hole->second;
+  ++stats_.retransmits;
+  if (!rto_at_) arm_rto(now);
+  return true;
+}
+
+std::optional<std::pair<std::uint32_t, std::uint32_t>> Conn::next_hole() const noexcept {
+  std::uint32_t at = seq_gt(high_rxt_, snd_una_) ? high_rxt_ : snd_una_;
+  for (const auto& r : sacked_) {
+    if (seq_lt(at, r.first)) {
+      // Within the bytes queued (the FIN takes a number but no byte).
+      const std::size_t off = at - snd_una_;
+      const std::size_t avail = off < queued() ? queued() - off : 0;
+      const std::size_t len = std::min<std::size_t>({r.first - at, payload_mss(), avail});
+      if (len == 0) return std::nullopt;
+      return std::pair{at, static_cast<std::uint32_t>(len)};
+    }
+    if (seq_gt(r.second, at)) at = r.second;
+  }
+  return std::nullopt;
 }
 
 // ---- receiving ---------------------------------------------------------------------
@@ -443,6 +535,25 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
     snd_wl2_ = a;
   }
   if (snd_wnd_ > 0) persist_at_.reset();
+  const std::uint32_t sacked_before = sacked_bytes();
+  if (sack_ok_) take_sack(seg);
+  const bool sack_news = sacked_bytes() > sacked_before;
+  // Loss recovery: ssthresh halved; with SACK, cwnd at ssthresh and push()
+  // resends the holes; without, NewReno's fast retransmit and inflation.
+  auto start_recovery = [&] {
+    ssthresh_ = std::max<std::uint32_t>(flight() / 2, 2u * snd_mss_);
+    recover_ = snd_max_;
+    in_recovery_ = true;
+    ++stats_.fast_retransmits;
+    if (sack_ok_) {
+      cwnd_ = ssthresh_;
+      high_rxt_ = snd_una_;
+      (void)resend_hole(now);  // the first hole at once, whatever the pipe (RFC 6675 §5 step 4.2)
+    } else {
+      retransmit_first(now);
+      cwnd_ = saturating_add(ssthresh_, 3u * snd_mss_);
+    }
+  };
   if (seq_gt(a, snd_una_)) {
     const std::uint32_t acked = a - snd_una_;
     const std::size_t data = std::min<std::size_t>(acked, queued());
@@ -451,6 +562,7 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
     if (data > 0) upper_.on_acked(data);
     snd_una_ = a;
     if (seq_lt(snd_nxt_, snd_una_)) snd_nxt_ = snd_una_;
+    prune_sacked();
     // RTT: the echoed timestamp, else the one timed segment (Karn: never
     // a retransmitted one).
     if (const auto rtt = ts_ok_ ? ts_rtt(ts_now(now), seg) : std::nullopt) rtt_sample(*rtt);
@@ -462,10 +574,10 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
       if (seq_ge(a, recover_)) {
         in_recovery_ = false;
         cwnd_ = ssthresh_;
-      } else {  // partial ACK: the next hole, at once
+      } else if (!sack_ok_) {  // partial ACK: the next hole, at once
         retransmit_first(now);
         cwnd_ = cwnd_ > acked ? saturating_add(cwnd_ - acked, snd_mss_) : snd_mss_;
-      }
+      }  // (with SACK: the pipe shrank, push() goes on with the holes)
     } else if (cwnd_ < ssthresh_) {
       // Byte counting (RFC 3465), by every byte acknowledged as Linux does:
       // a receiver that coalesces (GRO) sends one ACK for many segments,
@@ -478,21 +590,21 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
       cwnd_ = saturating_add(cwnd_, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, inc)));
     }
     dupacks_ = 0;
-    if (snd_una_ == snd_max_) rto_at_.reset();
+    if (flight() == 0) rto_at_.reset();
     else arm_rto(now);
+    // New data acknowledged while the SACKs still show a loss.
+    if (!in_recovery_ && sack_ok_ && sacked_bytes() >= 3u * snd_mss_) start_recovery();
     return true;
   }
-  // A duplicate ACK: nothing new acknowledged, no data, same window.
-  if (a == snd_una_ && seg.payload.empty() && !window_moved && flight() > 0 && !(seg.flags & tcp_flag::fin)) {
+  // A duplicate ACK: nothing new acknowledged, and no data, same window, or
+  // (with SACK) news of more bytes held above a hole (RFC 6675 §2).
+  const bool plain_dup = seg.payload.empty() && !window_moved && !(seg.flags & tcp_flag::fin);
+  if (a == snd_una_ && flight() > 0 && (plain_dup || sack_news)) {
     ++dupacks_;
-    if (dupacks_ == 3 && !in_recovery_) {
-      ssthresh_ = std::max<std::uint32_t>(flight() / 2, 2u * snd_mss_);
-      recover_ = snd_max_;
-      in_recovery_ = true;
-      ++stats_.fast_retransmits;
-      retransmit_first(now);
-      cwnd_ = saturating_add(ssthresh_, 3u * snd_mss_);
-    } else if (in_recovery_) {
+    const bool sack_lost = sack_ok_ && sacked_bytes() >= 3u * snd_mss_;
+    if ((dupacks_ >= 3 || sack_lost) && !in_recovery_) {
+      start_recovery();
+    } else if (in_recovery_ && !sack_ok_) {
       cwnd_ = saturating_add(cwnd_, snd_mss_);  // each further duplicate: a segment left the network
     }
   }
@@ -584,7 +696,9 @@ void Conn::deliver_held() {
 // ---- timers ------------------------------------------------------------------------
 
 void Conn::rtt_sample(Time rtt) {
-  if (rtt < Time::zero()) return;
+  // (A timed segment's sample is bounded like a timestamp's: a longer one
+  // means the clock given with it was not the connection's.)
+  if (rtt < Time::zero() || rtt > std::chrono::milliseconds(kMaxRttMs)) return;
   if (!have_rtt_) {
     srtt_ = rtt;
     rttvar_ = rtt / 2;
@@ -663,6 +777,10 @@ void Conn::tick(Time now) {
   }
   if (!rto_at_ || now < *rto_at_) return;
   rto_at_.reset();
+  // Nothing outstanding (a closed window is the persist timer's): no
+  // retransmission, and no backoff, which would otherwise grow the RTO to
+  // its maximum while the peer's window stays shut.
+  if (flight() == 0 && state_ != State::syn_sent && state_ != State::syn_received) return;
   rto_ = std::min(rto_ * 2, cfg_.max_rto);  // back off
   timed_.reset();                             // Karn: no sample from what is resent
   if (state_ == State::syn_sent || state_ == State::syn_received) {
@@ -672,7 +790,6 @@ void Conn::tick(Time now) {
     arm_rto(now);
     return;
   }
-  if (flight() == 0) return;
   if (++retries_ > cfg_.max_retries) {
     send_rst(snd_max_, 0, false);
     return end(End::timed_out);
@@ -683,6 +800,7 @@ void Conn::tick(Time now) {
   in_recovery_ = false;
   recover_ = snd_max_;
   dupacks_ = 0;
+  sacked_.clear();  // go-back-N from snd_una (RFC 6675 §5.1 allows forgetting)
   // Go back to the first unacknowledged byte (or the FIN): with cwnd one
   // segment, push() resends exactly that.
   snd_nxt_ = snd_una_;

@@ -21,8 +21,11 @@
 // The send queue copies what send() gives it, or keeps a reference to what
 // lend() gives it until the peer acknowledges it (send_queue.hpp).
 //
-// Not yet: SACK-based loss recovery at the sender (RFC 6675; SACK blocks
-// are sent and parsed).
+// With SACK negotiated, loss recovery follows the peer's SACK blocks (RFC
+// 6675's conservative recovery): recovery starts on three duplicate ACKs or
+// three segments' worth SACKed above the first hole, every hole below the
+// highest SACKed byte is resent once per recovery within cwnd, against an
+// estimate of what is still in the network ("pipe").  Without SACK, NewReno.
 #pragma once
 
 #include <chrono>
@@ -212,6 +215,15 @@ class Conn {
   bool fin_acked() const noexcept { return fin_sent_ && seq_gt(snd_una_, fin_seq_); }
   // Receiving.
   bool process_ack(const TcpHeader& seg, Time now);  // false: the segment is to be dropped
+  // SACK recovery.
+  bool sack_recovery() const noexcept { return in_recovery_ && sack_ok_; }
+  void take_sack(const TcpHeader& seg);  // add its blocks to the scoreboard
+  void prune_sacked() noexcept;          // drop what snd_una_ passed
+  std::uint32_t sacked_bytes() const noexcept;
+  std::uint32_t pipe() const noexcept;   // bytes estimated in the network (RFC 6675)
+  // The next hole to resend in SACK recovery: [start, start + len).
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> next_hole() const noexcept;
+  bool resend_hole(Time now);  // send next_hole(), if any
   void process_data(const TcpHeader& seg, Time now);
   void deliver_held();
   void take_options(const TcpHeader& syn);
@@ -257,6 +269,11 @@ class Conn {
   int dupacks_ = 0;
   bool in_recovery_ = false;
   std::uint32_t recover_ = 0;
+  // SACK scoreboard: disjoint, ordered ranges [start, end) above snd_una_
+  // the peer reported holding; and in SACK recovery, how far holes have
+  // been resent.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> sacked_;
+  std::uint32_t high_rxt_ = 0;
 
   // Timers.
   Time srtt_{0}, rttvar_{0};
