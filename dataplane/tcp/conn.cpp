@@ -28,7 +28,7 @@ std::uint32_t saturating_add(std::uint32_t a, std::uint64_t b) {
 // ---- opening -----------------------------------------------------------------------
 
 void Conn::connect(std::uint32_t iss, Time now) {
-  iss_ = snd_una_ = iss;
+  iss_ = snd_una_ = recover_ = iss;
   snd_nxt_ = snd_max_ = iss + 1;  // the SYN
   state_ = State::syn_sent;
   rto_ = cfg_.initial_rto;
@@ -42,7 +42,7 @@ void Conn::accept(const TcpHeader& syn, std::uint32_t iss, Time now) {
   take_options(syn);
   snd_wnd_ = syn.window;  // a SYN's window is never scaled
   snd_wl1_ = syn.seq;
-  iss_ = snd_una_ = iss;
+  iss_ = snd_una_ = recover_ = iss;
   snd_nxt_ = snd_max_ = iss + 1;
   state_ = State::syn_received;
   rto_ = cfg_.initial_rto;
@@ -279,7 +279,7 @@ void Conn::take_sack(const TcpHeader& seg) {
   for (std::uint8_t i = 0; i < seg.options.sack_count && i < seg.options.sack.size(); ++i) {
     std::uint32_t start = seg.options.sack[i].left, stop = seg.options.sack[i].right;
     if (seq_lt(start, floor)) start = floor;     // (a D-SACK or stale block: below what is acknowledged)
-    if (seq_gt(stop, snd_max_)) stop = snd_max_;   // (never beyond what was sent)
+    if (seq_gt(stop, snd_nxt_)) stop = snd_nxt_;   // (never beyond what is sent; after a timeout, sent again)
     if (!seq_lt(start, stop)) continue;
     // Merge into the ordered, disjoint ranges.
     auto it = sacked_.begin();
@@ -331,6 +331,7 @@ bool Conn::resend_hole(Time now) {
   if (!hole) return false;
   send_segment(hole->first, hole->second, tcp_flag::ack, now);
   high_rxt_ = hole->first + hole->second;
+  timed_.reset();  // Karn: no RTT sample across a retransmission
   ++stats_.retransmits;
   if (!rto_at_) arm_rto(now);
   return true;
@@ -540,7 +541,10 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
   const bool sack_news = sacked_bytes() > sacked_before;
   // Loss recovery: ssthresh halved; with SACK, cwnd at ssthresh and push()
   // resends the holes; without, NewReno's fast retransmit and inflation.
+  // Not again before snd_una reaches the point of the last recovery or
+  // timeout (after RFC 6582 §3.2): what was outstanding then is being resent.
   auto start_recovery = [&] {
+    if (seq_lt(a, recover_)) return;
     ssthresh_ = std::max<std::uint32_t>(flight() / 2, 2u * snd_mss_);
     recover_ = snd_max_;
     in_recovery_ = true;
@@ -559,10 +563,10 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
     const std::size_t data = std::min<std::size_t>(acked, queued());
     sndq_.drop_front(data);
     stats_.bytes_acked += data;
-    if (data > 0) upper_.on_acked(data);
     snd_una_ = a;
     if (seq_lt(snd_nxt_, snd_una_)) snd_nxt_ = snd_una_;
     prune_sacked();
+    if (data > 0) upper_.on_acked(data);  // (the queue and snd_una_ agree again)
     // RTT: the echoed timestamp, else the one timed segment (Karn: never
     // a retransmitted one).
     if (const auto rtt = ts_ok_ ? ts_rtt(ts_now(now), seg) : std::nullopt) rtt_sample(*rtt);

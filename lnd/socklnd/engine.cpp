@@ -122,7 +122,6 @@ class Conn final : public IoHandler {
   TxQueue txq_;
   // Written to a lending stream, waiting for it to release their memory.
   TxQueue unreleased_;
-  std::uint64_t written_ = 0;  // bytes the stream has taken
   // Control bytes (NOOPs: ZC-ACKs, keepalive) written between messages.
   std::array<std::uint8_t, kMsgHeaderSize * 8> ctl_{};
   std::size_t ctl_len_ = 0, ctl_sent_ = 0;
@@ -469,8 +468,9 @@ void Conn::do_write() {
     const std::size_t c = std::min(left, ctl_len_ - ctl_sent_);
     ctl_sent_ += c;
     left -= c;
-    std::uint64_t pos = written_ + c;  // the stream position of each message's end
-    written_ += static_cast<std::size_t>(n);
+    // The stream position of each message's end, from the stream's own
+    // count (handshake bytes included).
+    std::uint64_t pos = s_->taken() - static_cast<std::uint64_t>(n) + c;
     // Credit every byte written first, then hand the finished messages back.
     TxQueue done;
     while (txq_.head && (left > 0 || txq_.head->sent == txq_.head->total())) {
@@ -924,7 +924,11 @@ void Node::adopt(Accepted&& a) {
 }
 
 void Node::tick(Clock::time_point now) {
-  for (auto& [nid, p] : peers_) p->tick(now);
+  // Peers' ticks hand messages back (Upper::on_sent), which may send to a
+  // peer not yet known: peers_ may grow, so walk a copy of it.
+  tick_peers_.clear();
+  for (auto& [nid, p] : peers_) tick_peers_.push_back(p.get());
+  for (Peer* p : tick_peers_) p->tick(now);
 }
 
 void Node::bury(Conn* c) { graveyard_.push_back(c); }

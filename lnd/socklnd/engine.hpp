@@ -274,6 +274,7 @@ class Node {
   std::unordered_map<Nid, std::unique_ptr<Peer>> peers_;
   std::vector<Conn*> graveyard_;
   std::vector<Conn*> flush_;  // connections with writes queued since flush()
+  std::vector<Peer*> tick_peers_;  // tick()'s walk
 };
 
 // Monotonic wall-clock nanoseconds: the incarnation Linux uses for socklnd.

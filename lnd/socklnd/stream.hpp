@@ -59,8 +59,10 @@ class Stream {
   }
   // Whether sendv_lent() keeps references (false: it copies, like sendv()).
   virtual bool lends() const noexcept { return false; }
-  // A stream position (bytes taken by sendv()/sendv_lent() since the
-  // stream opened) before which no lent memory is referenced any more.
+  // Its position: bytes taken by sendv()/sendv_lent() since the stream
+  // opened, whoever wrote them (a stream that lends).
+  virtual std::uint64_t taken() const noexcept { return 0; }
+  // A position before which no lent memory is referenced any more.
   virtual std::uint64_t released() const noexcept { return 0; }
   // After a connecting stream's readiness: 0 if connected, else -errno.
   virtual int connect_result() noexcept = 0;

@@ -11,6 +11,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <set>
@@ -317,6 +318,40 @@ TEST(TcpConn, SackRecoveryResendsEveryHoleOfAWindowAtOnce) {
   // whole transfer takes no longer than a few round trips more than the
   // same transfer with nothing lost.
   EXPECT_LT(sack.took, 400ms) << "timeouts " << sack.st.timeouts;
+}
+
+// The first hole's resend is lost too, so a timeout follows.  The ACKs of
+// what go-back-N then resends still carry SACK blocks: they must not start
+// a recovery before the timeout's point is reached (with a pipe of
+// nothing, that once let 262 segments out at one instant).  (The second
+// hole is lost twice as well: go-back-N's resend of it is a new loss.)
+TEST(TcpConn, NoSecondRecoveryAfterATimeout) {
+  Wire w;
+  w.latency = 10ms;
+  w.open();
+  std::map<std::uint32_t, int> sent_times;
+  std::set<std::uint32_t> lose_twice;
+  std::map<Time, int> burst;  // data segments leaving A per instant, after the timeout
+  int n = 0;
+  w.drop = [&](int from, const TcpHeader& h) {
+    if (from != 0 || h.payload.empty()) return false;
+    const int k = ++sent_times[h.seq];
+    if (w.ends[0].conn->stats().timeouts > 0) ++burst[w.now];
+    if (k == 1) {
+      ++n;
+      if (n == 40 || n == 44) lose_twice.insert(h.seq);
+      return n == 40 || n == 44 || n == 48 || n == 52;
+    }
+    return k == 2 && lose_twice.count(h.seq) > 0;
+  };
+  const auto data = pattern(300 * 1448, 9);
+  transfer(w, 0, data);
+  EXPECT_EQ(w.ends[1].got, data);
+  const auto& st = w.ends[0].conn->stats();
+  EXPECT_GE(st.timeouts, 1u);
+  int worst = 0;
+  for (const auto& [at, k] : burst) worst = std::max(worst, k);
+  EXPECT_LE(worst, 20) << "segments at one instant after the timeout";
 }
 
 // Without SACK (a peer that does not offer it), loss is still repaired.

@@ -9,7 +9,10 @@
 #include <sys/epoll.h>
 
 #include <deque>
+#include <functional>
 #include <map>
+#include <random>
+#include <set>
 
 #include "lnd/socklnd/acceptor.hpp"
 #include "lnd/socklnd/engine.hpp"
@@ -50,7 +53,11 @@ class Recorder final : public sock::Upper {
   }
   void on_received(sock::Rx& rx) override { got.push_back({rx.from, *static_cast<Bytes*>(rx.cookie)}); }
   void on_rx_aborted(sock::Rx&) override {}
-  void on_sent(sock::Tx& tx, int status) override { sent[&tx] = status; }
+  std::function<void(sock::Tx&, int)> on_sent_hook;  // e.g. the owner reusing its buffer
+  void on_sent(sock::Tx& tx, int status) override {
+    sent[&tx] = status;
+    if (on_sent_hook) on_sent_hook(tx, status);
+  }
   void on_peer_down(const Nid& peer) override { down.push_back(peer); }
 };
 
@@ -103,6 +110,10 @@ struct Wire {
   // Loss: every n-th frame of more than 100 bytes towards host 1 (0: none).
   unsigned drop_every = 0;
   unsigned seen = 0, dropped = 0;
+  // Loss of the first sending of every short frame (a message's last few
+  // bytes) towards host 1.
+  bool drop_short_once = false;
+  std::set<std::uint32_t> short_seqs;
   Host hosts[2];
   explicit Wire(const sock::Options& opts = {}) {
     for (int i = 0; i < 2; ++i) {
@@ -153,6 +164,13 @@ void Host::crash() {
 
 void Host::send(ByteSpan frame) {
   if (!wire->up) return;
+  if (wire->drop_short_once && index == 0 && frame.size() > 66 && frame.size() <= 66 + 72) {
+    const std::uint32_t seq = load_be<std::uint32_t>(frame.data() + 14 + 20 + 4);  // Ethernet, IPv4, TCP's seq
+    if (wire->short_seqs.insert(seq).second) {
+      ++wire->dropped;
+      return;
+    }
+  }
   if (wire->drop_every && index == 0 && frame.size() > 100 && ++wire->seen % wire->drop_every == 0) {
     ++wire->dropped;
     return;
@@ -501,6 +519,41 @@ TEST(SockTransport, AMessageUnacknowledgedForTheTimeoutClosesTheConnection) {
   EXPECT_GE(sock::Clock::now() - start, 1s);
   EXPECT_GE(a.node->stats().closed[static_cast<std::size_t>(sock::CloseReason::timeout)], 1u);
   for (Conn* c : outgoing(a)) EXPECT_EQ(c->lent(), 0u);
+}
+
+// A message is handed back only when none of it is lent any more, counting
+// the handshake bytes the stream carried first: with the last bytes of
+// each message lost once (and resent from the lent memory), an owner that
+// reuses its buffer the moment it gets it back still has every message
+// delivered intact.  (Handshake bytes once left out of the count made the
+// engine hand messages back up to 72 bytes early.)
+TEST(SockTransport, AMessageIsHandedBackOnlyWhenNoneOfItIsLent) {
+  Wire w;
+  Host& a = w.hosts[0];
+  Host& b = w.hosts[1];
+  w.drop_short_once = true;
+  std::size_t early = 0;
+  a.upper.on_sent_hook = [&](sock::Tx& tx, int status) {
+    if (status != 0) return;
+    for (Conn* c : outgoing(a)) early += c->lent() > 0;
+    auto* p = const_cast<std::uint8_t*>(tx.payload.data());
+    std::fill(p, p + tx.payload.size(), std::uint8_t{0xee});
+  };
+  std::mt19937 rng(1);
+  std::size_t corrupt = 0;
+  for (int i = 0; i < 100; ++i) {
+    Bytes payload = pattern(1 + rng() % 20000, static_cast<std::uint8_t>(i));
+    const Bytes expect = payload;
+    sock::Tx tx = make_put(kA, kB, payload);
+    ASSERT_EQ(a.node->send(kB, tx), 0);
+    const std::size_t before = b.upper.got.size();
+    ASSERT_TRUE(w.pump([&] { return a.upper.sent.count(&tx) == 1 && b.upper.got.size() == before + 1; })) << i;
+    corrupt += b.upper.got.back().payload != expect;
+    a.upper.sent.erase(&tx);
+  }
+  EXPECT_GT(w.dropped, 10u);
+  EXPECT_EQ(early, 0u);
+  EXPECT_EQ(corrupt, 0u);
 }
 
 }  // namespace
