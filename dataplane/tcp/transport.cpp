@@ -233,16 +233,16 @@ class SockTransport::LinkStream final : public sock::Stream {
     return static_cast<ssize_t>(n);
   }
 
-  ssize_t sendv(const iovec* iov, std::size_t n) noexcept override { return sendv_lent(iov, n, n); }
+  ssize_t sendv(const iovec* iov, std::size_t n) noexcept override { return sendv_lent(iov, n, nullptr); }
 
-  ssize_t sendv_lent(const iovec* iov, std::size_t n, std::size_t lend_from) noexcept override {
+  ssize_t sendv_lent(const iovec* iov, std::size_t n, const bool* lend_iov) noexcept override {
     Link& l = *l_;
     if (!l.conn_) return l.ended_ ? (l.end_ == End::closed ? -EPIPE : error_of(l.end_)) : -EAGAIN;
     std::size_t total = 0;
     bool full = false;
     for (std::size_t i = 0; i < n && !full; ++i) {
       const ByteSpan part(static_cast<const std::uint8_t*>(iov[i].iov_base), iov[i].iov_len);
-      const bool lend = i >= lend_from;
+      const bool lend = lend_iov && lend_iov[i];
       const std::size_t took = lend ? l.conn_->lend(part, l.t_.now_) : l.conn_->send(part, l.t_.now_);
       if (lend) l.lending_ |= took > 0;
       else l.t_.stats_.bytes_copied += took;

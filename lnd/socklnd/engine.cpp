@@ -61,6 +61,13 @@ constexpr std::size_t kStageSize = 8192;  // head staging: also soaks up small p
 constexpr std::size_t kHandshakeMax = kAcceptorV2Size + kHelloV4Size + 4 * kHelloMaxIps;
 constexpr std::size_t kMaxPendingAcks = 256;
 constexpr std::size_t kIovMax = 64;
+// Messages with at least this much payload are lent to a stream that can
+// keep them by reference (and handed back once acknowledged); smaller ones
+// are copied and handed back at once, as Linux's socklnd sends only
+// payloads of zc_min_payload (16 KiB) or more by zero copy.  Waiting for
+// the ACK of every small message would hold its credits for a round trip
+// (and a receiver's delayed ACK).
+constexpr std::size_t kLendMinPayload = 16 << 10;
 constexpr auto kKeepaliveRetry = std::chrono::seconds(10);
 
 std::size_t type_index(ConnType t) noexcept {
@@ -440,19 +447,27 @@ void Conn::do_write() {
     if (ctl_sent_ == ctl_len_ && (txq_.empty() || txq_.head->sent == 0) && (acks_count_ > 0 || keepalive_due_))
       fill_ctl();
     iovec iov[kIovMax];
+    bool lend[kIovMax];  // control bytes are rewritten in place: only large messages are lent
     std::size_t niov = 0;
-    if (ctl_sent_ < ctl_len_) iov[niov++] = {ctl_.data() + ctl_sent_, ctl_len_ - ctl_sent_};
+    if (ctl_sent_ < ctl_len_) {
+      lend[niov] = false;
+      iov[niov++] = {ctl_.data() + ctl_sent_, ctl_len_ - ctl_sent_};
+    }
     for (Tx* t = txq_.head; t && niov + 2 <= kIovMax; t = t->next) {
+      const bool large = t->payload.size() >= kLendMinPayload;
       const std::size_t wire_left = t->sent < t->wire_len ? t->wire_len - t->sent : 0;
-      if (wire_left) iov[niov++] = {t->wire.data() + t->sent, wire_left};
+      if (wire_left) {
+        lend[niov] = large;
+        iov[niov++] = {t->wire.data() + t->sent, wire_left};
+      }
       const std::size_t pay_done = t->sent > t->wire_len ? t->sent - t->wire_len : 0;
-      if (t->payload.size() > pay_done)
+      if (t->payload.size() > pay_done) {
+        lend[niov] = large;
         iov[niov++] = {const_cast<std::uint8_t*>(t->payload.data()) + pay_done, t->payload.size() - pay_done};
+      }
     }
     if (niov == 0) return;
-    // Control bytes are rewritten in place: only messages are lent.
-    const std::size_t lend_from = ctl_sent_ < ctl_len_ ? 1 : 0;
-    const ssize_t n = s_->sendv_lent(iov, niov, lend_from);
+    const ssize_t n = s_->sendv_lent(iov, niov, lend);
     if (n < 0) {
       if (n == -EAGAIN) {
         writable_ = false;
@@ -487,7 +502,7 @@ void Conn::do_write() {
     while (Tx* t = done.pop()) {
       ++node_.stats_.tx_msgs;
       node_.stats_.tx_bytes += t->payload.size();
-      if (lent) {
+      if (lent && t->payload.size() >= kLendMinPayload) {
         t->written_at = now;
         unreleased_.push(t);
       } else {

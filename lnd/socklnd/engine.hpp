@@ -17,9 +17,10 @@
 //   send     Upper fills a Tx it owns and calls Node::send(); the engine
 //            links it into a queue and writes header + payload from the
 //            Upper's memory -> Upper::on_sent(tx, status) hands it back:
-//            once written (kernel sockets copy), or once the stream has
-//            released the memory it lent (the dataplane's TCP: when the
-//            peer acknowledged it).
+//            once written (kernel sockets copy), or, for payloads of 16 KiB
+//            or more on a stream that lends, once the stream has released
+//            the memory it lent (the dataplane's TCP: when the peer
+//            acknowledged it).
 // Connections and peers are created at connect/accept time, never per
 // message; the per-message path allocates nothing.
 #pragma once

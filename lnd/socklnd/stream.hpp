@@ -48,13 +48,13 @@ class Stream {
   // Bytes taken (>= 0, possibly fewer than offered), -EAGAIN if none could
   // be, else -errno.
   virtual ssize_t sendv(const iovec* iov, std::size_t n) noexcept = 0;
-  // As sendv(), but a stream that lends() may keep the bytes of
-  // iov[lend_from..n) by reference instead of copying them: their memory
-  // must then stay valid until released() has passed them, or the stream
-  // is destroyed (the dataplane's TCP keeps them until the peer
+  // As sendv(), but a stream that lends() may keep the bytes of each
+  // iov[i] with lend[i] set by reference instead of copying them: their
+  // memory must then stay valid until released() has passed them, or the
+  // stream is destroyed (the dataplane's TCP keeps them until the peer
   // acknowledges them, for retransmission).
-  virtual ssize_t sendv_lent(const iovec* iov, std::size_t n, std::size_t lend_from) noexcept {
-    (void)lend_from;
+  virtual ssize_t sendv_lent(const iovec* iov, std::size_t n, const bool* lend) noexcept {
+    (void)lend;
     return sendv(iov, n);
   }
   // Whether sendv_lent() keeps references (false: it copies, like sendv()).

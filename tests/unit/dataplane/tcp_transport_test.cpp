@@ -474,7 +474,8 @@ TEST(SockTransport, AGracefulCloseCopiesWhatWasLent) {
   auto data = std::make_unique<Bytes>(pattern(200000, 3));
   const Bytes expect = *data;
   iovec iov{data->data(), data->size()};
-  const ssize_t n = client->sendv_lent(&iov, 1, 0);
+  const bool lend = true;
+  const ssize_t n = client->sendv_lent(&iov, 1, &lend);
   ASSERT_GT(n, 0);
   EXPECT_LT(client->released(), static_cast<std::uint64_t>(n));
   const std::uint64_t copied = w.hosts[0].transport->stats().bytes_copied;
