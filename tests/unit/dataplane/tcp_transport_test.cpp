@@ -141,6 +141,9 @@ struct Wire {
       h.acceptor->reap();
     }
   }
+  // A bare stream pair (no socklnd) through a listener on `port` of host 1
+  // (which replaces its socklnd transport): {client, server}, or nulls.
+  std::pair<std::unique_ptr<sock::Stream>, std::unique_ptr<sock::Stream>> stream_pair(std::uint16_t port);
   bool pump(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
     const auto end = sock::Clock::now() + limit;
     while (sock::Clock::now() < end) {
@@ -150,6 +153,16 @@ struct Wire {
     return done();
   }
 };
+
+std::pair<std::unique_ptr<sock::Stream>, std::unique_ptr<sock::Stream>> Wire::stream_pair(std::uint16_t port) {
+  auto server = std::make_shared<std::unique_ptr<sock::Stream>>();
+  hosts[1].transport = std::make_unique<SockTransport>(
+      *hosts[1].stack, port, [server](std::unique_ptr<sock::Stream> s) { *server = std::move(s); });
+  int err = 0;
+  auto client = hosts[0].transport->connect(kA.addr4(), kB.addr4(), port, err);
+  if (!client || !pump([&] { return *server != nullptr; })) return {};
+  return {std::move(client), std::move(*server)};
+}
 
 void Host::crash() {
   wire->up = false;
@@ -294,15 +307,12 @@ struct Catcher final : sock::IoHandler {
 
 TEST(SockTransport, StreamCarriesBytesInOrder) {
   Wire w;
-  std::unique_ptr<sock::Stream> server;
-  w.hosts[1].transport = std::make_unique<SockTransport>(*w.hosts[1].stack, 7000,
-                                                         [&](std::unique_ptr<sock::Stream> s) { server = std::move(s); });
-  int err = 0;
-  auto client = w.hosts[0].transport->connect(kA.addr4(), kB.addr4(), 7000, err);
-  ASSERT_TRUE(client);
+  auto streams = w.stream_pair(7000);
+  auto& client = streams.first;
+  auto& server = streams.second;
+  ASSERT_TRUE(client && server);
   Catcher cc, sc;
   client->watch(&cc);
-  ASSERT_TRUE(w.pump([&] { return server != nullptr; }));
   server->watch(&sc);
   const Bytes data = pattern(6 << 20, 9);
   std::size_t sent = 0, got = 0, bad = 0;
@@ -336,13 +346,10 @@ namespace {
 // bytes placed there directly: in order, intact, copied once.
 TEST(SockTransport, LentMemoryIsFilledDirectly) {
   Wire w;
-  std::unique_ptr<sock::Stream> server;
-  w.hosts[1].transport = std::make_unique<SockTransport>(*w.hosts[1].stack, 7001,
-                                                         [&](std::unique_ptr<sock::Stream> s) { server = std::move(s); });
-  int err = 0;
-  auto client = w.hosts[0].transport->connect(kA.addr4(), kB.addr4(), 7001, err);
-  ASSERT_TRUE(client);
-  ASSERT_TRUE(w.pump([&] { return server != nullptr; }));
+  auto streams = w.stream_pair(7001);
+  auto& client = streams.first;
+  auto& server = streams.second;
+  ASSERT_TRUE(client && server);
   const Bytes data = pattern(3 << 20, 5);
   Bytes sink(data.size());
   std::size_t sent = 0, got = 0, lends = 0;
@@ -463,13 +470,10 @@ TEST(SockTransport, SentMessagesAreLentUntilAcknowledged) {
 // and finishes on its own.
 TEST(SockTransport, AGracefulCloseCopiesWhatWasLent) {
   Wire w;
-  std::unique_ptr<sock::Stream> server;
-  w.hosts[1].transport = std::make_unique<SockTransport>(*w.hosts[1].stack, 7002,
-                                                         [&](std::unique_ptr<sock::Stream> s) { server = std::move(s); });
-  int err = 0;
-  auto client = w.hosts[0].transport->connect(kA.addr4(), kB.addr4(), 7002, err);
-  ASSERT_TRUE(client);
-  ASSERT_TRUE(w.pump([&] { return server != nullptr; }));
+  auto streams = w.stream_pair(7002);
+  auto& client = streams.first;
+  auto& server = streams.second;
+  ASSERT_TRUE(client && server);
   ASSERT_TRUE(client->lends());
   auto data = std::make_unique<Bytes>(pattern(200000, 3));
   const Bytes expect = *data;
