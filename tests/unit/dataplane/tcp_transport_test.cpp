@@ -429,6 +429,13 @@ std::vector<Conn*> outgoing(Host& a) {
   return r;
 }
 
+// Bytes A's connections to B hold lent.
+std::size_t lent_to_b(Host& a) {
+  std::size_t n = 0;
+  for (Conn* c : outgoing(a)) n += c->lent();
+  return n;
+}
+
 // A message goes out from the sender's memory, not a copy of it: the
 // connection holds it lent, the sender gets it back (on_sent) only once B
 // acknowledged it, and the frames lost on the way are resent from it.
@@ -440,11 +447,7 @@ TEST(SockTransport, SentMessagesAreLentUntilAcknowledged) {
   const Bytes payload = pattern(1 << 20, 9);
   sock::Tx tx = make_put(kA, kB, payload);
   ASSERT_EQ(a.node->send(kB, tx), 0);
-  ASSERT_TRUE(w.pump([&] {
-    for (Conn* c : outgoing(a))
-      if (c->lent() > 0) return true;
-    return false;
-  }));
+  ASSERT_TRUE(w.pump([&] { return lent_to_b(a) > 0; }));
   EXPECT_EQ(a.upper.sent.count(&tx), 0u) << "handed back while the connection still reads it";
   ASSERT_TRUE(w.pump([&] { return a.upper.sent.count(&tx) == 1; })) << [&] {
     std::string r = "B got " + std::to_string(b.upper.got.size()) + " dropped " + std::to_string(w.dropped);
@@ -454,7 +457,7 @@ TEST(SockTransport, SentMessagesAreLentUntilAcknowledged) {
     return r;
   }();
   EXPECT_EQ(a.upper.sent[&tx], 0);
-  for (Conn* c : outgoing(a)) EXPECT_EQ(c->lent(), 0u);
+  EXPECT_EQ(lent_to_b(a), 0u);
   ASSERT_EQ(b.upper.got.size(), 1u);
   EXPECT_EQ(b.upper.got[0].payload, payload);
   EXPECT_GT(w.dropped, 5u);
@@ -513,17 +516,13 @@ TEST(SockTransport, AMessageUnacknowledgedForTheTimeoutClosesTheConnection) {
   const Bytes payload = pattern(1 << 20, 4);
   sock::Tx tx = make_put(kA, kB, payload);
   ASSERT_EQ(a.node->send(kB, tx), 0);
-  ASSERT_TRUE(w.pump([&] {
-    for (Conn* c : outgoing(a))
-      if (c->lent() > 0) return true;
-    return false;
-  }));
+  ASSERT_TRUE(w.pump([&] { return lent_to_b(a) > 0; }));
   w.up = false;  // B is gone: nothing more crosses
   const auto start = sock::Clock::now();
   ASSERT_TRUE(w.pump([&] { return a.upper.sent.count(&tx) == 1; }, 8s));
   EXPECT_GE(sock::Clock::now() - start, 1s);
   EXPECT_GE(a.node->stats().closed[static_cast<std::size_t>(sock::CloseReason::timeout)], 1u);
-  for (Conn* c : outgoing(a)) EXPECT_EQ(c->lent(), 0u);
+  EXPECT_EQ(lent_to_b(a), 0u);
 }
 
 // A message is handed back only when none of it is lent any more, counting
@@ -540,7 +539,7 @@ TEST(SockTransport, AMessageIsHandedBackOnlyWhenNoneOfItIsLent) {
   std::size_t early = 0;
   a.upper.on_sent_hook = [&](sock::Tx& tx, int status) {
     if (status != 0) return;
-    for (Conn* c : outgoing(a)) early += c->lent() > 0;
+    early += lent_to_b(a) > 0;
     auto* p = const_cast<std::uint8_t*>(tx.payload.data());
     std::fill(p, p + tx.payload.size(), std::uint8_t{0xee});
   };
