@@ -810,7 +810,8 @@ Json Service::dataplane_show(const Json& args) {
       for (const Json& dp : st["ports"])
         if (dp["name"] == ni["interface"])
           for (const char* k : {"device", "mac", "mtu", "rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "tx_dropped",
-                                "tcp_connections", "bytes_copied", "resets_out", "dropped_malformed"})
+                                "tcp_connections", "bytes_copied", "bytes_referenced", "zero_copy", "resets_out",
+                                "dropped_malformed"})
             p[k] = dp[k];
     ports.push_back(std::move(p));
   }
@@ -1165,6 +1166,10 @@ void Service::collect(Families& f) {
                   "Bytes the worker copied on DPDK ports: received payload into socklnd's buffers, sent bytes into "
                   "TCP send queues and frames into mbufs (kernel-socket nets are not counted)",
                   l, static_cast<double>(c.bytes_copied.get()));
+        f.counter("lnetr_bytes_referenced_total",
+                  "Payload bytes the worker sent on DPDK ports from router buffers by reference, not copied (zero "
+                  "copy: frames chained from the buffer)",
+                  l, static_cast<double>(c.bytes_referenced.get()));
         const std::uint64_t loops = c.loops.get(), busy = c.busy_loops.get();
         const auto [last_loops, last_busy] = last_loops_[w];
         const double ratio = loops > last_loops ? static_cast<double>(busy - last_busy) / static_cast<double>(loops - last_loops) : 0.0;

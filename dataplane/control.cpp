@@ -443,6 +443,8 @@ std::string Control::status() {
       ps.rx_frames += l.port.rx_frames, ps.tx_frames += l.port.tx_frames;
       ps.rx_bytes += l.port.rx_bytes, ps.tx_bytes += l.port.tx_bytes;
       ps.tx_dropped += l.port.tx_dropped, ps.rx_multiseg += l.port.rx_multiseg, ps.tx_backlog += l.port.tx_backlog;
+      ps.tx_chained += l.port.tx_chained, ss.bytes_referenced += l.stack.bytes_referenced;
+      ss.csum_odd_chains += l.stack.csum_odd_chains;
       ps.impair_dropped += l.port.impair_dropped, ps.impair_duplicated += l.port.impair_duplicated;
       ps.impair_reordered += l.port.impair_reordered, ps.impair_delayed += l.port.impair_delayed;
       ss.arp_requests_in += l.stack.arp_requests_in, ss.arp_replies_out += l.stack.arp_replies_out;
@@ -467,6 +469,8 @@ std::string Control::status() {
     j.key("rx_bytes").value(ps.rx_bytes).key("tx_bytes").value(ps.tx_bytes);
     j.key("tx_dropped").value(ps.tx_dropped).key("tx_backlog").value(ps.tx_backlog).key("rx_multiseg").value(ps.rx_multiseg);
     j.key("tcp_connections").value(conns).key("bytes_copied").value(copied);
+    j.key("zero_copy").value(p.tx_chains()).key("bytes_referenced").value(ss.bytes_referenced);
+    j.key("tx_chained").value(ps.tx_chained).key("csum_odd_chains").value(ss.csum_odd_chains);
     j.key("checksum_offload").begin_object();
     j.key("tx_ipv4").value(p.tx_offloads().tx_ipv4).key("tx_tcp").value(p.tx_offloads().tx_tcp);
     j.key("rx").value(p.rx_checksum()).end_object();
@@ -491,7 +495,7 @@ std::string Control::status() {
     const WorkerCounters& c = shared_.counters[w];
     j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w)).key("core").value(static_cast<std::uint64_t>(setup_.cores[w]));
     j.key("loops").value(c.loops.get()).key("busy_loops").value(c.busy_loops.get());
-    j.key("bytes_copied").value(c.bytes_copied.get());
+    j.key("bytes_copied").value(c.bytes_copied.get()).key("bytes_referenced").value(c.bytes_referenced.get());
     // Its inbound rings: capacity each, and what waits in them now.
     std::uint64_t backlog = 0, ring_size = 0;
     for (std::uint32_t from = 0; from < fabric_.n; ++from) {

@@ -34,6 +34,7 @@ struct alignas(64) WorkerCounters {
   Counter loops;        // worker loop iterations
   Counter busy_loops;   // iterations that found work
   Counter bytes_copied;  // payload and frame bytes copied on DPDK ports (kernel sockets: not counted)
+  Counter bytes_referenced;  // payload bytes sent on DPDK ports from router buffers by reference (zero copy)
 };
 static_assert(std::is_standard_layout_v<WorkerCounters>);
 

@@ -377,7 +377,10 @@ bool Forwarder::grant_buffer(RouterMsg* m) {
 
 void Forwarder::take_buffer(RouterMsg* m) {
   // Credits never exceed the pool's buffers: the port cannot run dry.
-  if (pool_capacity(m->pool) != 0) m->buf = ports_.get_buffer(m->pool);
+  if (pool_capacity(m->pool) != 0) {
+    m->buf = ports_.get_buffer(m->pool);
+    m->buf_ref.reset(m->buf, ports_.buffer_iova(m->buf));
+  }
   m->stage = RouterMsg::Stage::receiving;
   m->rx.sink = MutableByteSpan(m->buf, m->rx.hdr.payload_length);
 }
@@ -413,8 +416,29 @@ void Forwarder::give_pool(std::size_t c) {
 }
 
 // Home: the message is done (sent, failed or dropped) — free its buffer and
-// give both credits to the next waiters.
+// give both credits to the next waiters; once no device holds a frame
+// chained from the buffer (a frame may outlive the send: a NIC frees what
+// it sent later, and a retransmission may still be queued after the ACK).
 void Forwarder::release(RouterMsg* m) {
+  if (m->buf && m->buf_ref.held_by_device()) return held_.push(m);
+  release_now(m);
+}
+
+unsigned Forwarder::release_held() {
+  unsigned freed = 0;
+  for (std::uint32_t k = held_.count; k > 0; --k) {
+    RouterMsg* m = held_.pop();
+    if (m->buf_ref.held_by_device()) {
+      held_.push(m);
+    } else {
+      release_now(m);
+      ++freed;
+    }
+  }
+  return freed;
+}
+
+void Forwarder::release_now(RouterMsg* m) {
   const auto c = static_cast<std::size_t>(m->pool);
   if (m->buf) ports_.put_buffer(m->pool, m->buf);
   PeerNi* src = m->src;
@@ -548,6 +572,7 @@ void Forwarder::route(RouterMsg* m) {
   }
   m->tx.hdr = m->rx.hdr;  // forwarded unchanged, byte for byte
   m->tx.payload = ByteSpan(m->buf, m->rx.hdr.payload_length);
+  m->tx.payload_dev = m->buf ? m->buf_ref.handle() : nullptr;
   m->tx.cookie = m;
   dispatch(m);
 }

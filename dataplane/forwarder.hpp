@@ -36,6 +36,8 @@ class ForwarderPorts {
   // only asked for once a pool credit is held.
   virtual std::uint8_t* get_buffer(PoolClass c) = 0;
   virtual void put_buffer(PoolClass c, std::uint8_t* buf) = 0;
+  // The buffer's IO address (for a device reading it), or RTE_BAD_IOVA.
+  virtual std::uint64_t buffer_iova(const std::uint8_t* buf) = 0;
   // socklnd: send to the next hop; resume a deferred receive.
   virtual int send(const Nid& next_hop, sock::Tx& tx) = 0;
   virtual void resume(sock::Rx& rx) = 0;
@@ -56,6 +58,12 @@ class Forwarder final : public sock::Upper {
   void on_ring(const RingItem& item);
   // Send the REPLYs and ACKs owed since the last call; the number sent.
   unsigned flush_local();
+  // Free the buffers of finished messages that devices no longer hold
+  // (frames chained from them, freed since); the number freed.
+  unsigned release_held();
+  // Finished messages waiting for a device to free frames chained from
+  // their buffers.
+  std::size_t held() const noexcept { return held_.count; }
   // Refresh what changes slowly (which local nets have an NI up).
   // Route by a new snapshot from now on (the previous one may go away
   // after this returns).  Allocates (the cursor): once per snapshot.
@@ -102,6 +110,7 @@ class Forwarder final : public sock::Upper {
   void give_rtr(PeerNi& p);
   void give_pool(std::size_t pool);
   void release(RouterMsg* m);
+  void release_now(RouterMsg* m);
   void count_drop(DropReason why, std::uint32_t bytes);
   void route(RouterMsg* m);
   void answer_ping(const sock::Rx& rx);
@@ -150,6 +159,7 @@ class Forwarder final : public sock::Upper {
   std::vector<MsgQueue> ni_wait_;
   std::array<PoolState, kPoolClasses> pool_state_{};
   std::array<MsgQueue, kPoolClasses> pool_wait_{};
+  MsgQueue held_;  // finished, their buffers still in a device (release_held)
 
   std::vector<std::unique_ptr<RouterMsg[]>> msg_chunks_;
   RouterMsg* free_msgs_ = nullptr;

@@ -18,13 +18,16 @@
 //   4. When socklnd is done (sent or failed), B returns its credits and puts
 //      the descriptor on the ring B->A.
 //   5. A frees the buffer to its pool, gives the pool credit and C's router
-//      credit to the next waiters, and frees the descriptor.
+//      credit to the next waiters, and frees the descriptor.  If frames a
+//      DPDK port chained from the buffer are still in a device (buf_ref),
+//      step 5 waits, in A's held queue, until the device has freed them.
 // Messages the router originates (ping REPLYs, push ACKs) and messages it
 // drops never leave their worker.
 #pragma once
 
 #include <cstdint>
 
+#include "dataplane/buffer_ref.hpp"
 #include "dataplane/shm/abi.hpp"
 #include "lnd/socklnd/engine.hpp"
 #include "router/forward.hpp"
@@ -64,6 +67,7 @@ struct RouterMsg {
   std::uint64_t ping_seq = 0;   // ping, ping_reply: the request it answers
   Nid next_hop;
   std::uint8_t* buf = nullptr;  // router buffer, nullptr for tiny
+  BufferRef buf_ref;            // buf's device reference: frames chained from it
   RouterMsg* next = nullptr;    // queue link
   sock::Rx rx;                  // home's receive
   sock::Tx tx;                  // the sender's transmit

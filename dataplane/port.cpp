@@ -1,5 +1,7 @@
 #include "dataplane/port.hpp"
 
+#include "dataplane/buffer_ref.hpp"
+
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
@@ -76,6 +78,10 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   p->tx_offloads_.tx_ipv4 = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
   p->tx_offloads_.tx_tcp = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) != 0;
   p->rx_checksum_ = conf.rxmode.offloads != 0;
+  if (cfg.zero_copy && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
+    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    p->tx_chains_ = true;
+  }
   if (cfg.queues > 1) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
@@ -240,6 +246,7 @@ void PortQueue::queue_tx(rte_mbuf* m) {
 
 MutableByteSpan PortQueue::alloc_frame(std::size_t len) {
   if (building_) rte_pktmbuf_free(building_);
+  building_tail_ = nullptr;
   building_ = rte_pktmbuf_alloc(port_.pool());
   if (!building_) {
     ++stats_.tx_dropped;
@@ -255,14 +262,53 @@ MutableByteSpan PortQueue::alloc_frame(std::size_t len) {
   return {reinterpret_cast<std::uint8_t*>(p), len};
 }
 
+bool PortQueue::append_segment(ByteSpan data, void* dev) {
+  if (!building_ || data.size() > UINT16_MAX) return false;
+  rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
+  if (!m) {
+    ++stats_.tx_dropped;
+    return false;
+  }
+  const auto len = static_cast<std::uint16_t>(data.size());
+  if (dev) {  // the router buffer's own memory, one more reference to it
+    BufferRef* ref = BufferRef::of(dev);
+    auto* p = const_cast<std::uint8_t*>(data.data());
+    rte_mbuf_ext_refcnt_update(&ref->shinfo, 1);
+    rte_pktmbuf_attach_extbuf(m, p, ref->iova_of(p), len, &ref->shinfo);
+    m->data_len = len;
+    cleaned_ = false;
+  } else {
+    char* p = rte_pktmbuf_append(m, len);
+    if (!p) {
+      rte_pktmbuf_free(m);
+      return false;
+    }
+    std::memcpy(p, data.data(), len);
+  }
+  rte_mbuf* tail = building_tail_ ? building_tail_ : building_;
+  tail->next = m;
+  building_tail_ = m;
+  ++building_->nb_segs;
+  building_->pkt_len += len;
+  return true;
+}
+
 void PortQueue::send_built(std::size_t len, std::size_t l2_len) {
   rte_mbuf* m = building_;
   building_ = nullptr;
+  const bool chained = building_tail_ != nullptr;
+  building_tail_ = nullptr;
   if (!m) return;
-  if (len == 0 || rte_pktmbuf_trim(m, static_cast<std::uint16_t>(rte_pktmbuf_data_len(m) - len)) != 0) {
+  // The first segment keeps its first `len` bytes (trimmed by hand: the
+  // chain's later segments stay as they are).
+  if (len == 0 || len > rte_pktmbuf_data_len(m)) {
     rte_pktmbuf_free(m);
     return;
   }
+  const auto cut = static_cast<std::uint16_t>(rte_pktmbuf_data_len(m) - len);
+  m->data_len = static_cast<std::uint16_t>(m->data_len - cut);
+  m->pkt_len -= cut;
+  if (chained) ++stats_.tx_chained;
   if (l2_len > 0) {  // an IPv4/TCP frame whose checksums the device fills in
     const tcp::Offloads& off = port_.tx_offloads();
     m->l2_len = static_cast<std::uint64_t>(l2_len) & 0x7f;
@@ -274,7 +320,14 @@ void PortQueue::send_built(std::size_t len, std::size_t l2_len) {
 }
 
 unsigned PortQueue::flush() {
-  if (tx_.empty()) return 0;
+  if (tx_.empty()) {
+    // Idle: ask the device to free what it sent, so that the router
+    // buffers chained frames point into go back to their pools (a NIC
+    // frees sent frames lazily, during later bursts).
+    if (!cleaned_ && cleanup_) cleanup_ = rte_eth_tx_done_cleanup(port_.port_id(), queue_, 0) != -ENOTSUP;
+    cleaned_ = true;
+    return 0;
+  }
   unsigned sent = 0;
   std::uint64_t bytes = 0;  // read before the device owns (and frees) the mbufs
   for (rte_mbuf* m : tx_) bytes += rte_pktmbuf_pkt_len(m);

@@ -2,8 +2,11 @@
 // ethdev (a PCI NIC, or a virtual device such as net_af_packet, net_af_xdp,
 // net_tap or net_memif), probed at start, with one RX/TX queue pair per
 // worker that serves it.  Frames are read in bursts and handed to the stack
-// in place (no copy); frames the stack sends are copied into mbufs and sent
-// in bursts at flush().
+// in place (no copy); frames the stack sends are built in mbufs and sent in
+// bursts at flush().  Where the device takes chained frames, a segment's
+// payload from a router buffer is not copied: the frame is a header mbuf
+// followed by mbufs attached to the buffer's memory (DPDK external
+// buffers), counted in the buffer's BufferRef until the device frees them.
 //
 // A test-only impairment stage (config `impair:`) can drop, duplicate,
 // reorder and delay received frames, seeded so that a run repeats.
@@ -34,6 +37,7 @@ struct PortStats {
   std::uint64_t tx_backlog = 0;    // frames the device refused, waiting (a gauge)
   std::uint64_t rx_multiseg = 0;   // chained frames, linearised (copied)
   std::uint64_t bytes_copied = 0;  // frame bytes copied into mbufs by send() (not built in place)
+  std::uint64_t tx_chained = 0;    // frames sent as a chain of segments
   // The impairment stage.
   std::uint64_t impair_dropped = 0, impair_duplicated = 0, impair_reordered = 0, impair_delayed = 0;
 };
@@ -58,6 +62,9 @@ class EthPort {
   // checksums filled in on transmit, and verified on receive.
   const tcp::Offloads& tx_offloads() const noexcept { return tx_offloads_; }
   bool rx_checksum() const noexcept { return rx_checksum_; }
+  // Whether frames are sent chained from router buffers: the device takes
+  // multi-segment frames and the port's zero_copy is on.
+  bool tx_chains() const noexcept { return tx_chains_; }
 
  private:
   EthPort(const PortSetup& cfg, std::uint16_t port_id, rte_mempool* pool) : cfg_(cfg), port_id_(port_id), pool_(pool) {}
@@ -69,6 +76,7 @@ class EthPort {
   bool started_ = false;
   tcp::Offloads tx_offloads_;
   bool rx_checksum_ = false;
+  bool tx_chains_ = false;
 };
 
 // One queue pair of a port: what one worker's stack sends and receives
@@ -89,6 +97,10 @@ class PortQueue final : public tcp::Port {
   MutableByteSpan alloc_frame(std::size_t len) override;
   void send_built(std::size_t len, std::size_t l2_len) override;
   tcp::Offloads offloads() const override { return port_.tx_offloads(); }
+  // tcp::Port: chained frames, where the device takes them.  A segment with
+  // a device reference (a BufferRef) is attached to that memory.
+  bool chains() const override { return port_.tx_chains(); }
+  bool append_segment(ByteSpan data, void* dev) override;
   // Send what send() gathered.  Returns the frames sent.
   unsigned flush();
 
@@ -106,6 +118,9 @@ class PortQueue final : public tcp::Port {
   static constexpr unsigned kBurst = 32;
   std::vector<rte_mbuf*> tx_;         // to send: refused ones first, then gathered by send()
   rte_mbuf* building_ = nullptr;      // handed out by alloc_frame()
+  rte_mbuf* building_tail_ = nullptr;  // its last segment, if chained
+  bool cleanup_ = true;  // the device frees sent frames on request (tx_done_cleanup)
+  bool cleaned_ = true;  // ... and nothing chained was sent since the last request
   std::vector<std::uint8_t> linear_;  // a chained frame, linearised
 
   // Impairment.

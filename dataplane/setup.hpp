@@ -26,6 +26,7 @@ struct PortSetup {
   std::uint16_t mtu = 1500;
   std::uint16_t queues = 1;
   std::optional<std::uint16_t> vlan;
+  bool zero_copy = true;
   config::ImpairConfig impair;
 };
 

@@ -155,6 +155,7 @@ int Worker::run() {
     }
     work += drain_rings();
     work += forwarder_.flush_local();
+    if (forwarder_.held() > 0) work += forwarder_.release_held();
     work += run_commands();
     // Ticks queue keepalives and may fail sends onto other peers: before the
     // flush, so that nothing they queue waits out a sleep.
@@ -189,10 +190,10 @@ bool Worker::sleep_if_idle(unsigned work) {
     return false;
   }
   if (setup_.busy_poll || ++idle_ < kIdleLoopsBeforeSleep) return false;
-  if (!lanes_.empty()) {
-    // A DPDK port cannot wake us: nap briefly instead of spinning, so that
-    // a core shared with other work is given back while idle (poll: busy
-    // never naps).
+  if (!lanes_.empty() || forwarder_.held() > 0) {
+    // A DPDK port cannot wake us (nor a device freeing frames chained from
+    // our buffers): nap briefly instead of spinning, so that a core shared
+    // with other work is given back while idle (poll: busy never naps).
     const timespec nap{0, kPortNapNs};
     nanosleep(&nap, nullptr);
     idle_ = kIdleLoopsBeforeSleep / 2;
@@ -245,14 +246,17 @@ std::vector<Worker::LaneStats> Worker::lane_stats() const {
 unsigned Worker::flush_ports() {
   if (lanes_.empty()) return 0;
   unsigned work = 0;
-  std::uint64_t copied = 0;
+  std::uint64_t copied = 0, referenced = 0;
   for (auto& lane : lanes_) {
     if (!lane) continue;
     work += lane->rxtx.flush();
     copied += lane->transport->stats().bytes_copied + lane->stack.stats().bytes_copied + lane->rxtx.stats().bytes_copied;
+    referenced += lane->stack.stats().bytes_referenced;
   }
   shared_.counters[index_].bytes_copied.add(copied - copied_seen_);
+  shared_.counters[index_].bytes_referenced.add(referenced - referenced_seen_);
   copied_seen_ = copied;
+  referenced_seen_ = referenced;
   return work;
 }
 
@@ -282,6 +286,8 @@ std::uint8_t* Worker::get_buffer(PoolClass c) {
 }
 
 void Worker::put_buffer(PoolClass c, std::uint8_t* buf) { rte_mempool_put(pool_[static_cast<std::size_t>(c)], buf); }
+
+std::uint64_t Worker::buffer_iova(const std::uint8_t* buf) { return rte_mempool_virt2iova(buf); }
 
 int Worker::send(const Nid& next_hop, sock::Tx& tx) { return node_->send(next_hop, tx); }
 

@@ -93,6 +93,7 @@ class Worker final : public ForwarderPorts {
   // ForwarderPorts
   std::uint8_t* get_buffer(PoolClass c) override;
   void put_buffer(PoolClass c, std::uint8_t* buf) override;
+  std::uint64_t buffer_iova(const std::uint8_t* buf) override;
   int send(const Nid& next_hop, sock::Tx& tx) override;
   void resume(sock::Rx& rx) override;
   void post(std::uint32_t worker, const RingItem& item) override;
@@ -138,6 +139,7 @@ class Worker final : public ForwarderPorts {
     }
   } no_port_;
   std::uint64_t copied_seen_ = 0;             // bytes_copied already counted
+  std::uint64_t referenced_seen_ = 0;         // bytes_referenced already counted
 
   class WakeHandler;
   std::unique_ptr<WakeHandler> wake_;

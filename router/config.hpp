@@ -233,6 +233,9 @@ struct PortConfig {
   Field<std::uint32_t> mtu{1500};      // 576..9000
   Field<std::uint32_t> queues{1};      // RX/TX queue pairs, 1..number of CPTs
   Field<std::optional<std::uint16_t>> vlan;  // 802.1Q tag 1..4094
+  // Send large messages' payload from the router buffer itself (chained
+  // mbufs) where the device takes chained frames; false: always copy.
+  Field<bool> zero_copy{true};
   ImpairConfig impair;
 };
 

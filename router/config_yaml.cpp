@@ -1024,6 +1024,8 @@ void Loader::ports(const Node& n, const std::string& path, std::vector<PortConfi
           set(port.vlan, std::optional<std::uint16_t>(v.value), e.value, p);
         else
           ok = false;
+      } else if (k == "zero_copy") {
+        flag(e.value, p, port.zero_copy);
       } else if (k == "impair") {
         impair(e.value, p, port.impair);
       } else {

@@ -90,13 +90,13 @@ void Conn::send_syn(bool with_ack, Time now) {
 
 // ---- sending -----------------------------------------------------------------------
 
-std::size_t Conn::queue(ByteSpan data, bool lend, Time now) {
+std::size_t Conn::queue(ByteSpan data, bool lend, Time now, void* dev) {
   const bool open = state_ == State::established || state_ == State::close_wait || state_ == State::syn_sent ||
                     state_ == State::syn_received;
   if (!open || fin_queued_) return 0;
   const std::size_t room = cfg_.send_buffer > queued() ? cfg_.send_buffer - queued() : 0;
   const std::size_t n = std::min(room, data.size());
-  sndq_.append(data.first(n), lend);
+  sndq_.append(data.first(n), lend, dev);
   push(now);
   return n;
 }

@@ -154,7 +154,8 @@ class Conn {
   // which must stay valid until on_acked() has covered them, own_sent()
   // copied them, or the connection ended.
   std::size_t send(ByteSpan data, Time now) { return queue(data, false, now); }
-  std::size_t lend(ByteSpan data, Time now) { return queue(data, true, now); }
+  // `dev`: the memory's device reference, if it has one (send_queue.hpp).
+  std::size_t lend(ByteSpan data, Time now, void* dev = nullptr) { return queue(data, true, now, dev); }
   // Copy lent bytes still queued into the connection's own storage (their
   // owner wants the memory back); the bytes copied.
   std::size_t own_sent() { return sndq_.own_all(); }
@@ -201,7 +202,7 @@ class Conn {
 
  private:
   // Sending.
-  std::size_t queue(ByteSpan data, bool lend, Time now);
+  std::size_t queue(ByteSpan data, bool lend, Time now, void* dev = nullptr);
   void send_syn(bool with_ack, Time now);
   void push(Time now);  // send what the windows allow
   void send_segment(std::uint32_t seq, std::size_t len, std::uint8_t flags, Time now);

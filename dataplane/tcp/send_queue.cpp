@@ -11,7 +11,7 @@ namespace {
 constexpr std::size_t kOwnedPiece = 64 * 1024;
 }  // namespace
 
-void SendQueue::append(ByteSpan data, bool lend) {
+void SendQueue::append(ByteSpan data, bool lend, void* dev) {
   if (data.empty()) return;
   if (!lend && head_ < pieces_.size()) {
     Piece& last = pieces_.back();
@@ -33,6 +33,7 @@ void SendQueue::append(ByteSpan data, bool lend) {
   p.len = data.size();
   if (lend) {
     p.ref = data.data();
+    p.dev = dev;
     lent_ += data.size();
   } else {
     p.own.assign(data.begin(), data.end());
@@ -78,6 +79,7 @@ std::size_t SendQueue::own_all() {
     p.own.assign(p.ref, p.ref + p.len);
     p.off = 0;
     p.ref = nullptr;
+    p.dev = nullptr;
     copied += p.len;
   }
   lent_ = 0;

@@ -7,6 +7,12 @@
 // into the connection (issue 6's zero copy: the buffer is given back when
 // the peer has acknowledged it, and retransmissions read it again).
 //
+// A lent piece may carry a device reference (`dev`): an opaque handle the
+// port uses to hand the memory itself to the device (a DPDK external
+// buffer's shared info, whose count of references keeps the memory's owner
+// from reusing it while a frame still points at it).  Frames are then
+// chained from the memory instead of copied out of it.
+//
 // Positions are absolute stream offsets (bytes ever appended), so that
 // finding the piece under a segment is a binary search, whatever the
 // number of small pieces queued.
@@ -26,8 +32,9 @@ class SendQueue {
   // Bytes queued (not yet acknowledged).
   std::size_t size() const noexcept { return static_cast<std::size_t>(end_ - front_); }
   bool empty() const noexcept { return end_ == front_; }
-  // Append `data`: copied, or (lend) referenced until released.
-  void append(ByteSpan data, bool lend);
+  // Append `data`: copied, or (lend) referenced until released, with the
+  // device reference `dev` (may be null) of its memory.
+  void append(ByteSpan data, bool lend, void* dev = nullptr);
   // The first `n` bytes were acknowledged: let go of them.
   void drop_front(std::size_t n) noexcept;
   // Copy every lent byte still queued into owned storage; the bytes copied.
@@ -41,16 +48,28 @@ class SendQueue {
   // queued bytes, in order.  offset + len <= size().
   template <class F>
   void for_each(std::size_t offset, std::size_t len, F&& f) const {
+    for_each_piece(offset, len, [&f](ByteSpan s, void*) { f(s); });
+  }
+  // As for_each, with each piece's device reference: f(ByteSpan, void*),
+  // null for bytes owned here or lent without one.
+  template <class F>
+  void for_each_piece(std::size_t offset, std::size_t len, F&& f) const {
     if (len == 0) return;
     std::uint64_t pos = front_ + offset;
     for (std::size_t i = find(pos); len > 0; ++i) {
       const Piece& p = pieces_[i];
       const std::size_t skip = static_cast<std::size_t>(pos - p.start);
       const std::size_t k = len < p.len - skip ? len : p.len - skip;
-      f(ByteSpan(p.data() + skip, k));
+      f(ByteSpan(p.data() + skip, k), p.ref ? p.dev : nullptr);
       pos += k;
       len -= k;
     }
+  }
+  // Whether any byte of [offset, offset + len) has a device reference.
+  bool has_dev(std::size_t offset, std::size_t len) const {
+    bool any = false;
+    for_each_piece(offset, len, [&any](ByteSpan, void* dev) { any |= dev != nullptr; });
+    return any;
   }
   // Copy [offset, offset + len) to `dst`.
   void copy_out(std::size_t offset, std::size_t len, std::uint8_t* dst) const;
@@ -60,6 +79,7 @@ class SendQueue {
     std::uint64_t start = 0;          // absolute position of data()[0]
     std::size_t len = 0;              // bytes from data()
     const std::uint8_t* ref = nullptr;  // lent memory, or null: own[off..]
+    void* dev = nullptr;                // ref's device reference, if any
     std::vector<std::uint8_t> own;
     std::size_t off = 0;
     const std::uint8_t* data() const noexcept { return ref ? ref : own.data() + off; }
@@ -87,6 +107,13 @@ class Payload {
     if (q_) q_->for_each(off_, len_, f);
     else if (len_) f(one_);
   }
+  // f(ByteSpan, void* dev) per piece (SendQueue::for_each_piece).
+  template <class F>
+  void for_each_piece(F&& f) const {
+    if (q_) q_->for_each_piece(off_, len_, f);
+    else if (len_) f(one_, nullptr);
+  }
+  bool has_dev() const { return q_ && q_->has_dev(off_, len_); }
   void copy_to(std::uint8_t* dst) const {
     if (q_) q_->copy_out(off_, len_, dst);
     else if (len_) std::copy(one_.begin(), one_.end(), dst);

@@ -234,52 +234,12 @@ void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
 }
 
 void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload& payload, Time now) {
-  // To a resolved neighbour: the whole frame built in place in the port's
-  // buffer, the payload copied once.
   auto nb = neighbours_.find(ep.remote_ip);
   if (nb != neighbours_.end() && nb->second.mac && now < nb->second.expires) {
-    Ethernet e;
-    e.dst = *nb->second.mac;
-    e.src = cfg_.mac;
-    e.vlan = cfg_.vlan;
-    e.type = kEtherIpv4;
-    const std::size_t eh = e.header_size();
-    const std::size_t most = std::max<std::size_t>(60, eh + kIpv4MinHeader + kTcpMaxHeader + payload.size());
-    MutableByteSpan frame = port_.alloc_frame(most);
-    if (frame.size() < most) {  // the port has no buffer: as if lost on the wire
-      ++stats_.frames_out;
-      return;
-    }
-    const MutableByteSpan tcp = frame.subspan(eh + kIpv4MinHeader);
-    const std::size_t n = encode_tcp(h, tcp);
-    if (n == 0) return port_.send_built(0);
-    payload.copy_to(tcp.data() + n);
-    stats_.bytes_copied += payload.size();
-    const Offloads off = port_.offloads();
-    if (off.tx_tcp) {  // the device sums the segment: the field holds the pseudo-header's sum
-      store_be<std::uint16_t>(tcp.data() + 16,
-                              tcp_pseudo_sum(ep.local_ip, ep.remote_ip, static_cast<std::uint16_t>(n + payload.size())));
-      ++stats_.csum_offloaded;
-    } else {
-      finish_tcp_checksum(ep.local_ip, ep.remote_ip, tcp.first(n + payload.size()));
-    }
-    Ipv4 ip;
-    ip.total_length = static_cast<std::uint16_t>(kIpv4MinHeader + n + payload.size());
-    ip.id = ip_id_++;
-    ip.protocol = kProtoTcp;
-    ip.src = cfg_.ip;
-    ip.dst = ep.remote_ip;
-    encode_ipv4(ip, frame.subspan(eh));
-    if (off.tx_ipv4) store_be<std::uint16_t>(frame.data() + eh + 10, 0);  // the device fills it
-    encode_ethernet(e, frame);
-    std::size_t len = eh + ip.total_length;
-    if (len < 60) {  // Ethernet's minimum (without FCS)
-      std::fill(frame.begin() + static_cast<std::ptrdiff_t>(len), frame.begin() + 60, std::uint8_t{0});
-      len = 60;
-    }
-    port_.send_built(len, off.tx_ipv4 || off.tx_tcp ? eh : 0);
-    ++stats_.frames_out;
-    return;
+    // Payload with device references goes by reference where the port
+    // chains frames; a frame that would need Ethernet padding is copied.
+    const bool chain = port_.chains() && payload.size() >= 64 && payload.has_dev();
+    return transmit_built(*nb->second.mac, ep, h, payload, chain);
   }
   std::vector<std::uint8_t> seg(kTcpMaxHeader + payload.size());
   const std::size_t n = encode_tcp(h, seg);
@@ -288,6 +248,80 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload&
   seg.resize(n + payload.size());
   finish_tcp_checksum(ep.local_ip, ep.remote_ip, seg);
   send_ip(ep.remote_ip, kProtoTcp, seg, now);
+}
+
+void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader& h, const Payload& payload,
+                           bool chain) {
+  Ethernet e;
+  e.dst = dst;
+  e.src = cfg_.mac;
+  e.vlan = cfg_.vlan;
+  e.type = kEtherIpv4;
+  const std::size_t eh = e.header_size();
+  const std::size_t in_head = chain ? 0 : payload.size();  // payload bytes in the first segment
+  const std::size_t most = std::max<std::size_t>(60, eh + kIpv4MinHeader + kTcpMaxHeader + in_head);
+  ++stats_.frames_out;  // sent, or as if lost on the wire
+  MutableByteSpan frame = port_.alloc_frame(most);
+  if (frame.size() < most) return;  // the port has no buffer
+  const MutableByteSpan tcp = frame.subspan(eh + kIpv4MinHeader);
+  const std::size_t n = encode_tcp(h, tcp);
+  if (n == 0) return port_.send_built(0);
+  const auto tcp_len = static_cast<std::uint16_t>(n + payload.size());
+  Offloads off = port_.offloads();
+  if (!chain) {
+    payload.copy_to(tcp.data() + n);
+    stats_.bytes_copied += payload.size();
+  } else {
+    std::size_t at = 0;
+    bool ok = true, odd = false;
+    payload.for_each_piece([&](ByteSpan piece, void* dev) {
+      if (!ok) return;
+      odd |= at % 2 != 0;
+      at += piece.size();
+      ok = port_.append_segment(piece, dev);
+      (dev ? stats_.bytes_referenced : stats_.bytes_copied) += piece.size();
+    });
+    if (!ok) return port_.send_built(0);
+    ++stats_.frames_chained;
+    // Some devices sum a chained frame segment by segment as if each began
+    // at an even offset (net_tap does): one with a segment at an odd
+    // offset is summed here instead.
+    if (odd && off.tx_tcp) {
+      off = {};
+      ++stats_.csum_odd_chains;
+    }
+    if (!off.tx_tcp) {
+      store_be<std::uint16_t>(tcp.data() + 16, 0);
+      std::uint32_t sum = checksum_add(tcp_pseudo_sum(ep.local_ip, ep.remote_ip, tcp_len), tcp.first(n));
+      at = n;
+      payload.for_each([&](ByteSpan piece) {
+        sum = checksum_add_at(sum, piece, at);
+        at += piece.size();
+      });
+      store_be<std::uint16_t>(tcp.data() + 16, static_cast<std::uint16_t>(~checksum_fold(sum)));
+    }
+  }
+  if (off.tx_tcp) {  // the device sums the segment: the field holds the pseudo-header's sum
+    store_be<std::uint16_t>(tcp.data() + 16, tcp_pseudo_sum(ep.local_ip, ep.remote_ip, tcp_len));
+    ++stats_.csum_offloaded;
+  } else if (!chain) {
+    finish_tcp_checksum(ep.local_ip, ep.remote_ip, tcp.first(tcp_len));
+  }
+  Ipv4 ip;
+  ip.total_length = static_cast<std::uint16_t>(kIpv4MinHeader + tcp_len);
+  ip.id = ip_id_++;
+  ip.protocol = kProtoTcp;
+  ip.src = cfg_.ip;
+  ip.dst = ep.remote_ip;
+  encode_ipv4(ip, frame.subspan(eh));
+  if (off.tx_ipv4) store_be<std::uint16_t>(frame.data() + eh + 10, 0);  // the device fills it
+  encode_ethernet(e, frame);
+  std::size_t len = eh + kIpv4MinHeader + n + in_head;  // the first segment's bytes
+  if (len < 60) {  // Ethernet's minimum (without FCS); a chained frame is longer
+    std::fill(frame.begin() + static_cast<std::ptrdiff_t>(len), frame.begin() + 60, std::uint8_t{0});
+    len = 60;
+  }
+  port_.send_built(len, off.tx_ipv4 || off.tx_tcp ? eh : 0);
 }
 
 void Stack::send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now) {

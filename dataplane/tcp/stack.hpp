@@ -51,6 +51,18 @@ class Port {
     (void)l2_len;
     if (len > 0) send(ByteSpan(scratch_.data(), len));
   }
+  // Chained frames (zero copy): whether a frame from alloc_frame() may be
+  // followed by segments appended with append_segment() before
+  // send_built() (whose `len` then counts the first segment only).
+  virtual bool chains() const { return false; }
+  // Append `data` to the frame being built: by reference when `dev` (the
+  // memory's device reference, send_queue.hpp) is set, else copied.  False
+  // if the port has no buffer for it (the frame is then abandoned).
+  virtual bool append_segment(ByteSpan data, void* dev) {
+    (void)data;
+    (void)dev;
+    return false;
+  }
 
  private:
   std::vector<std::uint8_t> scratch_;
@@ -81,7 +93,10 @@ struct StackStats {
   std::uint64_t dropped_unresolved = 0;  // held for a neighbour that never answered
   std::uint64_t dropped_overload = 0;    // SYNs beyond max_connections
   std::uint64_t bytes_copied = 0;        // TCP payload bytes copied into frames sent
+  std::uint64_t bytes_referenced = 0;    // ... and chained by reference instead (zero copy)
+  std::uint64_t frames_chained = 0;      // frames sent with payload chained by reference
   std::uint64_t csum_offloaded = 0;      // segments sent with their checksums left to the device
+  std::uint64_t csum_odd_chains = 0;     // chained segments summed here all the same (a piece at an odd offset)
   std::uint64_t csum_verified = 0;       // segments received whose checksum the device had verified
 };
 
@@ -124,6 +139,9 @@ class Stack {
   // Send an IPv4 packet (header built here) carrying `l4` to `dst`.
   void send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now);
   void transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload& payload, Time now);
+  // transmit_tcp's frame to a resolved neighbour: headers built in place,
+  // the payload copied after them or (chain) referenced.
+  void transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader& h, const Payload& payload, bool chain);
   void send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body);
   void arp_request(std::uint32_t ip);
   bool on_subnet(std::uint32_t ip) const noexcept;

@@ -233,9 +233,9 @@ class SockTransport::LinkStream final : public sock::Stream {
     return static_cast<ssize_t>(n);
   }
 
-  ssize_t sendv(const iovec* iov, std::size_t n) noexcept override { return sendv_lent(iov, n, nullptr); }
+  ssize_t sendv(const iovec* iov, std::size_t n) noexcept override { return sendv_lent(iov, n, nullptr, nullptr); }
 
-  ssize_t sendv_lent(const iovec* iov, std::size_t n, const bool* lend_iov) noexcept override {
+  ssize_t sendv_lent(const iovec* iov, std::size_t n, const bool* lend_iov, void* const* dev) noexcept override {
     Link& l = *l_;
     if (!l.conn_) return l.ended_ ? (l.end_ == End::closed ? -EPIPE : error_of(l.end_)) : -EAGAIN;
     std::size_t total = 0;
@@ -243,7 +243,7 @@ class SockTransport::LinkStream final : public sock::Stream {
     for (std::size_t i = 0; i < n && !full; ++i) {
       const ByteSpan part(static_cast<const std::uint8_t*>(iov[i].iov_base), iov[i].iov_len);
       const bool lend = lend_iov && lend_iov[i];
-      const std::size_t took = lend ? l.conn_->lend(part, l.t_.now_) : l.conn_->send(part, l.t_.now_);
+      const std::size_t took = lend ? l.conn_->lend(part, l.t_.now_, dev ? dev[i] : nullptr) : l.conn_->send(part, l.t_.now_);
       if (lend) l.lending_ |= took > 0;
       else l.t_.stats_.bytes_copied += took;
       total += took;

@@ -59,6 +59,12 @@ std::uint16_t checksum_fold(std::uint32_t sum) noexcept {
   return static_cast<std::uint16_t>(sum);
 }
 
+std::uint32_t checksum_add_at(std::uint32_t sum, ByteSpan bytes, std::size_t offset) noexcept {
+  if (offset % 2 == 0) return checksum_add(sum, bytes);
+  const std::uint16_t s = checksum_fold(checksum_add(0, bytes));
+  return checksum_fold(sum + static_cast<std::uint16_t>((s << 8) | (s >> 8)));
+}
+
 std::uint16_t checksum(ByteSpan bytes) noexcept {
   return static_cast<std::uint16_t>(~checksum_fold(checksum_add(0, bytes)));
 }

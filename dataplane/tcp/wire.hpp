@@ -53,6 +53,10 @@ using PacketResult = Result<T, PacketError>;
 // complemented; bytes taken in network order).
 std::uint32_t checksum_add(std::uint32_t sum, ByteSpan bytes) noexcept;
 std::uint16_t checksum_fold(std::uint32_t sum) noexcept;
+// As checksum_add, for `bytes` that sit `offset` bytes into what is being
+// summed (an odd offset swaps the bytes of their sum, RFC 1071 §2(B)): a
+// segment summed piece by piece.
+std::uint32_t checksum_add_at(std::uint32_t sum, ByteSpan bytes, std::size_t offset) noexcept;
 // The checksum field value for `bytes` (complement of the folded sum).
 std::uint16_t checksum(ByteSpan bytes) noexcept;
 // The TCP pseudo-header's sum (source, destination, protocol 6, TCP length),

@@ -68,6 +68,7 @@ constexpr std::size_t kIovMax = 64;
 // the ACK of every small message would hold its credits for a round trip
 // (and a receiver's delayed ACK).
 constexpr std::size_t kLendMinPayload = 16 << 10;
+bool lent_by_reference(const Tx& t) noexcept { return t.payload.size() >= kLendMinPayload; }
 constexpr auto kKeepaliveRetry = std::chrono::seconds(10);
 
 std::size_t type_index(ConnType t) noexcept {
@@ -448,26 +449,30 @@ void Conn::do_write() {
       fill_ctl();
     iovec iov[kIovMax];
     bool lend[kIovMax];  // control bytes are rewritten in place: only large messages are lent
+    void* dev[kIovMax];
     std::size_t niov = 0;
     if (ctl_sent_ < ctl_len_) {
       lend[niov] = false;
+      dev[niov] = nullptr;
       iov[niov++] = {ctl_.data() + ctl_sent_, ctl_len_ - ctl_sent_};
     }
     for (Tx* t = txq_.head; t && niov + 2 <= kIovMax; t = t->next) {
-      const bool large = t->payload.size() >= kLendMinPayload;
+      const bool large = lent_by_reference(*t);
       const std::size_t wire_left = t->sent < t->wire_len ? t->wire_len - t->sent : 0;
       if (wire_left) {
         lend[niov] = large;
+        dev[niov] = nullptr;
         iov[niov++] = {t->wire.data() + t->sent, wire_left};
       }
       const std::size_t pay_done = t->sent > t->wire_len ? t->sent - t->wire_len : 0;
       if (t->payload.size() > pay_done) {
         lend[niov] = large;
+        dev[niov] = large ? t->payload_dev : nullptr;
         iov[niov++] = {const_cast<std::uint8_t*>(t->payload.data()) + pay_done, t->payload.size() - pay_done};
       }
     }
     if (niov == 0) return;
-    const ssize_t n = s_->sendv_lent(iov, niov, lend);
+    const ssize_t n = s_->sendv_lent(iov, niov, lend, dev);
     if (n < 0) {
       if (n == -EAGAIN) {
         writable_ = false;
@@ -502,7 +507,7 @@ void Conn::do_write() {
     while (Tx* t = done.pop()) {
       ++node_.stats_.tx_msgs;
       node_.stats_.tx_bytes += t->payload.size();
-      if (lent && t->payload.size() >= kLendMinPayload) {
+      if (lent && lent_by_reference(*t)) {
         t->written_at = now;
         unreleased_.push(t);
       } else {

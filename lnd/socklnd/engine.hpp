@@ -127,6 +127,10 @@ class Node;
 struct Tx {
   LnetHeader hdr;
   ByteSpan payload;  // hdr.payload_length bytes, in the Upper's memory
+  // The payload memory's device reference, if any (Stream::sendv_lent): a
+  // DPDK port may then send the memory itself, which its owner keeps until
+  // the device has let go of it (the dataplane counts those references).
+  void* payload_dev = nullptr;
   void* cookie = nullptr;
 
   // Engine's part.

@@ -52,9 +52,12 @@ class Stream {
   // iov[i] with lend[i] set by reference instead of copying them: their
   // memory must then stay valid until released() has passed them, or the
   // stream is destroyed (the dataplane's TCP keeps them until the peer
-  // acknowledges them, for retransmission).
-  virtual ssize_t sendv_lent(const iovec* iov, std::size_t n, const bool* lend) noexcept {
+  // acknowledges them, for retransmission).  dev[i] (dev may be null) is
+  // the memory's device reference, if it has one: an opaque handle a DPDK
+  // port may pass to the device with the memory itself (Tx::payload_dev).
+  virtual ssize_t sendv_lent(const iovec* iov, std::size_t n, const bool* lend, void* const* dev) noexcept {
     (void)lend;
+    (void)dev;
     return sendv(iov, n);
   }
   // Whether sendv_lent() keeps references (false: it copies, like sendv()).

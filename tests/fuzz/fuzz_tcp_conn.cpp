@@ -5,7 +5,8 @@
 // within its send buffer; an ended connection stays ended; every segment it
 // sends encodes.  Lent memory is freed as soon as the connection releases
 // it (acknowledged, copied by own_sent(), or the end), so that a read of
-// released memory is an AddressSanitizer report.
+// released memory is an AddressSanitizer report.  Lent blocks may carry a
+// device reference, which every piece sent from them keeps.
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
@@ -57,9 +58,11 @@ struct Sink : Upper, Output {
     FUZZ_CHECK(payload.size() <= 65535);
     std::size_t total = 0;
     std::uint32_t sum = 0;  // every byte read
-    payload.for_each([&](ByteSpan piece) {
+    payload.for_each_piece([&](ByteSpan piece, void* dev) {
       total += piece.size();
       for (std::uint8_t b : piece) sum += b;
+      // A device reference names the block the piece lies in (its start).
+      if (dev) FUZZ_CHECK(static_cast<const std::uint8_t*>(dev) <= piece.data());
     });
     FUZZ_CHECK(total == payload.size());
     FUZZ_CHECK(sum == 0x5au * total);
@@ -127,7 +130,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::size_t len = r.u32() % payload.size();
         auto block = std::make_unique<std::uint8_t[]>(len + 1);
         std::fill(block.get(), block.get() + len, std::uint8_t{0x5a});
-        const std::size_t took = c.lend(ByteSpan(block.get(), len), now);
+        void* dev = (r.u8() & 1) ? block.get() : nullptr;  // with a device reference, or without
+        const std::size_t took = c.lend(ByteSpan(block.get(), len), now, dev);
         lender.queued += took;
         if (took > 0) lender.blocks.emplace_back(lender.queued, std::move(block));
         FUZZ_CHECK(c.lent() <= c.queued());

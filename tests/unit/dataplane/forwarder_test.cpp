@@ -47,6 +47,7 @@ class FakePorts final : public ForwarderPorts {
     return memory.back().get();
   }
   void put_buffer(PoolClass c, std::uint8_t*) override { --buffers_out[c]; }
+  std::uint64_t buffer_iova(const std::uint8_t*) override { return RTE_BAD_IOVA; }
   int send(const Nid& to, sock::Tx& tx) override {
     sent.push_back({to, &tx});
     return 0;
@@ -161,6 +162,52 @@ TEST(Forwarder, ForwardsToALocalNetAndGivesEverythingBack) {
   r.complete();
   EXPECT_EQ(r.shared.counters[0].route_count.get(), 1u);
   EXPECT_EQ(r.shared.counters[0].route_length.get(), 5000u);
+  r.expect_idle();
+}
+
+// A port that sent frames chained from the router buffer (zero copy) holds
+// references to it until the device frees them: the buffer, the pool
+// credit and the previous hop's router credit wait for that, the send's
+// transmit credits do not.
+TEST(Forwarder, ABufferADeviceStillHoldsIsFreedOnlyOnceTheDeviceLetsGo) {
+  Rig r(make_setup());
+  sock::Rx& rx = r.head(kA, kNiA, kB, 65536);
+  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+  r.fwd->on_received(rx);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  sock::Tx& tx = *r.ports.sent[0].tx;
+  ASSERT_NE(tx.payload_dev, nullptr);  // a routed payload carries its buffer's reference
+  BufferRef* ref = BufferRef::of(tx.payload_dev);
+  EXPECT_EQ(ref->base, tx.payload.data());
+  EXPECT_FALSE(ref->held_by_device());
+  rte_mbuf_ext_refcnt_update(&ref->shinfo, 2);  // two frames chained from it, in the device
+  r.complete();
+  EXPECT_EQ(r.peer(kB).tx.cur, r.peer(kB).tx.max);  // the send's credits are back
+  EXPECT_EQ(r.fwd->ni_credits()[1].cur, r.fwd->ni_credits()[1].max);
+  EXPECT_EQ(r.fwd->held(), 1u);
+  EXPECT_EQ(r.ports.buffers_out[PoolClass::large], 1);
+  EXPECT_EQ(r.pool(PoolClass::large).credits.cur, 1);
+  EXPECT_EQ(r.peer(kA).rtr.cur, 1);
+  EXPECT_EQ(r.fwd->release_held(), 0u);
+  rte_mbuf_ext_refcnt_update(&ref->shinfo, -1);  // one frame freed
+  EXPECT_EQ(r.fwd->release_held(), 0u);
+  EXPECT_EQ(r.ports.buffers_out[PoolClass::large], 1);
+  rte_mbuf_ext_refcnt_update(&ref->shinfo, -1);  // the last
+  EXPECT_EQ(r.fwd->release_held(), 1u);
+  EXPECT_EQ(r.fwd->held(), 0u);
+  r.expect_idle();
+}
+
+// A tiny message has no buffer and so no device reference; local messages
+// (ping replies) neither.
+TEST(Forwarder, OnlyRouterBuffersCarryADeviceReference) {
+  Rig r(make_setup());
+  sock::Rx& rx = r.head(kA, kNiA, kB, 0);
+  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+  r.fwd->on_received(rx);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  EXPECT_EQ(r.ports.sent[0].tx->payload_dev, nullptr);
+  r.complete();
   r.expect_idle();
 }
 

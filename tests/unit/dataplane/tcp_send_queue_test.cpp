@@ -19,6 +19,32 @@ Bytes read(const SendQueue& q, std::size_t off, std::size_t len) {
   return out;
 }
 
+// Lent pieces keep their device reference through partial acknowledgement;
+// copied ones and own_all()'s copies have none.
+TEST(SendQueue, DeviceReferencesFollowTheirLentPieces) {
+  Bytes all(3000, 7);
+  int dev1 = 0, dev2 = 0;  // two owners' handles
+  SendQueue q;
+  q.append(ByteSpan(all).first(100), false);
+  q.append(ByteSpan(all).subspan(100, 1000), true, &dev1);
+  q.append(ByteSpan(all).subspan(1100, 900), true);  // lent without one
+  q.append(ByteSpan(all).subspan(2000, 1000), true, &dev2);
+  std::vector<std::pair<std::size_t, void*>> seen;
+  q.for_each_piece(50, 2900, [&](ByteSpan s, void* dev) { seen.emplace_back(s.size(), dev); });
+  const std::vector<std::pair<std::size_t, void*>> want = {{50, nullptr}, {1000, &dev1}, {900, nullptr}, {950, &dev2}};
+  EXPECT_EQ(seen, want);
+  EXPECT_FALSE(q.has_dev(0, 100));
+  EXPECT_TRUE(q.has_dev(99, 2));
+  EXPECT_FALSE(q.has_dev(1100, 900));
+  EXPECT_TRUE(q.has_dev(1100, 901));
+  q.drop_front(600);  // the first lent piece acknowledged in part
+  seen.clear();
+  q.for_each_piece(0, 600, [&](ByteSpan s, void* dev) { seen.emplace_back(s.size(), dev); });
+  EXPECT_EQ(seen, (std::vector<std::pair<std::size_t, void*>>{{500, &dev1}, {100, nullptr}}));
+  EXPECT_EQ(q.own_all(), 500u + 900u + 1000u);
+  EXPECT_FALSE(q.has_dev(0, q.size()));
+}
+
 TEST(SendQueue, MixedPiecesReadBackInOrderFromAnyOffset) {
   Bytes all(5000);
   std::iota(all.begin(), all.end(), std::uint8_t{0});

@@ -44,10 +44,51 @@ struct Side : Port {
   Offloads offloads() const override { return off; }
   MutableByteSpan alloc_frame(std::size_t len) override {
     building.resize(len);
+    chained.clear();
     return building;
+  }
+  // A device that takes chained frames (zero copy): segments appended by
+  // reference are read where they lie when the frame is sent, as a NIC's
+  // DMA (or a virtual device's copy) would.
+  bool chain = false;
+  std::vector<std::pair<ByteSpan, void*>> chained;
+  std::vector<std::pair<ByteSpan, void*>> referenced;  // every segment appended by reference
+  bool chains() const override { return chain; }
+  std::size_t odd_pieces = 0;  // segments appended at an odd offset into the payload
+  bool append_segment(ByteSpan data, void* dev) override {
+    EXPECT_TRUE(chain);
+    std::size_t at = 0;
+    for (const auto& c : chained) at += c.first.size();
+    odd_pieces += at % 2;
+    chained.emplace_back(data, dev);
+    if (dev) referenced.emplace_back(data, dev);
+    return true;
   }
   void send_built(std::size_t len, std::size_t l2_len) override {
     building.resize(len);
+    const std::size_t head = len;
+    std::vector<ByteSpan> segs;
+    for (const auto& [data, dev] : chained) {
+      building.insert(building.end(), data.begin(), data.end());
+      segs.push_back(data);
+    }
+    chained.clear();
+    if (l2_len > 0 && !segs.empty()) {
+      // A device that sums a chained frame segment by segment, each as if it
+      // began at an even offset (as net_tap does).
+      ++offloaded;
+      const MutableByteSpan ip = MutableByteSpan(building).subspan(l2_len);
+      const std::uint16_t total = load_be<std::uint16_t>(ip.data() + 2);
+      const std::uint32_t src = load_be<std::uint32_t>(ip.data() + 12), dst = load_be<std::uint32_t>(ip.data() + 16);
+      store_be<std::uint16_t>(ip.data() + 10, checksum(ip.first(20)));
+      const MutableByteSpan tcp = ip.subspan(20, head - l2_len - 20);
+      pseudo_sums_right += load_be<std::uint16_t>(tcp.data() + 16) == tcp_pseudo_sum(src, dst, static_cast<std::uint16_t>(total - 20u));
+      store_be<std::uint16_t>(tcp.data() + 16, 0);
+      std::uint32_t sum = checksum_add(tcp_pseudo_sum(src, dst, static_cast<std::uint16_t>(total - 20u)), tcp);
+      for (ByteSpan seg : segs) sum = checksum_add(sum, seg);
+      store_be<std::uint16_t>(tcp.data() + 16, static_cast<std::uint16_t>(~checksum_fold(sum)));
+      return send(building);
+    }
     if (l2_len > 0) {
       ++offloaded;
       const MutableByteSpan ip = MutableByteSpan(building).subspan(l2_len);
@@ -335,6 +376,78 @@ TEST(TcpStack, ASynInTimeWaitStartsTheNewConnectionAtOnce) {
 // A device with checksum offload gets frames whose checksums it fills in
 // (the TCP field holding the pseudo-header's sum), and a received segment
 // the device verified is not summed again.
+// On a device that takes chained frames, lent bytes with a device reference
+// leave by reference (the frame points into the lender's memory) and
+// everything else is copied; the frames are the same bytes either way, and
+// their checksums are right whether the device or the stack sums them
+// (pieces start at odd offsets: copied runs of odd length between loans).
+TEST(TcpStack, LentPayloadWithADeviceReferenceIsChainedNotCopied) {
+  for (const bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "checksum offload" : "software checksums");
+    Link l;
+    l.sides[0].chain = true;
+    l.sides[0].off = {offload, offload};
+    Owner mine;
+    Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+    ASSERT_NE(c, nullptr);
+    l.run(l.now + 50ms);
+    ASSERT_TRUE(mine.established);
+    const auto lent = pattern(200001);
+    int dev = 0;  // the lender's handle
+    std::vector<std::uint8_t> want;
+    // Three bytes copied, 100,001 lent, five copied, the rest lent without a
+    // device reference (copied into frames: it has no device handle).
+    // Queued back to back, so that segments straddle the pieces.
+    struct Piece {
+      ByteSpan bytes;
+      bool lend;
+      void* dev;
+    };
+    const std::vector<std::uint8_t> three = {1, 2, 3}, five = {4, 5, 6, 7, 8};
+    const std::vector<Piece> pieces = {{three, false, nullptr},
+                                       {ByteSpan(lent).first(100001), true, &dev},
+                                       {five, false, nullptr},
+                                       {ByteSpan(lent).subspan(100001), true, nullptr}};
+    for (const Piece& p : pieces) {
+      std::size_t off = 0;
+      for (;;) {
+        off += p.lend ? c->lend(p.bytes.subspan(off), l.now, p.dev) : c->send(p.bytes.subspan(off), l.now);
+        if (off == p.bytes.size() || l.now > 1100s) break;
+        l.run(l.now + 1ms);
+      }
+      want.insert(want.end(), p.bytes.begin(), p.bytes.end());
+    }
+    const std::size_t copied = three.size() + five.size() + (lent.size() - 100001);
+    l.run(l.now + 200ms);
+    EXPECT_EQ(l.accepted.got, want);  // B checked every checksum
+    EXPECT_EQ(l.b().stats().dropped_malformed, 0u);
+    const StackStats& s = l.a().stats();
+    EXPECT_EQ(c->stats().retransmits, 0u);  // a lossless link: each byte left once
+    EXPECT_EQ(s.bytes_referenced + s.bytes_copied, want.size());
+    // All of the loan went by reference but for frames too short to chain
+    // (under 64 bytes of payload: at most one at each end of it).
+    EXPECT_LE(s.bytes_referenced, 100001u);
+    EXPECT_GE(s.bytes_referenced, 100001u - 2 * 63);
+    EXPECT_LE(s.bytes_copied, copied + 2 * 63);
+    EXPECT_GT(s.frames_chained, 60u);
+    // Every segment sent by reference pointed into the lent memory, with its handle.
+    std::size_t in_loan = 0;
+    for (const auto& [data, d] : l.sides[0].referenced) {
+      EXPECT_EQ(d, &dev);
+      EXPECT_GE(data.data(), lent.data());
+      EXPECT_LE(data.data() + data.size(), lent.data() + 100001);
+      in_loan += data.size();
+    }
+    EXPECT_EQ(in_loan, s.bytes_referenced);
+    EXPECT_EQ(l.sides[0].offloaded > 0, offload);
+    EXPECT_EQ(l.sides[0].pseudo_sums_right, l.sides[0].offloaded);
+    EXPECT_GT(l.sides[0].odd_pieces, 0u);  // summed at odd offsets
+    // With offload, those frames were summed by the stack (the device would
+    // have got them wrong), the others by the device.
+    EXPECT_EQ(s.csum_odd_chains > 0, offload);
+  }
+}
+
 TEST(TcpStack, ChecksumsAreLeftToADeviceThatOffloadsThem) {
   Link l;
   l.sides[0].off = {true, true};

@@ -482,7 +482,7 @@ TEST(SockTransport, AGracefulCloseCopiesWhatWasLent) {
   const Bytes expect = *data;
   iovec iov{data->data(), data->size()};
   const bool lend = true;
-  const ssize_t n = client->sendv_lent(&iov, 1, &lend);
+  const ssize_t n = client->sendv_lent(&iov, 1, &lend, nullptr);
   ASSERT_GT(n, 0);
   EXPECT_LT(client->released(), static_cast<std::uint64_t>(n));
   const std::uint64_t copied = w.hosts[0].transport->stats().bytes_copied;

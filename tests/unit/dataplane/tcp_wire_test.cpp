@@ -39,6 +39,23 @@ TEST(Checksum, Rfc1071Example) {
   EXPECT_EQ(checksum_fold(checksum_add(0, odd)), 0x0100);  // padded with a zero byte
 }
 
+// A segment summed piece by piece, pieces of any length at any offset
+// (odd ones too), sums as the whole does.
+TEST(Checksum, SummedInPiecesAtAnyOffset) {
+  std::vector<std::uint8_t> bytes(3001);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i * 131 + 17);
+  const std::uint32_t start = 0x1234;
+  const std::uint16_t whole = checksum_fold(checksum_add(start, bytes));
+  for (std::size_t step : {1u, 2u, 3u, 7u, 8u, 9u, 1447u, 3001u}) {
+    std::uint32_t sum = start;
+    for (std::size_t at = 0; at < bytes.size(); at += step) {
+      const std::size_t n = std::min(step, bytes.size() - at);
+      sum = checksum_add_at(sum, ByteSpan(bytes).subspan(at, n), at);
+    }
+    EXPECT_EQ(checksum_fold(sum), whole) << "pieces of " << step;
+  }
+}
+
 TEST(Ipv4, DecodesChecksRefusesAndEncodes) {
   // 10.201.1.2 -> 10.201.1.4, TCP, DF, TTL 64, 60 bytes, as Linux sends.
   Ipv4 h;

@@ -837,6 +837,8 @@ TEST(ConfigPorts, Defaults) {
   EXPECT_EQ(p.queues.value, 1u);
   EXPECT_FALSE(p.queues.given());
   EXPECT_FALSE(p.vlan.value);
+  EXPECT_TRUE(p.zero_copy.value);
+  EXPECT_FALSE(p.zero_copy.given());
   EXPECT_EQ(p.impair.seed.value, 1u);
   EXPECT_EQ(p.impair.loss.value, 0.0);
   EXPECT_EQ(p.impair.duplicate.value, 0.0);
@@ -857,6 +859,12 @@ TEST(ConfigPorts, Defaults) {
   EXPECT_EQ(load_ok(with_ports("    - {name: p, device: d, address: 10.1.0.2/30}\n")).config.dataplane.ports[0]
                 .prefix_len.value,
             30u);
+  // Zero copy turned off, and a value it does not take.
+  const auto off = load_ok(with_ports(kPort0, "      zero_copy: 0\n")).config.dataplane.ports[0].zero_copy;
+  EXPECT_FALSE(off.value);
+  EXPECT_EQ(to_string(off.source), "lnetr.yaml:11:18: dataplane.ports[0].zero_copy");
+  EXPECT_THAT(load_errors(with_ports(kPort0, "      zero_copy: yes\n")),
+              ElementsAre("lnetr.yaml:11:18: dataplane.ports[0].zero_copy: expected 0 or 1, got \"yes\""));
   // Explicit zero impairments are inactive.
   EXPECT_FALSE(load_ok(with_ports(kPort0, "      impair: {loss: 0, duplicate: 0.0, reorder: 0e0, delay_us: 0}\n"))
                    .config.dataplane.ports[0]

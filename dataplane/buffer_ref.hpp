@@ -1,0 +1,43 @@
+// A router buffer's device reference (sock::Tx::payload_dev): DPDK's shared
+// info of an external buffer, whose count of references is the buffer's
+// owner (one) plus every frame a port has chained from the buffer and the
+// device has not freed yet.  A port with chained frames sends a large
+// message's payload from the router buffer itself (port.hpp); the buffer
+// goes back to its pool only once no frame points into it any more.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <cstdint>
+
+namespace lnetr::dp {
+
+struct BufferRef {
+  rte_mbuf_ext_shared_info shinfo;  // first: the device reference is its address
+  const std::uint8_t* base = nullptr;
+  rte_iova_t iova = RTE_BAD_IOVA;  // base's, or RTE_BAD_IOVA (virtual devices read addresses)
+
+  // A buffer newly taken from its pool: one reference, its owner's.
+  void reset(const std::uint8_t* buf, rte_iova_t buf_iova) noexcept {
+    shinfo.free_cb = &never_freed;
+    shinfo.fcb_opaque = nullptr;
+    rte_mbuf_ext_refcnt_set(&shinfo, 1);
+    base = buf;
+    iova = buf_iova;
+  }
+  void* handle() noexcept { return &shinfo; }
+  static BufferRef* of(void* handle) noexcept { return reinterpret_cast<BufferRef*>(handle); }
+  // Frames the device still holds that point into the buffer.
+  bool held_by_device() const noexcept { return rte_mbuf_ext_refcnt_read(&shinfo) > 1; }
+  rte_iova_t iova_of(const std::uint8_t* p) const noexcept {
+    return iova == RTE_BAD_IOVA ? RTE_BAD_IOVA : iova + static_cast<rte_iova_t>(p - base);
+  }
+
+ private:
+  // The owner's reference is never dropped through DPDK (the owner checks
+  // held_by_device() and frees the buffer itself), so the count never
+  // reaches zero in a frame's free.
+  static void never_freed(void*, void*) noexcept {}
+};
+
+}  // namespace lnetr::dp
