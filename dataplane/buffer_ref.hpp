@@ -27,8 +27,10 @@ struct BufferRef {
   }
   void* handle() noexcept { return &shinfo; }
   static BufferRef* of(void* handle) noexcept { return reinterpret_cast<BufferRef*>(handle); }
-  // Frames the device still holds that point into the buffer.
-  bool held_by_device() const noexcept { return rte_mbuf_ext_refcnt_read(&shinfo) > 1; }
+  // Frames the device still holds that point into the buffer.  (Acquire:
+  // a device that copied the frame on another worker did so before its
+  // release of the count, and the buffer is reused after this.)
+  bool held_by_device() const noexcept { return __atomic_load_n(&shinfo.refcnt, __ATOMIC_ACQUIRE) > 1; }
   rte_iova_t iova_of(const std::uint8_t* p) const noexcept {
     return iova == RTE_BAD_IOVA ? RTE_BAD_IOVA : iova + static_cast<rte_iova_t>(p - base);
   }

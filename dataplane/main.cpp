@@ -254,6 +254,10 @@ int run(const Setup& setup) {
   control.run();
   rte_eal_mp_wait_lcore();
   log_info("stopped");
+  // The devices first: stopping one frees the frames it still holds, some
+  // chained from router buffers, whose counts live in the workers'
+  // message descriptors.
+  for (auto& p : ports) p->stop();
   workers.clear();
   ports.clear();
   rte_eal_cleanup();

@@ -79,8 +79,20 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   p->tx_offloads_.tx_tcp = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) != 0;
   p->rx_checksum_ = conf.rxmode.offloads != 0;
   if (cfg.zero_copy && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
-    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
-    p->tx_chains_ = true;
+    // Chained frames: at most what the device takes per MTU-sized frame
+    // (0: it does not say), and a pool of data-less mbufs to attach to
+    // router buffers (three per frame the port may hold).
+    std::uint16_t most = std::min(info.tx_desc_lim.nb_seg_max, info.tx_desc_lim.nb_mtu_seg_max);
+    if (most == 0) most = std::max(info.tx_desc_lim.nb_seg_max, info.tx_desc_lim.nb_mtu_seg_max);
+    if (most == 0) most = 16;
+    if (most > 1) {
+      const std::string attach_name = "lnetr_attach_" + std::to_string(pid);
+      p->attach_pool_ = rte_pktmbuf_pool_create(attach_name.c_str(), 3 * mbufs * cfg.queues, 256, 0, 0,
+                                                static_cast<int>(rte_socket_id()));
+      if (!p->attach_pool_) return fail("cannot create its pool of attachable mbufs", -rte_errno);
+      conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+      p->max_segments_ = most;
+    }
   }
   if (cfg.queues > 1) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
@@ -105,12 +117,16 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   return p;
 }
 
+void EthPort::stop() noexcept {
+  if (started_) (void)rte_eth_dev_stop(port_id_);
+  started_ = false;
+}
+
 EthPort::~EthPort() {
-  if (started_) {
-    (void)rte_eth_dev_stop(port_id_);
-    (void)rte_eth_dev_close(port_id_);
-  }
+  stop();
+  (void)rte_eth_dev_close(port_id_);
   rte_mempool_free(pool_);
+  if (attach_pool_) rte_mempool_free(attach_pool_);
 }
 
 bool EthPort::link_up() const noexcept {
@@ -123,10 +139,11 @@ bool EthPort::link_up() const noexcept {
 PortQueue::PortQueue(EthPort& port, std::uint16_t queue)
     : port_(port), queue_(queue), rng_(port.config().impair.seed.value + queue) {
   tx_.reserve(kTxBacklog);
+  tx_len_.reserve(kTxBacklog);
 }
 
 PortQueue::~PortQueue() {
-  (void)flush();
+  // (Not sent: the device is stopped by now; see EthPort::stop.)
   rte_pktmbuf_free_bulk(tx_.data(), static_cast<unsigned>(tx_.size()));
   if (held_) rte_pktmbuf_free(held_);
   if (building_) rte_pktmbuf_free(building_);
@@ -241,6 +258,7 @@ void PortQueue::queue_tx(rte_mbuf* m) {
     return;
   }
   tx_.push_back(m);
+  tx_len_.push_back(rte_pktmbuf_pkt_len(m));
   if (tx_.size() % kBurst == 0) (void)flush();
 }
 
@@ -264,7 +282,7 @@ MutableByteSpan PortQueue::alloc_frame(std::size_t len) {
 
 bool PortQueue::append_segment(ByteSpan data, void* dev) {
   if (!building_ || data.size() > UINT16_MAX) return false;
-  rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
+  rte_mbuf* m = rte_pktmbuf_alloc(dev ? port_.attach_pool() : port_.pool());
   if (!m) {
     ++stats_.tx_dropped;
     return false;
@@ -276,7 +294,6 @@ bool PortQueue::append_segment(ByteSpan data, void* dev) {
     rte_mbuf_ext_refcnt_update(&ref->shinfo, 1);
     rte_pktmbuf_attach_extbuf(m, p, ref->iova_of(p), len, &ref->shinfo);
     m->data_len = len;
-    cleaned_ = false;
   } else {
     char* p = rte_pktmbuf_append(m, len);
     if (!p) {
@@ -313,31 +330,38 @@ void PortQueue::send_built(std::size_t len, std::size_t l2_len) {
     const tcp::Offloads& off = port_.tx_offloads();
     m->l2_len = static_cast<std::uint64_t>(l2_len) & 0x7f;
     m->l3_len = 20;
+    const std::uint8_t* tcp = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, l2_len + 20);
+    m->l4_len = static_cast<std::uint64_t>(tcp[12] >> 4) * 4;
     m->ol_flags |= RTE_MBUF_F_TX_IPV4 | (off.tx_ipv4 ? RTE_MBUF_F_TX_IP_CKSUM : 0) |
                    (off.tx_tcp ? RTE_MBUF_F_TX_TCP_CKSUM : 0);
   }
   queue_tx(m);
 }
 
+void PortQueue::release_sent() {
+  // A NIC frees what it sent lazily, during later bursts: without more
+  // traffic, the router buffers its last frames were chained from would
+  // stay out of their pools.
+  if (cleanup_ && port_.tx_chains()) cleanup_ = rte_eth_tx_done_cleanup(port_.port_id(), queue_, 0) != -ENOTSUP;
+}
+
 unsigned PortQueue::flush() {
   if (tx_.empty()) {
-    // Idle: ask the device to free what it sent, so that the router
-    // buffers chained frames point into go back to their pools (a NIC
-    // frees sent frames lazily, during later bursts).
-    if (!cleaned_ && cleanup_) cleanup_ = rte_eth_tx_done_cleanup(port_.port_id(), queue_, 0) != -ENOTSUP;
-    cleaned_ = true;
+    if (port_.tx_chains() && stats_.tx_chained != chained_seen_) {
+      chained_seen_ = stats_.tx_chained;
+      release_sent();
+    }
     return 0;
   }
   unsigned sent = 0;
-  std::uint64_t bytes = 0;  // read before the device owns (and frees) the mbufs
-  for (rte_mbuf* m : tx_) bytes += rte_pktmbuf_pkt_len(m);
   for (int tries = 0; sent < tx_.size() && tries < kTxRetries; ++tries)
     sent += rte_eth_tx_burst(port_.port_id(), queue_, tx_.data() + sent, static_cast<std::uint16_t>(tx_.size() - sent));
-  for (unsigned i = sent; i < tx_.size(); ++i) bytes -= rte_pktmbuf_pkt_len(tx_[i]);
-  stats_.tx_bytes += bytes;
+  // (lengths kept aside: the device owns, and may have freed, what it took)
+  for (unsigned i = 0; i < sent; ++i) stats_.tx_bytes += tx_len_[i];
   stats_.tx_frames += sent;
   // What the device refused waits at the front for the next flush().
   tx_.erase(tx_.begin(), tx_.begin() + static_cast<std::ptrdiff_t>(sent));
+  tx_len_.erase(tx_len_.begin(), tx_len_.begin() + static_cast<std::ptrdiff_t>(sent));
   stats_.tx_backlog = tx_.size();
   return sent;
 }

@@ -62,9 +62,16 @@ class EthPort {
   // checksums filled in on transmit, and verified on receive.
   const tcp::Offloads& tx_offloads() const noexcept { return tx_offloads_; }
   bool rx_checksum() const noexcept { return rx_checksum_; }
-  // Whether frames are sent chained from router buffers: the device takes
-  // multi-segment frames and the port's zero_copy is on.
-  bool tx_chains() const noexcept { return tx_chains_; }
+  // Whether frames are sent chained from router buffers (the device takes
+  // multi-segment frames and the port's zero_copy is on), and the most
+  // segments a frame may have (1: none chained).
+  bool tx_chains() const noexcept { return max_segments_ > 1; }
+  std::uint16_t max_segments() const noexcept { return max_segments_; }
+  // Data-less mbufs for the segments attached to router buffers.
+  rte_mempool* attach_pool() const noexcept { return attach_pool_; }
+  // Stop the device: it frees every frame it still holds (those chained
+  // from router buffers included).  Before the workers go.
+  void stop() noexcept;
 
  private:
   EthPort(const PortSetup& cfg, std::uint16_t port_id, rte_mempool* pool) : cfg_(cfg), port_id_(port_id), pool_(pool) {}
@@ -76,7 +83,8 @@ class EthPort {
   bool started_ = false;
   tcp::Offloads tx_offloads_;
   bool rx_checksum_ = false;
-  bool tx_chains_ = false;
+  std::uint16_t max_segments_ = 1;
+  rte_mempool* attach_pool_ = nullptr;
 };
 
 // One queue pair of a port: what one worker's stack sends and receives
@@ -99,8 +107,12 @@ class PortQueue final : public tcp::Port {
   tcp::Offloads offloads() const override { return port_.tx_offloads(); }
   // tcp::Port: chained frames, where the device takes them.  A segment with
   // a device reference (a BufferRef) is attached to that memory.
-  bool chains() const override { return port_.tx_chains(); }
+  std::size_t max_segments() const override { return port_.max_segments(); }
   bool append_segment(ByteSpan data, void* dev) override;
+  // Ask the device to free the frames it has sent (so that router buffers
+  // they were chained from go back to their pools): when idle, and on each
+  // tick.  A device without tx_done_cleanup frees them on later bursts.
+  void release_sent();
   // Send what send() gathered.  Returns the frames sent.
   unsigned flush();
 
@@ -117,10 +129,11 @@ class PortQueue final : public tcp::Port {
   PortStats stats_;
   static constexpr unsigned kBurst = 32;
   std::vector<rte_mbuf*> tx_;         // to send: refused ones first, then gathered by send()
+  std::vector<std::uint32_t> tx_len_;  // their lengths
   rte_mbuf* building_ = nullptr;      // handed out by alloc_frame()
   rte_mbuf* building_tail_ = nullptr;  // its last segment, if chained
+  std::uint64_t chained_seen_ = 0;     // tx_chained at the last release_sent() when idle
   bool cleanup_ = true;  // the device frees sent frames on request (tx_done_cleanup)
-  bool cleaned_ = true;  // ... and nothing chained was sent since the last request
   std::vector<std::uint8_t> linear_;  // a chained frame, linearised
 
   // Impairment.

@@ -179,6 +179,8 @@ void Worker::tick() {
   next_tick_ = now + kTickPeriod;
   node_->tick(now);
   if (acceptor_) acceptor_->tick(now);
+  for (auto& lane : lanes_)
+    if (lane) lane->rxtx.release_sent();
   forwarder_.tick();
 }
 

@@ -65,11 +65,19 @@ class SendQueue {
       len -= k;
     }
   }
-  // Whether any byte of [offset, offset + len) has a device reference.
-  bool has_dev(std::size_t offset, std::size_t len) const {
-    bool any = false;
-    for_each_piece(offset, len, [&any](ByteSpan, void* dev) { any |= dev != nullptr; });
-    return any;
+  // The pieces covering [offset, offset + len), and whether any of them
+  // has a device reference.
+  struct Survey {
+    std::size_t pieces = 0;
+    bool dev = false;
+  };
+  Survey survey(std::size_t offset, std::size_t len) const {
+    Survey s;
+    for_each_piece(offset, len, [&s](ByteSpan, void* dev) {
+      ++s.pieces;
+      s.dev |= dev != nullptr;
+    });
+    return s;
   }
   // Copy [offset, offset + len) to `dst`.
   void copy_out(std::size_t offset, std::size_t len, std::uint8_t* dst) const;
@@ -113,7 +121,7 @@ class Payload {
     if (q_) q_->for_each_piece(off_, len_, f);
     else if (len_) f(one_, nullptr);
   }
-  bool has_dev() const { return q_ && q_->has_dev(off_, len_); }
+  SendQueue::Survey survey() const { return q_ ? q_->survey(off_, len_) : SendQueue::Survey{len_ ? 1u : 0u, false}; }
   void copy_to(std::uint8_t* dst) const {
     if (q_) q_->copy_out(off_, len_, dst);
     else if (len_) std::copy(one_.begin(), one_.end(), dst);

@@ -237,8 +237,12 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload&
   auto nb = neighbours_.find(ep.remote_ip);
   if (nb != neighbours_.end() && nb->second.mac && now < nb->second.expires) {
     // Payload with device references goes by reference where the port
-    // chains frames; a frame that would need Ethernet padding is copied.
-    const bool chain = port_.chains() && payload.size() >= 64 && payload.has_dev();
+    // chains frames (and takes that many segments); a short one is copied.
+    bool chain = false;
+    if (const std::size_t most = port_.max_segments(); most > 1 && payload.size() >= 64) {
+      const SendQueue::Survey s = payload.survey();
+      chain = s.dev && s.pieces + 1 <= most;
+    }
     return transmit_built(*nb->second.mac, ep, h, payload, chain);
   }
   std::vector<std::uint8_t> seg(kTcpMaxHeader + payload.size());
@@ -274,14 +278,17 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
   } else {
     std::size_t at = 0;
     bool ok = true, odd = false;
+    std::size_t referenced = 0;
     payload.for_each_piece([&](ByteSpan piece, void* dev) {
       if (!ok) return;
       odd |= at % 2 != 0;
       at += piece.size();
       ok = port_.append_segment(piece, dev);
-      (dev ? stats_.bytes_referenced : stats_.bytes_copied) += piece.size();
+      if (dev) referenced += piece.size();
     });
     if (!ok) return port_.send_built(0);
+    stats_.bytes_referenced += referenced;
+    stats_.bytes_copied += payload.size() - referenced;
     ++stats_.frames_chained;
     // Some devices sum a chained frame segment by segment as if each began
     // at an even offset (net_tap does): one with a segment at an odd
@@ -317,7 +324,7 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
   if (off.tx_ipv4) store_be<std::uint16_t>(frame.data() + eh + 10, 0);  // the device fills it
   encode_ethernet(e, frame);
   std::size_t len = eh + kIpv4MinHeader + n + in_head;  // the first segment's bytes
-  if (len < 60) {  // Ethernet's minimum (without FCS); a chained frame is longer
+  if (len < 60 && !chain) {  // Ethernet's minimum (without FCS); a chained frame is longer
     std::fill(frame.begin() + static_cast<std::ptrdiff_t>(len), frame.begin() + 60, std::uint8_t{0});
     len = 60;
   }

@@ -51,10 +51,11 @@ class Port {
     (void)l2_len;
     if (len > 0) send(ByteSpan(scratch_.data(), len));
   }
-  // Chained frames (zero copy): whether a frame from alloc_frame() may be
-  // followed by segments appended with append_segment() before
-  // send_built() (whose `len` then counts the first segment only).
-  virtual bool chains() const { return false; }
+  // Chained frames (zero copy): the most segments a frame may have (1: no
+  // chaining).  A frame from alloc_frame() may then be followed by
+  // segments appended with append_segment() before send_built() (whose
+  // `len` then counts the first segment only).
+  virtual std::size_t max_segments() const { return 1; }
   // Append `data` to the frame being built: by reference when `dev` (the
   // memory's device reference, send_queue.hpp) is set, else copied.  False
   // if the port has no buffer for it (the frame is then abandoned).

@@ -11,7 +11,9 @@ path runs one worker on the same core.
 
     kernel          lnetr-dataplane on kernel TCP sockets (addresses on r's veths)
     af_xdp          lnetr-dataplane on DPDK net_af_xdp ports, its own TCP/IP
-    af_packet       the same on net_af_packet ports
+    af_packet       the same on net_af_packet ports (payload of 16 KiB+ messages chained
+                    from the router buffer: zero_copy)
+    af_packet_copy  the same with zero_copy: 0 (every segment copied into its mbuf)
     ceiling_af_xdp  dpdk-testpmd io-forwarding between the same two veths
                     (net_af_xdp), an iperf3 TCP stream from a to b across it
     ceiling_af_packet  the same with net_af_packet
@@ -20,7 +22,7 @@ Loads (lnetr-peer brw from a against a server in b, --check none on the
 client; the server verifies every PUT): 0-byte PUTs 64 in flight (message
 rate), 1 MiB PUTs and GETs 8 in flight (MB/s).  For the router paths it
 records the dataplane's CPU per forwarded message and per forwarded KiB,
-and bytes_copied / bytes_forwarded.  The ceilings carry iperf3, not LNet:
+and bytes_copied and bytes_referenced per forwarded byte.  The ceilings carry iperf3, not LNet:
 they bound what any forwarder on these ports could move.
 
 Prints the medians and the per-round ratios to `kernel` and to the ceiling
@@ -49,7 +51,7 @@ from lnetr_router import Router, Topology, brw, ip  # noqa: E402
 from lnetr_test import Processes, parse_yaml, peer_binary  # noqa: E402
 from router_bench import busy_cpu_seconds, cpu_model, say  # noqa: E402
 
-PATHS = ["kernel", "af_xdp", "af_packet", "ceiling_af_xdp", "ceiling_af_packet"]
+PATHS = ["kernel", "af_xdp", "af_packet", "af_packet_copy", "ceiling_af_xdp", "ceiling_af_packet"]
 WORKER_CORE = 1
 LOADS = [  # name, op, size, concurrency
     ("put0_c64", "write", 0, 64),
@@ -123,7 +125,9 @@ class Bench:
         if path == "kernel":
             self.router_addresses(True)
             t.dpdk = False
-        router = Router(t, self.workdir, cores=(WORKER_CORE,), poll="adaptive", pmd="net_" + path)
+        pmd = "net_" + path.replace("_copy", "")
+        router = Router(t, self.workdir, cores=(WORKER_CORE,), poll="adaptive", pmd=pmd,
+                        zero_copy=not path.endswith("_copy"))
         t.dpdk = True
         err = router.start(self.procs)
         if err:
@@ -158,7 +162,10 @@ class Bench:
         st1 = router.status()
         msgs = st1["statistics"]["route_count"] - st0["statistics"]["route_count"]
         fwd = st1["statistics"]["route_length"] - st0["statistics"]["route_length"]
-        copied = sum(w["bytes_copied"] for w in st1["workers"]) - sum(w["bytes_copied"] for w in st0["workers"])
+        def worker_sum(st, key):
+            return sum(w.get(key, 0) for w in st["workers"])
+        copied = worker_sum(st1, "bytes_copied") - worker_sum(st0, "bytes_copied")
+        referenced = worker_sum(st1, "bytes_referenced") - worker_sum(st0, "bytes_referenced")
         dp = router.cpu_seconds() - dp0
         us1, sy1 = user_system_seconds(router.proc.pid)
         return {"dataplane_user_us_per_kib": (us1 - us0) * 1e6 / (fwd / 1024) if fwd else None,
@@ -167,7 +174,8 @@ class Bench:
                 "machine_busy_cores": (m1 - m0) / (t1 - t0),
                 "dataplane_cpu_us_per_message": dp * 1e6 / max(msgs, 1),
                 "dataplane_cpu_us_per_kib": dp * 1e6 / (fwd / 1024) if fwd else None,
-                "bytes_copied_per_forwarded_byte": copied / fwd if fwd else None}
+                "bytes_copied_per_forwarded_byte": copied / fwd if fwd else None,
+                "bytes_referenced_per_forwarded_byte": referenced / fwd if fwd else None}
 
     def round(self, order):
         samples = {}
@@ -200,6 +208,8 @@ METRICS = [  # (label, getter, unit)
     ("  of which kernel", lambda s: s.get("write1m_c8", {}).get("dataplane_system_us_per_kib"), "us"),
     ("bytes copied / forwarded, 1 MiB write",
      lambda s: s.get("write1m_c8", {}).get("bytes_copied_per_forwarded_byte"), ""),
+    ("bytes by reference / forwarded, 1 MiB write",
+     lambda s: s.get("write1m_c8", {}).get("bytes_referenced_per_forwarded_byte"), ""),
     ("machine busy cores, 1 MiB write", lambda s: s.get("write1m_c8", {}).get("machine_busy_cores"), "cores"),
 ]
 
@@ -222,8 +232,8 @@ def summarise(rounds, paths):
                 row["ratio_to_kernel"][p] = statistics.median(ratios)
         summary[label] = row
     ceil = {}
-    for p in ("kernel", "af_xdp", "af_packet"):
-        c = "ceiling_" + ("af_xdp" if p == "kernel" else p)
+    for p in ("kernel", "af_xdp", "af_packet", "af_packet_copy"):
+        c = "ceiling_" + ("af_xdp" if p == "kernel" else p.replace("_copy", ""))
         ratios = [r[p]["write1m_c8"]["MB_per_s"] / r[c]["iperf3"]["MB_per_s"] for r in rounds if p in r and c in r]
         if ratios:
             ceil[p] = {"ceiling": c, "median_ratio": statistics.median(ratios)}

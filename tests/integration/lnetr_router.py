@@ -200,7 +200,7 @@ class Router:
     """lnetr-dataplane in namespace r of a Topology, and its control socket."""
 
     def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1),
-                 metrics="off", pmd="net_af_packet", impair=None):
+                 metrics="off", pmd="net_af_packet", impair=None, zero_copy=True):
         self.topo = topo
         self.sock = os.path.join(workdir, "dp.sock")
         self.api_sock = os.path.join(workdir, "control.sock")
@@ -208,12 +208,12 @@ class Router:
         with open(self.config, "w") as f:
             f.write(ROUTER_CONFIG.format(if_ra=topo.if_ra, if_rb=topo.if_rb, sock=self.sock, routing=routing,
                                          check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag, api_sock=self.api_sock,
-                                         metrics=metrics, ports=self._ports(topo, pmd, impair),
+                                         metrics=metrics, ports=self._ports(topo, pmd, impair, zero_copy),
                                          cores=", ".join(map(str, cores)), main_core=cores[0]))
         self.proc = None
 
     @staticmethod
-    def _ports(topo, pmd, impair):
+    def _ports(topo, pmd, impair, zero_copy=True):
         """The dataplane.ports section when the topology has DPDK ends: each
         port named as its interface, so the nets' NIs are served by it."""
         if not topo.dpdk:
@@ -224,6 +224,8 @@ class Router:
                 continue
             iface = Router.tap_name(name) if pmd == "net_tap" else name
             out += "    - name: %s\n      device: \"%s%d,iface=%s\"\n      address: %s/24\n" % (name, pmd, i, iface, addr)
+            if not zero_copy:
+                out += "      zero_copy: 0\n"
             if impair:
                 out += "      impair:\n" + "".join("        %s: %s\n" % kv for kv in sorted(impair.items()))
         return out

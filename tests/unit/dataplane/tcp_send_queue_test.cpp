@@ -33,16 +33,19 @@ TEST(SendQueue, DeviceReferencesFollowTheirLentPieces) {
   q.for_each_piece(50, 2900, [&](ByteSpan s, void* dev) { seen.emplace_back(s.size(), dev); });
   const std::vector<std::pair<std::size_t, void*>> want = {{50, nullptr}, {1000, &dev1}, {900, nullptr}, {950, &dev2}};
   EXPECT_EQ(seen, want);
-  EXPECT_FALSE(q.has_dev(0, 100));
-  EXPECT_TRUE(q.has_dev(99, 2));
-  EXPECT_FALSE(q.has_dev(1100, 900));
-  EXPECT_TRUE(q.has_dev(1100, 901));
+  EXPECT_FALSE(q.survey(0, 100).dev);
+  EXPECT_EQ(q.survey(0, 100).pieces, 1u);
+  EXPECT_TRUE(q.survey(99, 2).dev);
+  EXPECT_EQ(q.survey(99, 2).pieces, 2u);
+  EXPECT_FALSE(q.survey(1100, 900).dev);
+  EXPECT_TRUE(q.survey(1100, 901).dev);
+  EXPECT_EQ(q.survey(0, 3000).pieces, 4u);
   q.drop_front(600);  // the first lent piece acknowledged in part
   seen.clear();
   q.for_each_piece(0, 600, [&](ByteSpan s, void* dev) { seen.emplace_back(s.size(), dev); });
   EXPECT_EQ(seen, (std::vector<std::pair<std::size_t, void*>>{{500, &dev1}, {100, nullptr}}));
   EXPECT_EQ(q.own_all(), 500u + 900u + 1000u);
-  EXPECT_FALSE(q.has_dev(0, q.size()));
+  EXPECT_FALSE(q.survey(0, q.size()).dev);
 }
 
 TEST(SendQueue, MixedPiecesReadBackInOrderFromAnyOffset) {

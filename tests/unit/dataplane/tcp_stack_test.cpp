@@ -53,7 +53,9 @@ struct Side : Port {
   bool chain = false;
   std::vector<std::pair<ByteSpan, void*>> chained;
   std::vector<std::pair<ByteSpan, void*>> referenced;  // every segment appended by reference
-  bool chains() const override { return chain; }
+  std::size_t most = 8;           // segments a chained frame may have
+  std::size_t longest_chain = 0;  // segments appended to one frame, at most
+  std::size_t max_segments() const override { return chain ? most : 1; }
   std::size_t odd_pieces = 0;  // segments appended at an odd offset into the payload
   bool append_segment(ByteSpan data, void* dev) override {
     EXPECT_TRUE(chain);
@@ -73,6 +75,7 @@ struct Side : Port {
       segs.push_back(data);
     }
     chained.clear();
+    longest_chain = std::max(longest_chain, segs.size());
     if (l2_len > 0 && !segs.empty()) {
       // A device that sums a chained frame segment by segment, each as if it
       // began at an even offset (as net_tap does).
@@ -119,7 +122,7 @@ struct Link {
   Side sides[2];
   Owner accepted;  // B's owner of what it accepts
 
-  explicit Link(std::optional<std::uint16_t> vlan = std::nullopt) {
+  explicit Link(std::optional<std::uint16_t> vlan = std::nullopt, bool timestamps = true) {
     for (int i = 0; i < 2; ++i) {
       sides[i].link = this;
       sides[i].index = i;
@@ -128,6 +131,7 @@ struct Link {
       c.ip = i == 0 ? kIpA : kIpB;
       c.vlan = vlan;
       c.conn.max_syn_retries = 2;
+      c.conn.timestamps = timestamps;
       sides[i].stack = std::make_unique<Stack>(c, sides[i]);
     }
     sides[1].stack->listen(988, [this](const Endpoints&) -> Upper* { return &accepted; });
@@ -381,10 +385,15 @@ TEST(TcpStack, ASynInTimeWaitStartsTheNewConnectionAtOnce) {
 // everything else is copied; the frames are the same bytes either way, and
 // their checksums are right whether the device or the stack sums them
 // (pieces start at odd offsets: copied runs of odd length between loans).
+// Without TCP timestamps the headers (54 bytes) are shorter than Ethernet's
+// minimum frame, which a chained frame's payload makes up (no padding
+// between header and payload).
 TEST(TcpStack, LentPayloadWithADeviceReferenceIsChainedNotCopied) {
-  for (const bool offload : {false, true}) {
-    SCOPED_TRACE(offload ? "checksum offload" : "software checksums");
-    Link l;
+  for (const bool offload : {false, true})
+    for (const bool timestamps : {true, false}) {
+    SCOPED_TRACE(std::string(offload ? "checksum offload" : "software checksums") +
+                 (timestamps ? ", timestamps" : ", no timestamps"));
+    Link l(std::nullopt, timestamps);
     l.sides[0].chain = true;
     l.sides[0].off = {offload, offload};
     Owner mine;
@@ -442,10 +451,40 @@ TEST(TcpStack, LentPayloadWithADeviceReferenceIsChainedNotCopied) {
     EXPECT_EQ(l.sides[0].offloaded > 0, offload);
     EXPECT_EQ(l.sides[0].pseudo_sums_right, l.sides[0].offloaded);
     EXPECT_GT(l.sides[0].odd_pieces, 0u);  // summed at odd offsets
+    EXPECT_LE(l.sides[0].longest_chain, 7u);
     // With offload, those frames were summed by the stack (the device would
     // have got them wrong), the others by the device.
     EXPECT_EQ(s.csum_odd_chains > 0, offload);
   }
+}
+
+// A device that takes at most two segments a frame: a segment that would
+// need more (a copied run beside a loan) is copied whole; the others are
+// chained.
+TEST(TcpStack, AFrameNeedingMoreSegmentsThanTheDeviceTakesIsCopied) {
+  Link l;
+  l.sides[0].chain = true;
+  l.sides[0].most = 2;
+  Owner mine;
+  Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+  ASSERT_NE(c, nullptr);
+  // Queued before the connection opens: the segments straddle the pieces.
+  const auto lent = pattern(50001);
+  int dev = 0;
+  const std::vector<std::uint8_t> three = {1, 2, 3}, five = {4, 5, 6, 7, 8};
+  ASSERT_EQ(c->send(three, l.now), 3u);
+  ASSERT_EQ(c->lend(lent, l.now, &dev), lent.size());
+  ASSERT_EQ(c->send(five, l.now), 5u);
+  l.run(l.now + 200ms);
+  std::vector<std::uint8_t> want(three);
+  want.insert(want.end(), lent.begin(), lent.end());
+  want.insert(want.end(), five.begin(), five.end());
+  EXPECT_EQ(l.accepted.got, want);
+  EXPECT_EQ(l.sides[0].longest_chain, 1u);
+  const StackStats& s = l.a().stats();
+  EXPECT_GT(s.bytes_referenced, 40000u);
+  EXPECT_EQ(s.bytes_referenced + s.bytes_copied, want.size());
+  EXPECT_GE(s.bytes_copied, 8u + 1400u);  // the two frames beside the loan's ends, whole
 }
 
 TEST(TcpStack, ChecksumsAreLeftToADeviceThatOffloadsThem) {
