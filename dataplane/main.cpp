@@ -65,8 +65,9 @@ unsigned pool_memory_mb(const Setup& s) {
     const std::uint64_t per_cpt = std::max<std::uint32_t>(s.buffers[c] / s.ncpts(), 1);
     bytes += per_cpt * s.ncpts() * (pool_capacity(static_cast<PoolClass>(c)) + 256);
   }
-  // Each port's mbufs: kPortMbufs per queue of a frame's size.
-  for (const PortSetup& p : s.ports) bytes += std::uint64_t{kPortMbufs} * p.queues * (p.mtu + 512);
+  // Each port's mbufs: kPortMbufs per queue of a frame's size, and three
+  // times as many data-less ones to chain router buffers with.
+  for (const PortSetup& p : s.ports) bytes += std::uint64_t{kPortMbufs} * p.queues * (p.mtu + 512 + 3 * 256);
   return static_cast<unsigned>(bytes >> 20) + 128;
 }
 

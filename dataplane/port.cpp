@@ -78,7 +78,10 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   p->tx_offloads_.tx_ipv4 = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
   p->tx_offloads_.tx_tcp = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) != 0;
   p->rx_checksum_ = conf.rxmode.offloads != 0;
-  if (cfg.zero_copy && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
+  // memif in its own zero-copy mode sends only mbufs from its shared
+  // regions: nothing can be chained from router buffers there.
+  const bool memif_zc = name.rfind("net_memif", 0) == 0 && cfg.device.find("zero-copy=yes") != std::string::npos;
+  if (cfg.zero_copy && !memif_zc && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
     // Chained frames: at most what the device takes per MTU-sized frame
     // (0: it does not say), and a pool of data-less mbufs to attach to
     // router buffers (three per frame the port may hold).
