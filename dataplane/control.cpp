@@ -444,6 +444,7 @@ std::string Control::status() {
       ps.rx_bytes += l.port.rx_bytes, ps.tx_bytes += l.port.tx_bytes;
       ps.tx_dropped += l.port.tx_dropped, ps.rx_multiseg += l.port.rx_multiseg, ps.tx_backlog += l.port.tx_backlog;
       ps.tx_chained += l.port.tx_chained, ss.bytes_referenced += l.stack.bytes_referenced;
+      ps.tx_stalls += l.port.tx_stalls;
       ss.csum_odd_chains += l.stack.csum_odd_chains;
       ps.impair_dropped += l.port.impair_dropped, ps.impair_duplicated += l.port.impair_duplicated;
       ps.impair_reordered += l.port.impair_reordered, ps.impair_delayed += l.port.impair_delayed;
@@ -470,7 +471,7 @@ std::string Control::status() {
     j.key("tx_dropped").value(ps.tx_dropped).key("tx_backlog").value(ps.tx_backlog).key("rx_multiseg").value(ps.rx_multiseg);
     j.key("tcp_connections").value(conns).key("bytes_copied").value(copied);
     j.key("zero_copy").value(p.tx_chains()).key("bytes_referenced").value(ss.bytes_referenced);
-    j.key("tx_chained").value(ps.tx_chained).key("csum_odd_chains").value(ss.csum_odd_chains);
+    j.key("tx_stalls").value(ps.tx_stalls).key("tx_chained").value(ps.tx_chained).key("csum_odd_chains").value(ss.csum_odd_chains);
     j.key("checksum_offload").begin_object();
     j.key("tx_ipv4").value(p.tx_offloads().tx_ipv4).key("tx_tcp").value(p.tx_offloads().tx_tcp);
     j.key("rx").value(p.rx_checksum()).end_object();

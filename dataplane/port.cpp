@@ -7,6 +7,7 @@
 #include <rte_ether.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace lnetr::dp {
@@ -21,6 +22,12 @@ constexpr std::uint16_t kRxDesc = 1024, kTxDesc = 1024;
 // every burst a loss and every loss a retransmission timeout.
 constexpr std::size_t kTxBacklog = 2048;
 constexpr int kTxRetries = 4;  // bursts tried per flush()
+// A backlog the device has taken nothing from for this long is dropped (a
+// peer gone for good: a memif peer process that died, a link down), as
+// Linux's transmit watchdog resets a stuck device: the frames it held,
+// and the router buffers they were chained from, are let go, and TCP
+// retransmits or gives up on its own.
+constexpr auto kTxStall = std::chrono::seconds(5);
 
 }  // namespace
 
@@ -359,6 +366,22 @@ unsigned PortQueue::flush() {
   unsigned sent = 0;
   for (int tries = 0; sent < tx_.size() && tries < kTxRetries; ++tries)
     sent += rte_eth_tx_burst(port_.port_id(), queue_, tx_.data() + sent, static_cast<std::uint16_t>(tx_.size() - sent));
+  if (sent == 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!stalled_since_) {
+      stalled_since_ = now;
+    } else if (now - *stalled_since_ >= kTxStall) {
+      stats_.tx_dropped += tx_.size();
+      ++stats_.tx_stalls;
+      rte_pktmbuf_free_bulk(tx_.data(), static_cast<unsigned>(tx_.size()));
+      tx_.clear();
+      tx_len_.clear();
+      stalled_since_.reset();
+    }
+    stats_.tx_backlog = tx_.size();
+    return 0;
+  }
+  stalled_since_.reset();
   // (lengths kept aside: the device owns, and may have freed, what it took)
   for (unsigned i = 0; i < sent; ++i) stats_.tx_bytes += tx_len_[i];
   stats_.tx_frames += sent;

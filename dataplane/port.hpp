@@ -16,7 +16,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,6 +37,7 @@ struct PortStats {
   std::uint64_t rx_bytes = 0, tx_bytes = 0;
   std::uint64_t tx_dropped = 0;    // no mbuf, or the backlog of refused frames was full
   std::uint64_t tx_backlog = 0;    // frames the device refused, waiting (a gauge)
+  std::uint64_t tx_stalls = 0;     // backlogs dropped after the device took nothing for 5 s
   std::uint64_t rx_multiseg = 0;   // chained frames, linearised (copied)
   std::uint64_t bytes_copied = 0;  // frame bytes copied into mbufs by send() (not built in place)
   std::uint64_t tx_chained = 0;    // frames sent as a chain of segments
@@ -130,6 +133,7 @@ class PortQueue final : public tcp::Port {
   static constexpr unsigned kBurst = 32;
   std::vector<rte_mbuf*> tx_;         // to send: refused ones first, then gathered by send()
   std::vector<std::uint32_t> tx_len_;  // their lengths
+  std::optional<std::chrono::steady_clock::time_point> stalled_since_;  // the device took nothing since
   rte_mbuf* building_ = nullptr;      // handed out by alloc_frame()
   rte_mbuf* building_tail_ = nullptr;  // its last segment, if chained
   std::uint64_t chained_seen_ = 0;     // tx_chained at the last release_sent() when idle

@@ -15,13 +15,14 @@ rest.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 import unittest
 
 from lnetr_router import control_request, dataplane_binary, ip, not_at_rest
-from lnetr_test import Host, PeerTestCase
+from lnetr_test import Host, PeerTestCase, peer_binary
 
 SIZES = [0, 1, 4096, 65536, 1048576]
 
@@ -77,6 +78,7 @@ class MemifRouters(PeerTestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         memif_sock = os.path.join(self.dir, "memif.sock")
         self.socks = {}
+        self.routers = {}
         # The memif server first (it creates the socket), then the client.
         for i, (r, kernel_net, kernel_if, far_net, other, role, addr, core) in enumerate((
                 ("r1", "tcp", "ra", "tcp1", self.m2_ip, "server", self.m1_ip, 0),
@@ -89,6 +91,7 @@ class MemifRouters(PeerTestCase):
                                       core=core % os.cpu_count(), sock=sock, tag=self.tag + r, index=i, role=role,
                                       memif_sock=memif_sock, addr=addr))
             p = self.procs.start([dataplane_binary(), "--config", path], host=Host.netns(self.ns[r]))
+            self.routers[r] = p
             if not p.wait_stderr("forwarding with", timeout=30):
                 p.stop()
                 self.fail("%s did not start: rc=%s\n%s" % (r, p.returncode, p.stderr))
@@ -115,12 +118,12 @@ class MemifRouters(PeerTestCase):
     def status(self, r):
         return control_request(self.socks[r], "status")
 
-    def test_puts_and_gets_across_two_routers_joined_by_memif(self):
-        b_nid, b_opts, b_host = self.side("b")
+    def ping_through(self):
+        """Wait until A reaches B over both routers (the memif link comes up
+        in well under a second, and A's gateway check then sees R1's NIs
+        up: a ping gets through within seconds)."""
+        b_nid, _, _ = self.side("b")
         a_nid, a_opts, a_host = self.side("a")
-        server = self.start_server(b_nid, b_opts, host=b_host)
-        # The memif link comes up in well under a second, and A's gateway
-        # check then sees R1's NIs up: a ping gets through within seconds.
         end = time.monotonic() + 30
         while True:
             rc, doc, cp = self.run_peer(a_nid, ["ping", b_nid, "--timeout", "2"], a_opts, host=a_host, timeout=60)
@@ -128,6 +131,50 @@ class MemifRouters(PeerTestCase):
                 break
             time.sleep(0.5)
         self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        return doc
+
+    def wait_at_rest(self, routers, timeout):
+        end = time.monotonic() + timeout
+        while True:
+            problems = [p for r in routers for p in not_at_rest(self.status(r))]
+            if not problems or time.monotonic() > end:
+                return problems
+            time.sleep(0.2)
+
+    def test_a_router_whose_memif_peer_dies_comes_back_to_rest(self):
+        """R2 killed in the middle of 1 MiB PUTs: from then on R1's memif
+        refuses every frame.  R1 drops that backlog once the device has taken
+        nothing for 5 s, with it the frames chained from its router buffers,
+        and (once socklnd gives up on the connection) every credit and
+        buffer is back."""
+        b_nid, b_opts, b_host = self.side("b")
+        a_nid, a_opts, a_host = self.side("a")
+        server = self.start_server(b_nid, b_opts, host=b_host)
+        self.ping_through()
+        brw = self.procs.start([peer_binary(), "--nid", a_nid] + a_opts + [
+            "brw", b_nid, "--op", "write", "--size", "1048576", "--concurrency", "16", "--duration", "60",
+            "--timeout", "5", "--check", "none"], host=a_host)
+        end = time.monotonic() + 30
+        while self.status("r1")["statistics"]["route_count"] < 20 and time.monotonic() < end:
+            time.sleep(0.1)
+        self.assertGreaterEqual(self.status("r1")["statistics"]["route_count"], 20)
+        self.routers["r2"].stop(signal.SIGKILL)
+        time.sleep(2)
+        brw.stop(signal.SIGINT)
+        self.stop_server(server)
+        problems = self.wait_at_rest(["r1"], 90)
+        st = self.status("r1")
+        port = st["ports"][0]
+        self.assertEqual(problems, [], port)
+        self.assertGreaterEqual(port["tx_stalls"], 1, port)
+        self.assertEqual(port["tx_backlog"], 0, port)
+        self.assertGreater(port["bytes_referenced"], 0, port)
+
+    def test_puts_and_gets_across_two_routers_joined_by_memif(self):
+        b_nid, b_opts, b_host = self.side("b")
+        a_nid, a_opts, a_host = self.side("a")
+        server = self.start_server(b_nid, b_opts, host=b_host)
+        doc = self.ping_through()
         self.assertEqual(doc["ping"][0]["primary nid"], b_nid)
         # (pings sent while R1 still had the route through R2 down were
         # dropped as route_down; nothing may be dropped from here on)
@@ -153,13 +200,7 @@ class MemifRouters(PeerTestCase):
             self.assertGreater(port["tcp"]["segments_in"], 1000, port)
             self.assertEqual(port["dropped_malformed"], 0, port)
             self.assertTrue(port["zero_copy"], port)  # memif takes chained frames
-        end = time.monotonic() + 20
-        while True:
-            problems = [p for r in ("r1", "r2") for p in not_at_rest(self.status(r))]
-            if not problems or time.monotonic() > end:
-                break
-            time.sleep(0.2)
-        self.assertEqual(problems, [])
+        self.assertEqual(self.wait_at_rest(("r1", "r2"), 20), [])
 
 
 if __name__ == "__main__":
