@@ -135,7 +135,7 @@ void Conn::push(Time now) {
     const std::uint32_t in_network = sack_recovery() ? pipe() : flight();
     if (sack_recovery()) {
       if (cwnd_ <= in_network || cwnd_ - in_network < snd_mss_) break;  // no room for a whole segment
-      if (resend_hole(now)) continue;
+      if (resend_lost(now) || resend_hole(now)) continue;
     }
     const std::size_t offset = snd_nxt_ - snd_una_;
     const std::size_t unsent = offset < queued() ? queued() - offset : 0;
@@ -321,6 +321,7 @@ std::uint32_t Conn::pipe() const noexcept {
     lost += r.first - from;
     at = r.second;
   }
+  for (const auto& r : relost_) lost += r.second - r.first;  // resent, and lost again
   const std::uint32_t out = flight();
   const std::uint32_t gone = sacked_bytes() + lost;
   return out > gone ? out - gone : 0;
@@ -329,12 +330,57 @@ std::uint32_t Conn::pipe() const noexcept {
 bool Conn::resend_hole(Time now) {
   const auto hole = next_hole();
   if (!hole) return false;
-  send_segment(hole->first, hole->second, tcp_flag::ack, now);
+  send_hole(hole->first, hole->second, now);
   high_rxt_ = hole->first + hole->second;
+  return true;
+}
+
+void Conn::send_hole(std::uint32_t start, std::uint32_t len, Time now) {
+  send_segment(start, len, tcp_flag::ack, now);
+  resent_.push_back({start, start + len, snd_nxt_});
   timed_.reset();  // Karn: no RTT sample across a retransmission
   ++stats_.retransmits;
   if (!rto_at_) arm_rto(now);
-  return true;
+}
+
+bool Conn::hole_closed(std::uint32_t start, std::uint32_t end, std::uint32_t acked_to) const noexcept {
+  if (seq_le(end, acked_to)) return true;
+  const std::uint32_t from = seq_gt(acked_to, start) ? acked_to : start;  // what is still open of it
+  for (const auto& r : sacked_)
+    if (seq_le(r.first, from) && seq_ge(r.second, end)) return true;
+  return false;
+}
+
+void Conn::find_lost_resends(std::uint32_t acked_to) {
+  if (!sack_recovery() || resent_.empty() || sacked_.empty()) return;
+  const std::uint32_t highest = sacked_.back().second;
+  std::size_t keep = 0;
+  for (const Resent& r : resent_) {
+    if (hole_closed(r.start, r.end, acked_to)) continue;  // repaired
+    if (seq_gt(highest, r.sent_after)) {  // data sent after it arrived, it did not
+      relost_.emplace_back(r.start, r.end);
+      ++stats_.lost_retransmits;
+      continue;
+    }
+    resent_[keep++] = r;
+  }
+  resent_.resize(keep);
+}
+
+bool Conn::resend_lost(Time now) {
+  while (!relost_.empty()) {
+    const auto [start, end] = relost_.front();
+    relost_.erase(relost_.begin());
+    if (hole_closed(start, end, snd_una_)) continue;
+    const std::uint32_t from = seq_gt(start, snd_una_) ? start : snd_una_;
+    const std::size_t off = from - snd_una_;
+    const std::size_t avail = off < queued() ? queued() - off : 0;
+    const std::size_t len = std::min<std::size_t>({end - from, payload_mss(), avail});
+    if (len == 0) continue;
+    send_hole(from, static_cast<std::uint32_t>(len), now);
+    return true;
+  }
+  return false;
 }
 
 std::optional<std::pair<std::uint32_t, std::uint32_t>> Conn::next_hole() const noexcept {
@@ -539,6 +585,7 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
   const std::uint32_t sacked_before = sacked_bytes();
   if (sack_ok_) take_sack(seg);
   const bool sack_news = sacked_bytes() > sacked_before;
+  find_lost_resends(seq_gt(a, snd_una_) ? a : snd_una_);
   // Loss recovery: ssthresh halved; with SACK, cwnd at ssthresh and push()
   // resends the holes; without, NewReno's fast retransmit and inflation.
   // Not again before snd_una reaches the point of the last recovery or
@@ -548,6 +595,8 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
     ssthresh_ = std::max<std::uint32_t>(flight() / 2, 2u * snd_mss_);
     recover_ = snd_max_;
     in_recovery_ = true;
+    resent_.clear();
+    relost_.clear();
     ++stats_.fast_retransmits;
     if (sack_ok_) {
       cwnd_ = ssthresh_;
@@ -804,6 +853,8 @@ void Conn::tick(Time now) {
   in_recovery_ = false;
   recover_ = snd_max_;
   dupacks_ = 0;
+  resent_.clear();
+  relost_.clear();
   sacked_.clear();  // go-back-N from snd_una (RFC 6675 §5.1 allows forgetting)
   // Go back to the first unacknowledged byte (or the FIN): with cwnd one
   // segment, push() resends exactly that.

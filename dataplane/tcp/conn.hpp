@@ -182,6 +182,7 @@ class Conn {
   struct Stats {
     std::uint64_t segments_in = 0, segments_out = 0;
     std::uint64_t retransmits = 0, fast_retransmits = 0, timeouts = 0;
+    std::uint64_t lost_retransmits = 0;  // resent holes found lost again (and resent) without a timeout
     std::uint64_t out_of_order = 0, duplicates = 0;
     std::uint64_t bytes_in = 0, bytes_acked = 0;
     std::uint64_t keepalive_probes = 0;
@@ -225,6 +226,14 @@ class Conn {
   // The next hole to resend in SACK recovery: [start, start + len).
   std::optional<std::pair<std::uint32_t, std::uint32_t>> next_hole() const noexcept;
   bool resend_hole(Time now);  // send next_hole(), if any
+  // Lost resends: a SACK for data sent after a hole was resent, while the
+  // hole is still open, means the resend was lost too (Linux's
+  // lost-retransmit detection, which RACK generalises); such a hole goes
+  // again before any other, instead of waiting for a timeout.
+  void find_lost_resends(std::uint32_t acked_to);
+  bool resend_lost(Time now);
+  void send_hole(std::uint32_t start, std::uint32_t len, Time now);
+  bool hole_closed(std::uint32_t start, std::uint32_t end, std::uint32_t acked_to) const noexcept;
   void process_data(const TcpHeader& seg, Time now);
   void deliver_held();
   void take_options(const TcpHeader& syn);
@@ -275,6 +284,12 @@ class Conn {
   // been resent.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> sacked_;
   std::uint32_t high_rxt_ = 0;
+  struct Resent {
+    std::uint32_t start, end;  // the hole's bytes
+    std::uint32_t sent_after;  // snd_nxt_ when it was resent: what lies above went later
+  };
+  std::vector<Resent> resent_;                                   // this recovery's resends, in order
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> relost_;  // resends found lost: to go again
 
   // Timers.
   Time srtt_{0}, rttvar_{0};

@@ -406,6 +406,7 @@ namespace {
 void add(Conn::Stats& to, const Conn::Stats& s) noexcept {
   to.segments_in += s.segments_in, to.segments_out += s.segments_out;
   to.retransmits += s.retransmits, to.fast_retransmits += s.fast_retransmits, to.timeouts += s.timeouts;
+  to.lost_retransmits += s.lost_retransmits;
   to.out_of_order += s.out_of_order, to.duplicates += s.duplicates;
   to.bytes_in += s.bytes_in, to.bytes_acked += s.bytes_acked;
   to.keepalive_probes += s.keepalive_probes;

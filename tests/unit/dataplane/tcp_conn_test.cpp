@@ -342,7 +342,9 @@ TEST(TcpConn, NoSecondRecoveryAfterATimeout) {
       if (n == 40 || n == 44) lose_twice.insert(h.seq);
       return n == 40 || n == 44 || n == 48 || n == 52;
     }
-    return k == 2 && lose_twice.count(h.seq) > 0;
+    // Every resend of the first two holes is lost until a timeout (a lost
+    // resend is otherwise found and sent again without one).
+    return lose_twice.count(h.seq) > 0 && w.ends[0].conn->stats().timeouts == 0;
   };
   const auto data = pattern(300 * 1448, 9);
   transfer(w, 0, data);
@@ -352,6 +354,40 @@ TEST(TcpConn, NoSecondRecoveryAfterATimeout) {
   int worst = 0;
   for (const auto& [at, k] : burst) worst = std::max(worst, k);
   EXPECT_LE(worst, 20) << "segments at one instant after the timeout";
+}
+
+// A hole's resend is lost too.  The SACKs for new data sent after it show
+// that it was (the hole is still open below them): it is sent again within
+// a few round trips, without waiting for a timeout.
+TEST(TcpConn, ALostResendIsFoundAndSentAgainWithoutATimeout) {
+  Wire w;
+  w.latency = 10ms;
+  w.open();
+  std::map<std::uint32_t, int> sent_times;
+  std::vector<Time> lost_hole_sent;  // when the twice-lost segment left
+  std::uint32_t twice = 0;
+  int n = 0;
+  w.drop = [&](int from, const TcpHeader& h) {
+    if (from != 0 || h.payload.empty()) return false;
+    const int k = ++sent_times[h.seq];
+    if (k == 1 && ++n == 40) twice = h.seq;
+    if (h.seq == twice && twice != 0) lost_hole_sent.push_back(w.now);
+    if (k == 1) return n == 40 || n == 44;
+    return k == 2 && h.seq == twice;
+  };
+  const auto data = pattern(300 * 1448, 9);
+  const Time start = w.now;
+  transfer(w, 0, data);
+  EXPECT_EQ(w.ends[1].got, data);
+  const auto& st = w.ends[0].conn->stats();
+  EXPECT_EQ(st.timeouts, 0u);
+  EXPECT_EQ(st.lost_retransmits, 1u);
+  EXPECT_EQ(st.retransmits, 3u) << "the two holes, and the lost resend once more";
+  ASSERT_EQ(lost_hole_sent.size(), 3u);
+  // Found lost by the SACKs of what left after it: a few round trips (20 ms
+  // each), well inside the 200 ms a timeout takes at the least.
+  EXPECT_LE(lost_hole_sent[2] - lost_hole_sent[1], 100ms);
+  EXPECT_LT(w.now - start, 500ms);
 }
 
 // Without SACK (a peer that does not offer it), loss is still repaired.
