@@ -307,6 +307,7 @@ bool PortQueue::append_segment(ByteSpan data, void* dev) {
   } else {
     char* p = rte_pktmbuf_append(m, len);
     if (!p) {
+      ++stats_.tx_dropped;
       rte_pktmbuf_free(m);
       return false;
     }

@@ -321,7 +321,7 @@ std::uint32_t Conn::pipe() const noexcept {
     lost += r.first - from;
     at = r.second;
   }
-  for (const auto& r : relost_) lost += r.second - r.first;  // resent, and lost again
+  for (const auto& r : relost_) lost += open_bytes(r.first, r.second);  // resent, and lost again
   const std::uint32_t out = flight();
   const std::uint32_t gone = sacked_bytes() + lost;
   return out > gone ? out - gone : 0;
@@ -343,6 +343,18 @@ void Conn::send_hole(std::uint32_t start, std::uint32_t len, Time now) {
   if (!rto_at_) arm_rto(now);
 }
 
+std::uint32_t Conn::open_bytes(std::uint32_t start, std::uint32_t end) const noexcept {
+  std::uint32_t from = seq_gt(snd_una_, start) ? snd_una_ : start;
+  if (!seq_lt(from, end)) return 0;
+  std::uint32_t n = end - from;
+  for (const auto& r : sacked_) {  // less what the peer holds of it
+    const std::uint32_t lo = seq_gt(r.first, from) ? r.first : from;
+    const std::uint32_t hi = seq_lt(r.second, end) ? r.second : end;
+    if (seq_lt(lo, hi)) n -= hi - lo;
+  }
+  return n;
+}
+
 bool Conn::hole_closed(std::uint32_t start, std::uint32_t end, std::uint32_t acked_to) const noexcept {
   if (seq_le(end, acked_to)) return true;
   const std::uint32_t from = seq_gt(acked_to, start) ? acked_to : start;  // what is still open of it
@@ -352,14 +364,15 @@ bool Conn::hole_closed(std::uint32_t start, std::uint32_t end, std::uint32_t ack
 }
 
 void Conn::find_lost_resends(std::uint32_t acked_to) {
-  if (!sack_recovery() || resent_.empty() || sacked_.empty()) return;
+  if (!sack_recovery() || sacked_.empty()) return;
+  // What was found lost before and is repaired since: forgotten.
+  std::erase_if(relost_, [&](const auto& r) { return hole_closed(r.first, r.second, acked_to); });
   const std::uint32_t highest = sacked_.back().second;
   std::size_t keep = 0;
   for (const Resent& r : resent_) {
     if (hole_closed(r.start, r.end, acked_to)) continue;  // repaired
     if (seq_gt(highest, r.sent_after)) {  // data sent after it arrived, it did not
       relost_.emplace_back(r.start, r.end);
-      ++stats_.lost_retransmits;
       continue;
     }
     resent_[keep++] = r;
@@ -378,6 +391,7 @@ bool Conn::resend_lost(Time now) {
     const std::size_t len = std::min<std::size_t>({end - from, payload_mss(), avail});
     if (len == 0) continue;
     send_hole(from, static_cast<std::uint32_t>(len), now);
+    ++stats_.lost_retransmits;
     return true;
   }
   return false;

@@ -182,7 +182,7 @@ class Conn {
   struct Stats {
     std::uint64_t segments_in = 0, segments_out = 0;
     std::uint64_t retransmits = 0, fast_retransmits = 0, timeouts = 0;
-    std::uint64_t lost_retransmits = 0;  // resent holes found lost again (and resent) without a timeout
+    std::uint64_t lost_retransmits = 0;  // resends found lost and sent again, without a timeout
     std::uint64_t out_of_order = 0, duplicates = 0;
     std::uint64_t bytes_in = 0, bytes_acked = 0;
     std::uint64_t keepalive_probes = 0;
@@ -234,6 +234,8 @@ class Conn {
   bool resend_lost(Time now);
   void send_hole(std::uint32_t start, std::uint32_t len, Time now);
   bool hole_closed(std::uint32_t start, std::uint32_t end, std::uint32_t acked_to) const noexcept;
+  // Bytes of [start, end) neither acknowledged nor SACKed.
+  std::uint32_t open_bytes(std::uint32_t start, std::uint32_t end) const noexcept;
   void process_data(const TcpHeader& seg, Time now);
   void deliver_held();
   void take_options(const TcpHeader& syn);

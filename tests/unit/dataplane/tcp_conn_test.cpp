@@ -320,11 +320,10 @@ TEST(TcpConn, SackRecoveryResendsEveryHoleOfAWindowAtOnce) {
   EXPECT_LT(sack.took, 400ms) << "timeouts " << sack.st.timeouts;
 }
 
-// The first hole's resend is lost too, so a timeout follows.  The ACKs of
-// what go-back-N then resends still carry SACK blocks: they must not start
-// a recovery before the timeout's point is reached (with a pipe of
-// nothing, that once let 262 segments out at one instant).  (The second
-// hole is lost twice as well: go-back-N's resend of it is a new loss.)
+// Every resend of the first two holes is lost until a timeout follows.
+// The ACKs of what go-back-N then resends still carry SACK blocks: they
+// must not start a recovery before the timeout's point is reached (with a
+// pipe of nothing, that once let 262 segments out at one instant).
 TEST(TcpConn, NoSecondRecoveryAfterATimeout) {
   Wire w;
   w.latency = 10ms;
