@@ -122,6 +122,14 @@ struct Rig {
     complete();
     return to;
   }
+  // Forward a message of `len` bytes from kA to kB; the send it became.
+  sock::Tx& forward_to_b(std::uint32_t len) {
+    sock::Rx& rx = head(kA, kNiA, kB, len);
+    EXPECT_EQ(fwd->on_head(rx), sock::RxVerdict::accept);
+    fwd->on_received(rx);
+    EXPECT_EQ(ports.sent.size(), 1u);
+    return *ports.sent.back().tx;
+  }
   // Complete the oldest outstanding send.
   void complete(int status = 0) {
     ASSERT_FALSE(ports.sent.empty());
@@ -171,11 +179,7 @@ TEST(Forwarder, ForwardsToALocalNetAndGivesEverythingBack) {
 // transmit credits do not.
 TEST(Forwarder, ABufferADeviceStillHoldsIsFreedOnlyOnceTheDeviceLetsGo) {
   Rig r(make_setup());
-  sock::Rx& rx = r.head(kA, kNiA, kB, 65536);
-  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
-  r.fwd->on_received(rx);
-  ASSERT_EQ(r.ports.sent.size(), 1u);
-  sock::Tx& tx = *r.ports.sent[0].tx;
+  sock::Tx& tx = r.forward_to_b(65536);
   ASSERT_NE(tx.payload_dev, nullptr);  // a routed payload carries its buffer's reference
   BufferRef* ref = BufferRef::of(tx.payload_dev);
   EXPECT_EQ(ref->base, tx.payload.data());
@@ -198,15 +202,10 @@ TEST(Forwarder, ABufferADeviceStillHoldsIsFreedOnlyOnceTheDeviceLetsGo) {
   r.expect_idle();
 }
 
-// A tiny message has no buffer and so no device reference; local messages
-// (ping replies) neither.
+// A tiny message has no router buffer, and so no device reference.
 TEST(Forwarder, OnlyRouterBuffersCarryADeviceReference) {
   Rig r(make_setup());
-  sock::Rx& rx = r.head(kA, kNiA, kB, 0);
-  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
-  r.fwd->on_received(rx);
-  ASSERT_EQ(r.ports.sent.size(), 1u);
-  EXPECT_EQ(r.ports.sent[0].tx->payload_dev, nullptr);
+  EXPECT_EQ(r.forward_to_b(0).payload_dev, nullptr);
   r.complete();
   r.expect_idle();
 }

@@ -136,6 +136,12 @@ struct Link {
     }
     sides[1].stack->listen(988, [this](const Endpoints&) -> Upper* { return &accepted; });
   }
+  // A's connection to B's listener, established; null if it was not.
+  Conn* open(Owner& mine) {
+    Conn* c = a().connect(kIpB, 988, 0, mine, now);
+    if (c) run(now + 50ms);
+    return c && mine.established ? c : nullptr;
+  }
   Stack& a() { return *sides[0].stack; }
   Stack& b() { return *sides[1].stack; }
 
@@ -327,9 +333,8 @@ TEST(TcpStack, ASynFloodHoldsNoMoreThanMaxConnections) {
 TEST(TcpStack, VlanTaggedLinksWork) {
   Link l(100);
   Owner mine;
-  Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
-  l.run(l.now + 50ms);
-  ASSERT_TRUE(mine.established);
+  Conn* c = l.open(mine);
+  ASSERT_NE(c, nullptr);
   const auto data = pattern(20000);
   c->send(data, l.now);
   l.run(l.now + 100ms);
@@ -391,71 +396,69 @@ TEST(TcpStack, ASynInTimeWaitStartsTheNewConnectionAtOnce) {
 TEST(TcpStack, LentPayloadWithADeviceReferenceIsChainedNotCopied) {
   for (const bool offload : {false, true})
     for (const bool timestamps : {true, false}) {
-    SCOPED_TRACE(std::string(offload ? "checksum offload" : "software checksums") +
-                 (timestamps ? ", timestamps" : ", no timestamps"));
-    Link l(std::nullopt, timestamps);
-    l.sides[0].chain = true;
-    l.sides[0].off = {offload, offload};
-    Owner mine;
-    Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
-    ASSERT_NE(c, nullptr);
-    l.run(l.now + 50ms);
-    ASSERT_TRUE(mine.established);
-    const auto lent = pattern(200001);
-    int dev = 0;  // the lender's handle
-    std::vector<std::uint8_t> want;
-    // Three bytes copied, 100,001 lent, five copied, the rest lent without a
-    // device reference (copied into frames: it has no device handle).
-    // Queued back to back, so that segments straddle the pieces.
-    struct Piece {
-      ByteSpan bytes;
-      bool lend;
-      void* dev;
-    };
-    const std::vector<std::uint8_t> three = {1, 2, 3}, five = {4, 5, 6, 7, 8};
-    const std::vector<Piece> pieces = {{three, false, nullptr},
-                                       {ByteSpan(lent).first(100001), true, &dev},
-                                       {five, false, nullptr},
-                                       {ByteSpan(lent).subspan(100001), true, nullptr}};
-    for (const Piece& p : pieces) {
-      std::size_t off = 0;
-      for (;;) {
-        off += p.lend ? c->lend(p.bytes.subspan(off), l.now, p.dev) : c->send(p.bytes.subspan(off), l.now);
-        if (off == p.bytes.size() || l.now > 1100s) break;
-        l.run(l.now + 1ms);
+      SCOPED_TRACE(std::string(offload ? "checksum offload" : "software checksums") +
+                   (timestamps ? ", timestamps" : ", no timestamps"));
+      Link l(std::nullopt, timestamps);
+      l.sides[0].chain = true;
+      l.sides[0].off = {offload, offload};
+      Owner mine;
+      Conn* c = l.open(mine);
+      ASSERT_NE(c, nullptr);
+      const auto lent = pattern(200001);
+      int dev = 0;  // the lender's handle
+      std::vector<std::uint8_t> want;
+      // Three bytes copied, 100,001 lent, five copied, the rest lent without a
+      // device reference (copied into frames: it has no device handle).
+      // Queued back to back, so that segments straddle the pieces.
+      struct Piece {
+        ByteSpan bytes;
+        bool lend;
+        void* dev;
+      };
+      const std::vector<std::uint8_t> three = {1, 2, 3}, five = {4, 5, 6, 7, 8};
+      const std::vector<Piece> pieces = {{three, false, nullptr},
+                                         {ByteSpan(lent).first(100001), true, &dev},
+                                         {five, false, nullptr},
+                                         {ByteSpan(lent).subspan(100001), true, nullptr}};
+      for (const Piece& p : pieces) {
+        std::size_t off = 0;
+        for (;;) {
+          off += p.lend ? c->lend(p.bytes.subspan(off), l.now, p.dev) : c->send(p.bytes.subspan(off), l.now);
+          if (off == p.bytes.size() || l.now > 1100s) break;
+          l.run(l.now + 1ms);
+        }
+        want.insert(want.end(), p.bytes.begin(), p.bytes.end());
       }
-      want.insert(want.end(), p.bytes.begin(), p.bytes.end());
+      const std::size_t copied = three.size() + five.size() + (lent.size() - 100001);
+      l.run(l.now + 200ms);
+      EXPECT_EQ(l.accepted.got, want);  // B checked every checksum
+      EXPECT_EQ(l.b().stats().dropped_malformed, 0u);
+      const StackStats& s = l.a().stats();
+      EXPECT_EQ(c->stats().retransmits, 0u);  // a lossless link: each byte left once
+      EXPECT_EQ(s.bytes_referenced + s.bytes_copied, want.size());
+      // All of the loan went by reference but for frames too short to chain
+      // (under 64 bytes of payload: at most one at each end of it).
+      EXPECT_LE(s.bytes_referenced, 100001u);
+      EXPECT_GE(s.bytes_referenced, 100001u - 2 * 63);
+      EXPECT_LE(s.bytes_copied, copied + 2 * 63);
+      EXPECT_GT(s.frames_chained, 60u);
+      // Every segment sent by reference pointed into the lent memory, with its handle.
+      std::size_t in_loan = 0;
+      for (const auto& [data, d] : l.sides[0].referenced) {
+        EXPECT_EQ(d, &dev);
+        EXPECT_GE(data.data(), lent.data());
+        EXPECT_LE(data.data() + data.size(), lent.data() + 100001);
+        in_loan += data.size();
+      }
+      EXPECT_EQ(in_loan, s.bytes_referenced);
+      EXPECT_EQ(l.sides[0].offloaded > 0, offload);
+      EXPECT_EQ(l.sides[0].pseudo_sums_right, l.sides[0].offloaded);
+      EXPECT_GT(l.sides[0].odd_pieces, 0u);  // summed at odd offsets
+      EXPECT_LE(l.sides[0].longest_chain, 7u);
+      // With offload, those frames were summed by the stack (the device would
+      // have got them wrong), the others by the device.
+      EXPECT_EQ(s.csum_odd_chains > 0, offload);
     }
-    const std::size_t copied = three.size() + five.size() + (lent.size() - 100001);
-    l.run(l.now + 200ms);
-    EXPECT_EQ(l.accepted.got, want);  // B checked every checksum
-    EXPECT_EQ(l.b().stats().dropped_malformed, 0u);
-    const StackStats& s = l.a().stats();
-    EXPECT_EQ(c->stats().retransmits, 0u);  // a lossless link: each byte left once
-    EXPECT_EQ(s.bytes_referenced + s.bytes_copied, want.size());
-    // All of the loan went by reference but for frames too short to chain
-    // (under 64 bytes of payload: at most one at each end of it).
-    EXPECT_LE(s.bytes_referenced, 100001u);
-    EXPECT_GE(s.bytes_referenced, 100001u - 2 * 63);
-    EXPECT_LE(s.bytes_copied, copied + 2 * 63);
-    EXPECT_GT(s.frames_chained, 60u);
-    // Every segment sent by reference pointed into the lent memory, with its handle.
-    std::size_t in_loan = 0;
-    for (const auto& [data, d] : l.sides[0].referenced) {
-      EXPECT_EQ(d, &dev);
-      EXPECT_GE(data.data(), lent.data());
-      EXPECT_LE(data.data() + data.size(), lent.data() + 100001);
-      in_loan += data.size();
-    }
-    EXPECT_EQ(in_loan, s.bytes_referenced);
-    EXPECT_EQ(l.sides[0].offloaded > 0, offload);
-    EXPECT_EQ(l.sides[0].pseudo_sums_right, l.sides[0].offloaded);
-    EXPECT_GT(l.sides[0].odd_pieces, 0u);  // summed at odd offsets
-    EXPECT_LE(l.sides[0].longest_chain, 7u);
-    // With offload, those frames were summed by the stack (the device would
-    // have got them wrong), the others by the device.
-    EXPECT_EQ(s.csum_odd_chains > 0, offload);
-  }
 }
 
 // A device that takes at most two segments a frame: a segment that would
@@ -491,10 +494,8 @@ TEST(TcpStack, ChecksumsAreLeftToADeviceThatOffloadsThem) {
   Link l;
   l.sides[0].off = {true, true};
   Owner mine;
-  Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+  Conn* c = l.open(mine);
   ASSERT_NE(c, nullptr);
-  l.run(l.now + 50ms);
-  ASSERT_TRUE(mine.established);
   const auto up = pattern(50000);
   std::size_t off = 0;
   while (l.accepted.got.size() < up.size() && l.now < 1100s) {
