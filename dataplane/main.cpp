@@ -20,6 +20,7 @@
 #include "dataplane/log.hpp"
 #include "dataplane/setup.hpp"
 #include "dataplane/shared.hpp"
+#include "dataplane/unmap_guard.hpp"
 #include "dataplane/worker.hpp"
 
 namespace lnetr::dp {
@@ -207,7 +208,16 @@ int run(const Setup& setup) {
   }
 
   // DPDK ports: probed by the EAL (--vdev / -a above), configured here.
+  // Their drivers may unmap device memory on the interrupt thread: guarded
+  // against the workers' bursts from before the first port starts.
   std::vector<std::unique_ptr<EthPort>> ports;
+  if (!setup.ports.empty()) {
+    std::string gerr;
+    if (!unmap_guard::install(n, gerr)) {
+      log_error("%s", gerr.c_str());
+      return 1;
+    }
+  }
   for (const PortSetup& ps : setup.ports) {
     std::string perr;
     auto p = EthPort::open(ps, kPortMbufs, perr);

@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <string>
 
 #include "dataplane/log.hpp"
+#include "dataplane/unmap_guard.hpp"
 #include "router/local_msgs.hpp"
 #include "router/ping_info.hpp"
 
@@ -143,6 +145,10 @@ bool Worker::init(std::string& err) {
 
 int Worker::run() {
   log_info("worker %u running on lcore %u (CPT %u)", index_, rte_lcore_id(), index_);
+  // A worker serving DPDK ports is a reader of their device memory: between
+  // two loop iterations it is in none of their bursts (unmap_guard.hpp).
+  std::optional<unmap_guard::Poller> device_reader;
+  if (!lanes_.empty()) device_reader.emplace(index_);
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     if (routes_.poll()) forwarder_.adopt(routes_.view());  // a new route table
     unsigned work = static_cast<unsigned>(poller_.poll(0));
@@ -167,6 +173,7 @@ int Worker::run() {
     WorkerCounters& c = shared_.counters[index_];
     c.loops.add();
     if (work) c.busy_loops.add();
+    if (device_reader) device_reader->quiescent();
     sleep_if_idle(work);
   }
   node_->shutdown();

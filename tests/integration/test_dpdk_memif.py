@@ -116,7 +116,14 @@ class MemifRouters(PeerTestCase):
         return nid, ["--route", "%s=%s" % (far, gw), "--router-check-interval", "1"], Host.netns(self.ns[s])
 
     def status(self, r):
-        return control_request(self.socks[r], "status")
+        try:
+            return control_request(self.socks[r], "status")
+        except OSError as e:
+            p = self.routers[r]
+            if p.popen.poll() is not None:
+                p.wait()
+                self.fail("%s exited (rc=%s):\n%s" % (r, p.returncode, p.stderr))
+            raise
 
     def ping_through(self):
         """Wait until A reaches B over both routers (the memif link comes up
@@ -142,8 +149,9 @@ class MemifRouters(PeerTestCase):
             time.sleep(0.2)
 
     def test_a_router_whose_memif_peer_dies_comes_back_to_rest(self):
-        """R2 killed in the middle of 1 MiB PUTs: from then on R1's memif
-        refuses every frame.  R1 drops that backlog once the device has taken
+        """R2 frozen, then killed, in the middle of 1 MiB PUTs: from then on
+        R1's memif refuses every frame (and R1's driver unmaps the rings R1's
+        worker may be using: unmap_guard.hpp).  R1 drops that backlog once the device has taken
         nothing for 5 s, with it the frames chained from its router buffers,
         and (once socklnd gives up on the connection) every credit and
         buffer is back."""
@@ -158,6 +166,10 @@ class MemifRouters(PeerTestCase):
         while self.status("r1")["statistics"]["route_count"] < 20 and time.monotonic() < end:
             time.sleep(0.1)
         self.assertGreaterEqual(self.status("r1")["statistics"]["route_count"], 20)
+        # Frozen first, so that R1 is sure to have sent R2 data it never
+        # acknowledges (R1 retransmits it into the dead link), then killed.
+        os.kill(self.routers["r2"].pid, signal.SIGSTOP)
+        time.sleep(1)
         self.routers["r2"].stop(signal.SIGKILL)
         time.sleep(2)
         brw.stop(signal.SIGINT)
