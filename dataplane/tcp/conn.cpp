@@ -321,7 +321,7 @@ std::uint32_t Conn::pipe() const noexcept {
     lost += r.first - from;
     at = r.second;
   }
-  for (const auto& r : relost_) lost += open_bytes(r.first, r.second);  // resent, and lost again
+  for (const auto& r : relost_) lost += open_bytes(r.first, r.second, snd_una_);  // resent, and lost again
   const std::uint32_t out = flight();
   const std::uint32_t gone = sacked_bytes() + lost;
   return out > gone ? out - gone : 0;
@@ -343,8 +343,8 @@ void Conn::send_hole(std::uint32_t start, std::uint32_t len, Time now) {
   if (!rto_at_) arm_rto(now);
 }
 
-std::uint32_t Conn::open_bytes(std::uint32_t start, std::uint32_t end) const noexcept {
-  std::uint32_t from = seq_gt(snd_una_, start) ? snd_una_ : start;
+std::uint32_t Conn::open_bytes(std::uint32_t start, std::uint32_t end, std::uint32_t acked_to) const noexcept {
+  std::uint32_t from = seq_gt(acked_to, start) ? acked_to : start;
   if (!seq_lt(from, end)) return 0;
   std::uint32_t n = end - from;
   for (const auto& r : sacked_) {  // less what the peer holds of it
@@ -355,22 +355,14 @@ std::uint32_t Conn::open_bytes(std::uint32_t start, std::uint32_t end) const noe
   return n;
 }
 
-bool Conn::hole_closed(std::uint32_t start, std::uint32_t end, std::uint32_t acked_to) const noexcept {
-  if (seq_le(end, acked_to)) return true;
-  const std::uint32_t from = seq_gt(acked_to, start) ? acked_to : start;  // what is still open of it
-  for (const auto& r : sacked_)
-    if (seq_le(r.first, from) && seq_ge(r.second, end)) return true;
-  return false;
-}
-
 void Conn::find_lost_resends(std::uint32_t acked_to) {
   if (!sack_recovery() || sacked_.empty()) return;
   // What was found lost before and is repaired since: forgotten.
-  std::erase_if(relost_, [&](const auto& r) { return hole_closed(r.first, r.second, acked_to); });
+  std::erase_if(relost_, [&](const auto& r) { return open_bytes(r.first, r.second, acked_to) == 0; });
   const std::uint32_t highest = sacked_.back().second;
   std::size_t keep = 0;
   for (const Resent& r : resent_) {
-    if (hole_closed(r.start, r.end, acked_to)) continue;  // repaired
+    if (open_bytes(r.start, r.end, acked_to) == 0) continue;  // repaired
     if (seq_gt(highest, r.sent_after)) {  // data sent after it arrived, it did not
       relost_.emplace_back(r.start, r.end);
       continue;
@@ -384,7 +376,7 @@ bool Conn::resend_lost(Time now) {
   while (!relost_.empty()) {
     const auto [start, end] = relost_.front();
     relost_.erase(relost_.begin());
-    if (hole_closed(start, end, snd_una_)) continue;
+    if (open_bytes(start, end, snd_una_) == 0) continue;
     const std::uint32_t from = seq_gt(start, snd_una_) ? start : snd_una_;
     const std::size_t off = from - snd_una_;
     const std::size_t avail = off < queued() ? queued() - off : 0;

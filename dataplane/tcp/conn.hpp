@@ -233,9 +233,8 @@ class Conn {
   void find_lost_resends(std::uint32_t acked_to);
   bool resend_lost(Time now);
   void send_hole(std::uint32_t start, std::uint32_t len, Time now);
-  bool hole_closed(std::uint32_t start, std::uint32_t end, std::uint32_t acked_to) const noexcept;
-  // Bytes of [start, end) neither acknowledged nor SACKed.
-  std::uint32_t open_bytes(std::uint32_t start, std::uint32_t end) const noexcept;
+  // Bytes of [start, end) neither acknowledged (below acked_to) nor SACKed.
+  std::uint32_t open_bytes(std::uint32_t start, std::uint32_t end, std::uint32_t acked_to) const noexcept;
   void process_data(const TcpHeader& seg, Time now);
   void deliver_held();
   void take_options(const TcpHeader& syn);

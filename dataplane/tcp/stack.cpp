@@ -289,7 +289,6 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
     if (!ok) return port_.send_built(0);
     stats_.bytes_referenced += referenced;
     stats_.bytes_copied += payload.size() - referenced;
-    ++stats_.frames_chained;
     // Some devices sum a chained frame segment by segment as if each began
     // at an even offset (net_tap does): one with a segment at an odd
     // offset is summed here instead.

@@ -95,7 +95,6 @@ struct StackStats {
   std::uint64_t dropped_overload = 0;    // SYNs beyond max_connections
   std::uint64_t bytes_copied = 0;        // TCP payload bytes copied into frames sent
   std::uint64_t bytes_referenced = 0;    // ... and chained by reference instead (zero copy)
-  std::uint64_t frames_chained = 0;      // frames sent with payload chained by reference
   std::uint64_t csum_offloaded = 0;      // segments sent with their checksums left to the device
   std::uint64_t csum_odd_chains = 0;     // chained segments summed here all the same (a piece at an odd offset)
   std::uint64_t csum_verified = 0;       // segments received whose checksum the device had verified
