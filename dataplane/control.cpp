@@ -455,10 +455,7 @@ std::string Control::status() {
       ss.dropped_overload += l.stack.dropped_overload;
       ss.csum_offloaded += l.stack.csum_offloaded, ss.csum_verified += l.stack.csum_verified;
       copied += l.port.bytes_copied + l.transport.bytes_copied + l.stack.bytes_copied;
-      ts.segments_in += l.tcp.segments_in, ts.segments_out += l.tcp.segments_out;
-      ts.retransmits += l.tcp.retransmits, ts.fast_retransmits += l.tcp.fast_retransmits;
-      ts.timeouts += l.tcp.timeouts, ts.out_of_order += l.tcp.out_of_order, ts.duplicates += l.tcp.duplicates;
-      ts.lost_retransmits += l.tcp.lost_retransmits;
+      ts += l.tcp;
       conns += l.connections;
     }
     const auto& m = p.mac();
@@ -485,6 +482,7 @@ std::string Control::status() {
     j.key("tcp").begin_object().key("segments_in").value(ts.segments_in).key("segments_out").value(ts.segments_out);
     j.key("retransmits").value(ts.retransmits).key("fast_retransmits").value(ts.fast_retransmits);
     j.key("timeouts").value(ts.timeouts).key("lost_retransmits").value(ts.lost_retransmits);
+    j.key("tail_probes").value(ts.tail_probes).key("tail_probe_recoveries").value(ts.tail_probe_recoveries);
     j.key("out_of_order").value(ts.out_of_order);
     j.key("duplicates").value(ts.duplicates).end_object();
     j.key("impair").begin_object().key("dropped").value(ps.impair_dropped).key("duplicated").value(ps.impair_duplicated);

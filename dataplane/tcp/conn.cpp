@@ -129,6 +129,7 @@ void Conn::push(Time now) {
   if (state_ != State::established && state_ != State::close_wait && state_ != State::fin_wait_1 &&
       state_ != State::closing && state_ != State::last_ack)
     return;
+  const std::uint32_t max_before = snd_max_;
   for (;;) {
     // SACK recovery: the holes first, while cwnd allows one more segment
     // beyond what is estimated in the network (RFC 6675 §5).
@@ -159,6 +160,7 @@ void Conn::push(Time now) {
     if (seq_gt(snd_nxt_, snd_max_)) snd_max_ = snd_nxt_;
     if (!rto_at_) arm_rto(now);
   }
+  if (snd_max_ != max_before && !tlp_at_) schedule_probe(now);
   // FIN once every byte has been sent (it takes one sequence number); again
   // after a timeout went back to it.
   if (fin_queued_ && snd_nxt_ - snd_una_ == queued() && (!fin_sent_ || snd_nxt_ == fin_seq_)) {
@@ -213,17 +215,22 @@ TcpHeader Conn::header(std::uint32_t seq, std::uint8_t flags, Time now) {
   const std::uint32_t edge = rcv_nxt_ + (static_cast<std::uint32_t>(h.window) << rcv_wscale_);
   if (seq_gt(edge, rcv_adv_)) rcv_adv_ = edge;
   if (ts_ok_) h.options.timestamps = {{ts_now(now), ts_recent_}};
+  const std::size_t max_blocks = ts_ok_ ? 3 : kMaxSackBlocks;
+  if (sack_ok_ && dsack_ && (flags & tcp_flag::ack)) {
+    // A duplicate received: reported once, as the first block (RFC 2883).
+    h.options.sack[h.options.sack_count++] = *dsack_;
+    dsack_.reset();
+  }
   if (sack_ok_ && !held_.empty()) {
     // The blocks held out of order, merged, first ones first.
     // The held intervals are disjoint; the one holding the latest
     // arrival goes first (RFC 2018 §4), then the others in order.
-    const std::size_t max_blocks = ts_ok_ ? 3 : kMaxSackBlocks;
     auto latest = held_.upper_bound(last_held_);
     if (latest != held_.begin()) --latest;
     auto block = [](const auto& it) {
       return SackBlock{it->first, it->first + static_cast<std::uint32_t>(it->second.size())};
     };
-    h.options.sack[h.options.sack_count++] = block(latest);
+    if (h.options.sack_count < max_blocks) h.options.sack[h.options.sack_count++] = block(latest);
     for (auto it = held_.begin(); it != held_.end() && h.options.sack_count < max_blocks; ++it)
       if (it != latest) h.options.sack[h.options.sack_count++] = block(it);
   }
@@ -483,6 +490,9 @@ void Conn::input(const TcpHeader& seg, Time now) {
   // Synchronized states.
   if (!acceptable(seg)) {
     ++stats_.duplicates;
+    // Wholly below what we have: a D-SACK reports it (RFC 2883).
+    if (!rst && !syn && !seg.payload.empty() && seq_le(seg.seq + static_cast<std::uint32_t>(seg.payload.size()), rcv_nxt_))
+      dsack_ = SackBlock{seg.seq, seg.seq + static_cast<std::uint32_t>(seg.payload.size())};
     if (!rst) {
       // A closed window still takes the ACK and window of a segment that
       // starts where we expect (RFC 9293 §3.10.7.4).
@@ -591,6 +601,7 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
   const std::uint32_t sacked_before = sacked_bytes();
   if (sack_ok_) take_sack(seg);
   const bool sack_news = sacked_bytes() > sacked_before;
+  const bool tail_lost = probe_ack(seg);
   find_lost_resends(seq_gt(a, snd_una_) ? a : snd_una_);
   // Loss recovery: ssthresh halved; with SACK, cwnd at ssthresh and push()
   // resends the holes; without, NewReno's fast retransmit and inflation.
@@ -603,6 +614,8 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
     in_recovery_ = true;
     resent_.clear();
     relost_.clear();
+    tlp_at_.reset();
+    tlp_high_.reset();  // (recovery's own cwnd reduction ends the episode)
     ++stats_.fast_retransmits;
     if (sack_ok_) {
       cwnd_ = ssthresh_;
@@ -652,7 +665,8 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
     if (flight() == 0) rto_at_.reset();
     else arm_rto(now);
     // New data acknowledged while the SACKs still show a loss.
-    if (!in_recovery_ && sack_ok_ && sacked_bytes() >= 3u * snd_mss_) start_recovery();
+    if (!in_recovery_ && sack_ok_ && (tail_lost || sacked_bytes() >= 3u * snd_mss_)) start_recovery();
+    schedule_probe(now);
     return true;
   }
   // A duplicate ACK: nothing new acknowledged, and no data, same window, or
@@ -660,7 +674,7 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
   const bool plain_dup = seg.payload.empty() && !window_moved && !(seg.flags & tcp_flag::fin);
   if (a == snd_una_ && flight() > 0 && (plain_dup || sack_news)) {
     ++dupacks_;
-    const bool sack_lost = sack_ok_ && sacked_bytes() >= 3u * snd_mss_;
+    const bool sack_lost = sack_ok_ && (tail_lost || sacked_bytes() >= 3u * snd_mss_);
     if ((dupacks_ >= 3 || sack_lost) && !in_recovery_) {
       start_recovery();
     } else if (in_recovery_ && !sack_ok_) {
@@ -677,6 +691,7 @@ void Conn::process_data(const TcpHeader& seg, Time now) {
     const std::uint32_t skip = rcv_nxt_ - seq;
     if (skip >= bytes.size()) {
       ++stats_.duplicates;
+      if (!bytes.empty()) dsack_ = SackBlock{seq, seq + static_cast<std::uint32_t>(bytes.size())};
       send_ack(now);
       return;
     }
@@ -787,7 +802,7 @@ void Conn::set_keepalive(Time idle, Time interval, int probes, Time now) noexcep
 
 std::optional<Time> Conn::next_timer() const noexcept {
   std::optional<Time> t;
-  for (const auto& c : {rto_at_, ack_at_, time_wait_at_, persist_at_, keep_at_})
+  for (const auto& c : {rto_at_, ack_at_, time_wait_at_, persist_at_, keep_at_, tlp_at_})
     if (c && (!t || *c < *t)) t = c;
   return t;
 }
@@ -834,8 +849,14 @@ void Conn::tick(Time now) {
       push(now);
     }
   }
+  if (tlp_at_ && now >= *tlp_at_) {
+    tlp_at_.reset();
+    send_probe(now);
+  }
   if (!rto_at_ || now < *rto_at_) return;
   rto_at_.reset();
+  tlp_at_.reset();
+  tlp_high_.reset();  // a timeout ends any probe episode
   // Nothing outstanding (a closed window is the persist timer's): no
   // retransmission, and no backoff, which would otherwise grow the RTO to
   // its maximum while the peer's window stays shut.
@@ -870,6 +891,90 @@ void Conn::tick(Time now) {
   arm_rto(now);
 }
 
+Conn::Stats& Conn::Stats::operator+=(const Stats& s) noexcept {
+  segments_in += s.segments_in, segments_out += s.segments_out;
+  retransmits += s.retransmits, fast_retransmits += s.fast_retransmits, timeouts += s.timeouts;
+  lost_retransmits += s.lost_retransmits;
+  out_of_order += s.out_of_order, duplicates += s.duplicates;
+  bytes_in += s.bytes_in, bytes_acked += s.bytes_acked;
+  keepalive_probes += s.keepalive_probes;
+  tail_probes += s.tail_probes, tail_probe_recoveries += s.tail_probe_recoveries;
+  return *this;
+}
+
+// ---- tail loss probe (RFC 8985 §7) ----------------------------------------
+
+// Probes go only in the open state (as Linux's TCP_CA_Open): SACK on, an
+// RTT measured, data outstanding and all of it sent, no recovery or
+// timeout repair under way (snd_una below recover_), no episode open.
+bool Conn::may_probe() const noexcept {
+  return cfg_.tail_loss_probe && sack_ok_ && have_rtt_ && !in_recovery_ && !tlp_high_ && flight() > 0 &&
+         snd_nxt_ == snd_max_ && !fin_sent_ && seq_ge(snd_una_, recover_) &&
+         (state_ == State::established || state_ == State::close_wait);
+}
+
+void Conn::schedule_probe(Time now) {
+  tlp_at_.reset();
+  if (!may_probe()) return;
+  // Two round trips; a lone segment may wait out the peer's delayed ACK
+  // (Linux adds the minimum RTO then, else 2 ms).  Never after the RTO.
+  const Time pto = 2 * srtt_ + (flight() <= payload_mss() ? cfg_.min_rto : Time{std::chrono::milliseconds(2)});
+  if (rto_at_ && now + pto >= *rto_at_) return;
+  tlp_at_ = now + pto;
+}
+
+void Conn::send_probe(Time now) {
+  if (!may_probe()) return;
+  const std::size_t unsent = queued() > flight() ? queued() - flight() : 0;
+  const std::uint32_t room = snd_wnd_ > flight() ? snd_wnd_ - flight() : 0;
+  std::size_t len;
+  if (unsent > 0 && room > 0) {  // new data, whatever cwnd says
+    len = std::min({unsent, static_cast<std::size_t>(room), payload_mss()});
+    tlp_start_ = snd_nxt_;
+    tlp_resend_ = false;
+    send_segment(snd_nxt_, len, tcp_flag::ack | tcp_flag::psh, now);
+    snd_nxt_ += static_cast<std::uint32_t>(len);
+    snd_max_ = snd_nxt_;
+  } else {  // the last segment again
+    len = std::min<std::size_t>(flight(), payload_mss());
+    tlp_start_ = snd_max_ - static_cast<std::uint32_t>(len);
+    tlp_resend_ = true;
+    send_segment(tlp_start_, len, tcp_flag::ack | tcp_flag::psh, now);
+    timed_.reset();  // Karn
+    ++stats_.retransmits;
+  }
+  tlp_end_ = tlp_start_ + static_cast<std::uint32_t>(len);
+  tlp_high_ = snd_max_;
+  tlp_dsack_ = false;
+  ++stats_.tail_probes;
+  arm_rto(now);
+}
+
+bool Conn::probe_ack(const TcpHeader& seg) {
+  if (!tlp_high_) return false;
+  const std::uint32_t a = seg.ack;
+  // A D-SACK (a first block below the cumulative ACK) for the probe's
+  // bytes: the original arrived too, so nothing was lost.
+  if (seg.options.sack_count > 0) {
+    const SackBlock& b = seg.options.sack[0];
+    if (seq_le(b.right, a) && seq_lt(b.left, tlp_end_) && seq_gt(b.right, tlp_start_)) tlp_dsack_ = true;
+  }
+  if (seq_ge(a, *tlp_high_)) {  // the episode is over
+    if (tlp_resend_ && !tlp_dsack_) {
+      // The probe repaired a loss: the congestion response of any loss
+      // (RFC 8985 §7.4.2), as Linux's CWR.
+      ssthresh_ = std::max<std::uint32_t>(cwnd_ / 2, 2u * snd_mss_);
+      cwnd_ = ssthresh_;
+      ++stats_.tail_probe_recoveries;
+    }
+    tlp_high_.reset();
+    return false;
+  }
+  // The probe arrived and what lies below it has not: sent earlier, those
+  // segments are lost (RACK's reasoning, for this one case).
+  return seq_lt(a, tlp_start_) && open_bytes(tlp_start_, tlp_end_, a) == 0;
+}
+
 void Conn::end(End why) {
   state_ = State::closed;
   sndq_.clear();  // lent memory goes back to its owner
@@ -878,6 +983,7 @@ void Conn::end(End why) {
   time_wait_at_.reset();
   persist_at_.reset();
   keep_at_.reset();
+  tlp_at_.reset();
   upper_.on_end(why);
 }
 

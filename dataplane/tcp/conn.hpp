@@ -26,6 +26,15 @@
 // three segments' worth SACKed above the first hole, every hole below the
 // highest SACKed byte is resent once per recovery within cwnd, against an
 // estimate of what is still in the network ("pipe").  Without SACK, NewReno.
+//
+// A lost tail (the last segments of a burst, which no later segment can
+// reveal) is probed instead of waiting out a timeout: the tail loss probe
+// of RFC 8985 §7, as Linux sends it.  Two smoothed round trips after the
+// last ACK with data outstanding, one segment goes (new data if any, else
+// the last one again); its SACK reveals the holes below it, which start
+// SACK recovery at once.  An episode whose probe was a resend and drew no
+// D-SACK (so the original was lost too) ends in a cwnd reduction.  As a
+// receiver, a duplicate segment is reported in a D-SACK block (RFC 2883).
 #pragma once
 
 #include <chrono>
@@ -109,6 +118,7 @@ struct ConnConfig {
   Time keepalive_idle{0};
   Time keepalive_interval = std::chrono::seconds(75);
   int keepalive_probes = 9;
+  bool tail_loss_probe = true;  // RFC 8985 §7 (needs SACK)
 };
 
 // What a connection emits.
@@ -186,6 +196,9 @@ class Conn {
     std::uint64_t out_of_order = 0, duplicates = 0;
     std::uint64_t bytes_in = 0, bytes_acked = 0;
     std::uint64_t keepalive_probes = 0;
+    std::uint64_t tail_probes = 0;            // tail loss probes sent
+    std::uint64_t tail_probe_recoveries = 0;  // ... that repaired a loss (cwnd reduced)
+    Stats& operator+=(const Stats& s) noexcept;  // totals over connections
   };
   const Stats& stats() const noexcept { return stats_; }
   std::uint32_t cwnd() const noexcept { return cwnd_; }
@@ -232,6 +245,13 @@ class Conn {
   // again before any other, instead of waiting for a timeout.
   void find_lost_resends(std::uint32_t acked_to);
   bool resend_lost(Time now);
+  // Tail loss probe: arm the probe timeout where RFC 8985 §7.2 allows one;
+  // send the probe; follow the episode on each ACK (true: the probe's SACK
+  // shows the segments below it lost).
+  void schedule_probe(Time now);
+  void send_probe(Time now);
+  bool probe_ack(const TcpHeader& seg);
+  bool may_probe() const noexcept;
   void send_hole(std::uint32_t start, std::uint32_t len, Time now);
   // Bytes of [start, end) neither acknowledged (below acked_to) nor SACKed.
   std::uint32_t open_bytes(std::uint32_t start, std::uint32_t end, std::uint32_t acked_to) const noexcept;
@@ -291,6 +311,15 @@ class Conn {
   };
   std::vector<Resent> resent_;                                   // this recovery's resends, in order
   std::vector<std::pair<std::uint32_t, std::uint32_t>> relost_;  // resends found lost: to go again
+  // Tail loss probe: when it is due; the open episode (snd_max_ when the
+  // probe went, until acknowledged), the probe's bytes, whether it was a
+  // resend, and whether a D-SACK showed the original arrived after all.
+  std::optional<Time> tlp_at_;
+  std::optional<std::uint32_t> tlp_high_;
+  std::uint32_t tlp_start_ = 0, tlp_end_ = 0;
+  bool tlp_resend_ = false, tlp_dsack_ = false;
+  // A duplicate segment received: reported first in our next ACK's SACK blocks.
+  std::optional<SackBlock> dsack_;
 
   // Timers.
   Time srtt_{0}, rttvar_{0};

@@ -400,21 +400,9 @@ void Stack::tick(Time now) {
   reap();
 }
 
-namespace {
-
-void add(Conn::Stats& to, const Conn::Stats& s) noexcept {
-  to.segments_in += s.segments_in, to.segments_out += s.segments_out;
-  to.retransmits += s.retransmits, to.fast_retransmits += s.fast_retransmits, to.timeouts += s.timeouts;
-  to.lost_retransmits += s.lost_retransmits;
-  to.out_of_order += s.out_of_order, to.duplicates += s.duplicates;
-  to.bytes_in += s.bytes_in, to.bytes_acked += s.bytes_acked;
-  to.keepalive_probes += s.keepalive_probes;
-}
-
-}  // namespace
 
 void Stack::forget(decltype(conns_)::iterator it) {
-  add(ended_, it->second->conn->stats());
+  ended_ += it->second->conn->stats();
   conns_.erase(it);
 }
 
@@ -428,7 +416,7 @@ void Stack::reap() {
 
 Conn::Stats Stack::conn_totals() const {
   Conn::Stats t = ended_;
-  for (const auto& [key, e] : conns_) add(t, e->conn->stats());
+  for (const auto& [key, e] : conns_) t += e->conn->stats();
   return t;
 }
 

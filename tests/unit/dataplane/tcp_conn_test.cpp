@@ -389,6 +389,94 @@ TEST(TcpConn, ALostResendIsFoundAndSentAgainWithoutATimeout) {
   EXPECT_LT(w.now - start, 500ms);
 }
 
+// The tail of a burst lost: no later segment can reveal it, so without a
+// probe only the retransmission timeout (200 ms at the least) repairs it.
+// A tail loss probe, two round trips after the last ACK, does it in a
+// fraction of that.  `lost` of the burst's last segments are dropped the
+// first time they are sent.
+struct TailLoss {
+  Wire w;
+  Time took{};
+  explicit TailLoss(int lost, bool probe = true) {
+    ConnConfig c;
+    c.tail_loss_probe = probe;
+    w.latency = 5ms;  // the probe (2 RTT) before B's delayed ACK (40 ms) of the segment before
+    w.open(c, c);
+    transfer(w, 0, pattern(100, 1));  // a round trip measured
+    w.run(w.now + 100ms);             // (and its delayed ACK in)
+    w.ends[1].got.clear();
+    const std::uint32_t mss = 1448, first = 1001 + 100;
+    std::map<std::uint32_t, int> times;
+    w.drop = [&, lost, first](int from, const TcpHeader& h) {
+      if (from != 0 || h.payload.empty()) return false;
+      return ++times[h.seq] == 1 && h.seq >= first + (10 - lost) * mss;
+    };
+    const auto data = pattern(10 * mss, 2);  // ten segments: the initial window
+    const Time start = w.now;
+    transfer(w, 0, data);
+    took = w.now - start;
+    w.run(w.now + 100ms);  // the last ACKs in
+    EXPECT_EQ(w.ends[1].got, data);
+    w.drop = nullptr;
+  }
+  const Conn::Stats& a() const { return w.ends[0].conn->stats(); }
+};
+
+TEST(TcpConn, ALostTailIsProbedInsteadOfTimedOut) {
+  TailLoss t(1);
+  EXPECT_EQ(t.a().timeouts, 0u);
+  EXPECT_EQ(t.a().tail_probes, 1u);
+  EXPECT_EQ(t.a().tail_probe_recoveries, 1u) << "the probe repaired a loss: cwnd reduced";
+  EXPECT_LT(t.took, 150ms);
+  TailLoss without(1, false);
+  EXPECT_EQ(without.a().tail_probes, 0u);
+  EXPECT_EQ(without.a().timeouts, 1u);
+  EXPECT_GE(without.took, 200ms);
+}
+
+TEST(TcpConn, AProbesSackRevealsTheLostSegmentsBelowIt) {
+  TailLoss t(3);
+  EXPECT_EQ(t.a().timeouts, 0u);
+  EXPECT_EQ(t.a().tail_probes, 1u);
+  EXPECT_EQ(t.a().fast_retransmits, 1u) << "SACK recovery started by the probe's SACK";
+  EXPECT_EQ(t.a().retransmits, 3u) << "the probe, then the two holes below it";
+  EXPECT_LT(t.took, 150ms);
+}
+
+// The burst's last ACK held up past the probe timeout: the probe resends a
+// segment B has, B reports it in a D-SACK, and A, seeing nothing was lost,
+// keeps its congestion window.
+TEST(TcpConn, AProbeOfWhatArrivedDrawsADsackAndNoReduction) {
+  Wire w;
+  w.latency = 10ms;
+  w.open();
+  transfer(w, 0, pattern(100, 1));
+  w.run(w.now + 100ms);
+  const std::uint32_t end = 1001 + 100 + 10 * 1448;
+  bool held = false;
+  w.delay = [&](int from, const TcpHeader& h) {
+    if (from != 1 || h.ack != end || held) return Time::zero();
+    held = true;
+    return Time{100ms};
+  };
+  const std::uint32_t cwnd = w.ends[0].conn->cwnd();
+  const auto data = pattern(10 * 1448, 3);
+  w.ends[1].got.clear();
+  transfer(w, 0, data);
+  w.run(w.now + 300ms);
+  EXPECT_EQ(w.ends[1].got, data);
+  const auto& st = w.ends[0].conn->stats();
+  EXPECT_EQ(st.tail_probes, 1u);
+  EXPECT_EQ(st.tail_probe_recoveries, 0u);
+  EXPECT_EQ(st.timeouts, 0u);
+  EXPECT_GE(w.ends[0].conn->cwnd(), cwnd);
+  EXPECT_EQ(w.ends[1].conn->stats().duplicates, 1u);
+  int dsacks = 0;
+  for (const TcpHeader& h : w.ends[1].sent)
+    dsacks += h.options.sack_count > 0 && seq_le(h.options.sack[0].right, h.ack);
+  EXPECT_EQ(dsacks, 1);
+}
+
 // Without SACK (a peer that does not offer it), loss is still repaired.
 TEST(TcpConn, LossIsRepairedWithoutSackByNewReno) {
   Wire w;
