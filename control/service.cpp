@@ -810,7 +810,7 @@ Json Service::dataplane_show(const Json& args) {
       for (const Json& dp : st["ports"])
         if (dp["name"] == ni["interface"])
           for (const char* k : {"device", "mac", "mtu", "rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "tx_dropped",
-                                "tcp_connections", "bytes_copied", "bytes_referenced", "zero_copy", "resets_out",
+                                "tcp_connections", "bytes_copied", "bytes_referenced", "rx_bytes_referenced", "zero_copy", "resets_out",
                                 "dropped_malformed"})
             p[k] = dp[k];
     ports.push_back(std::move(p));
@@ -1170,6 +1170,10 @@ void Service::collect(Families& f) {
                   "Payload bytes the worker sent on DPDK ports from router buffers by reference, not copied (zero "
                   "copy: frames chained from the buffer)",
                   l, static_cast<double>(c.bytes_referenced.get()));
+        f.counter("lnetr_rx_bytes_referenced_total",
+                  "Payload bytes the worker received on DPDK ports and left in the frames they arrived in, not "
+                  "copied (zero copy: sent on from there)",
+                  l, static_cast<double>(c.rx_bytes_referenced.get()));
         const std::uint64_t loops = c.loops.get(), busy = c.busy_loops.get();
         const auto [last_loops, last_busy] = last_loops_[w];
         const double ratio = loops > last_loops ? static_cast<double>(busy - last_busy) / static_cast<double>(loops - last_loops) : 0.0;

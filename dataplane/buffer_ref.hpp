@@ -4,6 +4,10 @@
 // device has not freed yet.  A port with chained frames sends a large
 // message's payload from the router buffer itself (port.hpp); the buffer
 // goes back to its pool only once no frame points into it any more.
+//
+// A received frame kept by reference (ref_chain.hpp) has one too, in its
+// mbuf's private area: its count is the chains and the frames sent that
+// point into it, and the last to let go frees the mbuf.
 #pragma once
 
 #include <rte_mbuf.h>
@@ -25,6 +29,21 @@ struct BufferRef {
     base = buf;
     iova = buf_iova;
   }
+  // A received frame, kept for a payload received by reference (the
+  // port's FrameRefs): one reference, the receive path's, and the mbuf is
+  // freed when the last reference goes (a chain's, or a frame's that was
+  // attached to it for sending).  Lives in the mbuf's private area.
+  void reset_frame(rte_mbuf* m) noexcept {
+    shinfo.free_cb = &free_frame;
+    shinfo.fcb_opaque = m;
+    rte_mbuf_ext_refcnt_set(&shinfo, 1);
+    base = static_cast<const std::uint8_t*>(m->buf_addr);
+    iova = m->buf_iova;
+  }
+  // Drop a reference to a received frame (freed with the last one).
+  void release_frame() noexcept {
+    if (rte_mbuf_ext_refcnt_update(&shinfo, -1) == 0) free_frame(nullptr, shinfo.fcb_opaque);
+  }
   void* handle() noexcept { return &shinfo; }
   static BufferRef* of(void* handle) noexcept { return reinterpret_cast<BufferRef*>(handle); }
   // Frames the device still holds that point into the buffer.  (Acquire:
@@ -40,6 +59,7 @@ struct BufferRef {
   // held_by_device() and frees the buffer itself), so the count never
   // reaches zero in a frame's free.
   static void never_freed(void*, void*) noexcept {}
+  static void free_frame(void*, void* m) noexcept { rte_pktmbuf_free(static_cast<rte_mbuf*>(m)); }
 };
 
 }  // namespace lnetr::dp

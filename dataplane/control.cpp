@@ -435,7 +435,7 @@ std::string Control::status() {
     const EthPort& p = *fabric_.ports[i];
     PortStats ps;
     tcp::StackStats ss;
-    std::uint64_t copied = 0, conns = 0;
+    std::uint64_t copied = 0, conns = 0, rx_referenced = 0;
     tcp::Conn::Stats ts{};
     for (const WorkerView& v : views) {
       if (i >= v.lanes.size() || !v.lanes[i].served) continue;
@@ -445,6 +445,8 @@ std::string Control::status() {
       ps.tx_dropped += l.port.tx_dropped, ps.rx_multiseg += l.port.rx_multiseg, ps.tx_backlog += l.port.tx_backlog;
       ps.tx_chained += l.port.tx_chained, ss.bytes_referenced += l.stack.bytes_referenced;
       ps.tx_stalls += l.port.tx_stalls;
+      ps.rx_frames_kept += l.port.rx_frames_kept, ps.rx_frames_held += l.port.rx_frames_held;
+      ps.rx_keep_refused += l.port.rx_keep_refused, rx_referenced += l.transport.bytes_referenced;
       ss.csum_odd_chains += l.stack.csum_odd_chains;
       ps.impair_dropped += l.port.impair_dropped, ps.impair_duplicated += l.port.impair_duplicated;
       ps.impair_reordered += l.port.impair_reordered, ps.impair_delayed += l.port.impair_delayed;
@@ -469,6 +471,10 @@ std::string Control::status() {
     j.key("tx_dropped").value(ps.tx_dropped).key("tx_backlog").value(ps.tx_backlog).key("rx_multiseg").value(ps.rx_multiseg);
     j.key("tcp_connections").value(conns).key("bytes_copied").value(copied);
     j.key("zero_copy").value(p.tx_chains()).key("bytes_referenced").value(ss.bytes_referenced);
+    j.key("rx_zero_copy").value(p.frames_budget() > 0).key("rx_bytes_referenced").value(rx_referenced);
+    j.key("rx_frames_kept").value(ps.rx_frames_kept).key("rx_frames_held").value(ps.rx_frames_held);
+    j.key("rx_frames_budget").value(static_cast<std::uint64_t>(p.frames_budget() * p.config().queues));
+    j.key("rx_keep_refused").value(ps.rx_keep_refused);
     j.key("tx_stalls").value(ps.tx_stalls).key("tx_chained").value(ps.tx_chained).key("csum_odd_chains").value(ss.csum_odd_chains);
     j.key("checksum_offload").begin_object();
     j.key("tx_ipv4").value(p.tx_offloads().tx_ipv4).key("tx_tcp").value(p.tx_offloads().tx_tcp);
@@ -497,6 +503,7 @@ std::string Control::status() {
     j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w)).key("core").value(static_cast<std::uint64_t>(setup_.cores[w]));
     j.key("loops").value(c.loops.get()).key("busy_loops").value(c.busy_loops.get());
     j.key("bytes_copied").value(c.bytes_copied.get()).key("bytes_referenced").value(c.bytes_referenced.get());
+    j.key("rx_bytes_referenced").value(c.rx_bytes_referenced.get());
     // Its inbound rings: capacity each, and what waits in them now.
     std::uint64_t backlog = 0, ring_size = 0;
     for (std::uint32_t from = 0; from < fabric_.n; ++from) {

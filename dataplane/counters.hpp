@@ -35,6 +35,7 @@ struct alignas(64) WorkerCounters {
   Counter busy_loops;   // iterations that found work
   Counter bytes_copied;  // payload and frame bytes copied on DPDK ports (kernel sockets: not counted)
   Counter bytes_referenced;  // payload bytes sent on DPDK ports from router buffers by reference (zero copy)
+  Counter rx_bytes_referenced;  // payload bytes received on DPDK ports and left in their frames (zero copy)
 };
 static_assert(std::is_standard_layout_v<WorkerCounters>);
 

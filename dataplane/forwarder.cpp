@@ -231,7 +231,7 @@ RouterMsg* Forwarder::alloc_msg() {
   if (!free_msgs_) {
     // Grows in chunks up to the number of messages ever in flight at once
     // (bounded by credits and connections); never freed until exit.
-    constexpr std::size_t kMsgChunk = 256;
+    constexpr std::size_t kMsgChunk = kMsgsPerChunk;
     auto chunk = std::make_unique<RouterMsg[]>(kMsgChunk);
     msgs_allocated_ += kMsgChunk;
     for (std::size_t i = 0; i < kMsgChunk; ++i) free_msg(&chunk[i]);
@@ -240,12 +240,20 @@ RouterMsg* Forwarder::alloc_msg() {
   RouterMsg* m = free_msgs_;
   free_msgs_ = m->next;
   --msgs_free_;
+  sock::RefChain chain = std::move(m->chain);  // (empty: its storage is reused)
   *m = RouterMsg{};
+  m->chain = std::move(chain);
   m->home = index_;
   return m;
 }
 
+void Forwarder::drop_frames() noexcept {
+  for (auto& chunk : msg_chunks_)
+    for (std::size_t i = 0; i < kMsgsPerChunk; ++i) chunk[i].chain.release();
+}
+
 void Forwarder::free_msg(RouterMsg* m) {
+  m->chain.release();  // frames its payload was left in
   m->next = free_msgs_;
   free_msgs_ = m;
   ++msgs_free_;
@@ -360,6 +368,7 @@ sock::RxVerdict Forwarder::on_head(sock::Rx& rx) {
   }
   if (!grant_buffer(m)) return sock::RxVerdict::defer;
   rx.sink = m->rx.sink;
+  rx.chain = m->rx.chain;
   return sock::RxVerdict::accept;
 }
 
@@ -383,6 +392,12 @@ void Forwarder::take_buffer(RouterMsg* m) {
   }
   m->stage = RouterMsg::Stage::receiving;
   m->rx.sink = MutableByteSpan(m->buf, m->rx.hdr.payload_length);
+  // A large payload may stay in the frames it arrives in (the stream
+  // decides, frame by frame; what it copies lands in the buffer).
+  if (m->buf && m->pool == PoolClass::large) {
+    m->chain.reset(m->buf, m->rx.hdr.payload_length, m->buf_ref.handle());
+    m->rx.chain = &m->chain;
+  }
 }
 
 // A message that waited now has what it needs: read its payload.
@@ -573,6 +588,7 @@ void Forwarder::route(RouterMsg* m) {
   m->tx.hdr = m->rx.hdr;  // forwarded unchanged, byte for byte
   m->tx.payload = ByteSpan(m->buf, m->rx.hdr.payload_length);
   m->tx.payload_dev = m->buf ? m->buf_ref.handle() : nullptr;
+  if (m->chain.referenced() > 0) m->tx.pieces = m->chain.pieces();
   m->tx.cookie = m;
   dispatch(m);
 }

@@ -61,6 +61,9 @@ class Forwarder final : public sock::Upper {
   // Free the buffers of finished messages that devices no longer hold
   // (frames chained from them, freed since); the number freed.
   unsigned release_held();
+  // At exit, before the ports' queues go: let go of every received frame a
+  // message still keeps its payload in.
+  void drop_frames() noexcept;
   // Finished messages waiting for a device to free frames chained from
   // their buffers.
   std::size_t held() const noexcept { return held_.count; }
@@ -161,6 +164,7 @@ class Forwarder final : public sock::Upper {
   std::array<MsgQueue, kPoolClasses> pool_wait_{};
   MsgQueue held_;  // finished, their buffers still in a device (release_held)
 
+  static constexpr std::size_t kMsgsPerChunk = 256;
   std::vector<std::unique_ptr<RouterMsg[]>> msg_chunks_;
   RouterMsg* free_msgs_ = nullptr;
   std::size_t msgs_allocated_ = 0, msgs_free_ = 0;

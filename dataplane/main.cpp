@@ -5,6 +5,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
+#include <rte_mbuf.h>
 #include <rte_ring.h>
 
 #include <CLI/CLI.hpp>
@@ -59,6 +60,17 @@ bool hugepages_available() {
   return free_pages && mounted;
 }
 
+// Received frames each queue of port `p` may keep (PortQueue::retain): the
+// frames of every large buffer a CPT has, and a quarter more, within
+// kMaxKeptFrames.  0 without zero copy.
+std::uint32_t kept_frames(const Setup& s, const PortSetup& p) {
+  if (!p.zero_copy) return 0;
+  const std::uint64_t per_frame = p.mtu > 100 ? p.mtu - 52u : 48u;  // IPv4, TCP, timestamps
+  const std::uint64_t per_buffer = (pool_capacity(PoolClass::large) + per_frame - 1) / per_frame;
+  const std::uint64_t large = std::max<std::uint32_t>(s.buffers[static_cast<std::size_t>(PoolClass::large)] / s.ncpts(), 1);
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(large * per_buffer * 5 / 4, kMaxKeptFrames));
+}
+
 // Memory the router buffer pools need, in MB, plus room for DPDK itself.
 unsigned pool_memory_mb(const Setup& s) {
   std::uint64_t bytes = 0;
@@ -66,9 +78,17 @@ unsigned pool_memory_mb(const Setup& s) {
     const std::uint64_t per_cpt = std::max<std::uint32_t>(s.buffers[c] / s.ncpts(), 1);
     bytes += per_cpt * s.ncpts() * (pool_capacity(static_cast<PoolClass>(c)) + 256);
   }
-  // Each port's mbufs: kPortMbufs per queue of a frame's size, and three
-  // times as many data-less ones to chain router buffers with.
-  for (const PortSetup& p : s.ports) bytes += std::uint64_t{kPortMbufs} * p.queues * (p.mtu + 512 + 3 * 256);
+  // Each port's mbufs: kPortMbufs per queue of a frame's size (and the
+  // frames it may keep), and three times as many data-less ones to chain
+  // router buffers with.
+  for (const PortSetup& p : s.ports) {
+    // An mbuf of a frame's room with its header, private area and the
+    // mempool's own header and padding; a data-less one.
+    const std::uint64_t frame = std::max<std::uint64_t>(RTE_MBUF_DEFAULT_BUF_SIZE, p.mtu + 226u) + 384;
+    const std::uint64_t attach = 256;
+    bytes += std::uint64_t{kPortMbufs} * p.queues * (frame + 3 * attach) +
+             std::uint64_t{kept_frames(s, p)} * p.queues * frame;
+  }
   return static_cast<unsigned>(bytes >> 20) + 128;
 }
 
@@ -220,7 +240,7 @@ int run(const Setup& setup) {
   }
   for (const PortSetup& ps : setup.ports) {
     std::string perr;
-    auto p = EthPort::open(ps, kPortMbufs, perr);
+    auto p = EthPort::open(ps, kPortMbufs, kept_frames(setup, ps), perr);
     if (!p) {
       log_error("%s", perr.c_str());
       return 1;

@@ -30,6 +30,7 @@
 #include "dataplane/buffer_ref.hpp"
 #include "dataplane/shm/abi.hpp"
 #include "lnd/socklnd/engine.hpp"
+#include "lnd/socklnd/ref_chain.hpp"
 #include "router/forward.hpp"
 
 namespace lnetr::dp {
@@ -68,6 +69,9 @@ struct RouterMsg {
   Nid next_hop;
   std::uint8_t* buf = nullptr;  // router buffer, nullptr for tiny
   BufferRef buf_ref;            // buf's device reference: frames chained from it
+  // A large payload received by reference: runs of it left in the frames
+  // they arrived in (ref_chain.hpp), the rest in buf.  Let go at home.
+  sock::RefChain chain;
   RouterMsg* next = nullptr;    // queue link
   sock::Rx rx;                  // home's receive
   sock::Tx tx;                  // the sender's transmit

@@ -4,6 +4,7 @@
 
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_ether.h>
 
 #include <algorithm>
@@ -42,9 +43,42 @@ std::string device_name(const std::string& device) {
 
 namespace {
 
+// A port's pool of mbufs with `priv` bytes of private area and `room`
+// bytes of buffer.  `packed`: its objects laid end to end in one piece of
+// memory, none skipped to keep it within a page.  net_af_xdp needs that:
+// it registers the pool's memory as its UMEM, sized as if the objects were
+// packed from the first one, and an object beyond that size is a buffer
+// the kernel refuses (receiving stops once the pool hands those out; with
+// 4 KiB pages and 2.4 KiB objects, that is two objects in five).  Its
+// mbufs then have no IOVA of their own, which the device does not use.
+rte_mempool* create_pool(const std::string& name, std::uint32_t n, std::uint16_t priv, std::uint16_t room,
+                         bool packed) {
+  const int socket = static_cast<int>(rte_socket_id());
+  if (!packed) return rte_pktmbuf_pool_create(name.c_str(), n, 256, priv, room, socket);
+  rte_mempool* mp = rte_mempool_create_empty(name.c_str(), n, static_cast<unsigned>(sizeof(rte_mbuf) + priv + room), 256,
+                                             sizeof(rte_pktmbuf_pool_private), socket,
+                                             RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+  if (!mp) return nullptr;
+  rte_pktmbuf_pool_private info{};
+  info.mbuf_data_room_size = room;
+  info.mbuf_priv_size = priv;
+  if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr) != 0) {
+    rte_mempool_free(mp);
+    return nullptr;
+  }
+  rte_pktmbuf_pool_init(mp, &info);
+  if (rte_mempool_populate_default(mp) < 0) {
+    rte_mempool_free(mp);
+    return nullptr;
+  }
+  rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+  return mp;
+}
+
 }  // namespace
 
-std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs, std::string& err) {
+std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs, std::uint32_t kept,
+                                       std::string& err) {
   const std::string name = device_name(cfg.device);
   auto fail = [&](const std::string& what, int rc) {
     err = "port " + cfg.name + " (" + cfg.device + "): " + what + (rc ? std::string(": ") + rte_strerror(-rc) : "");
@@ -70,10 +104,22 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   const std::uint32_t room =
       std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + 18 + 20 + 60 + cfg.mtu);
   const std::string pool_name = "lnetr_port_" + std::to_string(pid);  // (pool names are short)
-  rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), mbufs * cfg.queues, 256, 0,
-                                              static_cast<std::uint16_t>(room), static_cast<int>(rte_socket_id()));
-  if (!pool) return fail("cannot create its mbuf pool (" + std::to_string(mbufs) + " x " + std::to_string(room) + " bytes)", -rte_errno);
+  // Each mbuf's private area holds its BufferRef, for a frame kept by reference.
+  const auto priv = static_cast<std::uint16_t>(RTE_ALIGN(sizeof(BufferRef), RTE_MBUF_PRIV_ALIGN));
+  // memif in its own zero-copy mode sends only mbufs from its shared
+  // regions (nothing can be chained from router buffers there) and refills
+  // its rings with the mbufs it received (none is kept).
+  const bool memif_zc = name.rfind("net_memif", 0) == 0 && cfg.device.find("zero-copy=yes") != std::string::npos;
+  if (!cfg.zero_copy || memif_zc) kept = 0;
+  const std::uint32_t per_queue = mbufs + kept;
+  rte_mempool* pool = create_pool(pool_name, per_queue * cfg.queues, priv, static_cast<std::uint16_t>(room),
+                                  name.rfind("net_af_xdp", 0) == 0);
+  if (!pool)
+    return fail("cannot create its mbuf pool (" + std::to_string(per_queue * cfg.queues) + " x " +
+                    std::to_string(room) + " bytes)",
+                -rte_errno);
   std::unique_ptr<EthPort> p(new EthPort(cfg, pid, pool));
+  p->frames_budget_ = kept;
 
   rte_eth_conf conf{};
   conf.rxmode.mtu = cfg.mtu;
@@ -85,9 +131,6 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   p->tx_offloads_.tx_ipv4 = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
   p->tx_offloads_.tx_tcp = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) != 0;
   p->rx_checksum_ = conf.rxmode.offloads != 0;
-  // memif in its own zero-copy mode sends only mbufs from its shared
-  // regions: nothing can be chained from router buffers there.
-  const bool memif_zc = name.rfind("net_memif", 0) == 0 && cfg.device.find("zero-copy=yes") != std::string::npos;
   if (cfg.zero_copy && !memif_zc && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
     // Chained frames: at most what the device takes per MTU-sized frame
     // (0: it does not say), and a pool of data-less mbufs to attach to
@@ -172,7 +215,16 @@ void PortQueue::deliver(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
   const bool verified = port_.rx_checksum() &&
                         (m->ol_flags & (RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK)) == kGood;
   if (m->nb_segs == 1) {
-    stack.receive(ByteSpan(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m)), now, verified);
+    const ByteSpan frame(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m));
+    if (port_.frames_budget() == 0) {
+      stack.receive(frame, now, verified);
+    } else {  // its payload may be kept (retain()): the last reference frees it
+      auto* ref = static_cast<BufferRef*>(rte_mbuf_to_priv(m));
+      ref->reset_frame(m);
+      stack.receive(frame, now, verified, ref->handle());
+      ref->release_frame();
+      return;
+    }
   } else {  // a chained frame (jumbo on some devices): the stack wants it whole
     ++stats_.rx_multiseg;
     linear_.resize(rte_pktmbuf_pkt_len(m));
@@ -180,6 +232,30 @@ void PortQueue::deliver(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
     if (p) stack.receive(ByteSpan(static_cast<const std::uint8_t*>(p), linear_.size()), now, verified);
   }
   rte_pktmbuf_free(m);
+}
+
+bool PortQueue::retain(void* frame) noexcept {
+  if (held_frames_ >= port_.frames_budget()) {
+    ++stats_.rx_keep_refused;
+    return false;
+  }
+  rte_mbuf_ext_refcnt_update(&BufferRef::of(frame)->shinfo, 1);
+  ++held_frames_;
+  ++stats_.rx_frames_kept;
+  stats_.rx_frames_held = held_frames_;
+  return true;
+}
+
+void PortQueue::share(void* frame) noexcept {
+  rte_mbuf_ext_refcnt_update(&BufferRef::of(frame)->shinfo, 1);
+  ++held_frames_;
+  stats_.rx_frames_held = held_frames_;
+}
+
+void PortQueue::release(void* frame) noexcept {
+  --held_frames_;
+  stats_.rx_frames_held = held_frames_;
+  BufferRef::of(frame)->release_frame();
 }
 
 void PortQueue::impair(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {

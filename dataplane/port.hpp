@@ -25,6 +25,7 @@
 
 #include "dataplane/setup.hpp"
 #include "dataplane/tcp/stack.hpp"
+#include "lnd/socklnd/ref_chain.hpp"
 
 namespace lnetr::dp {
 
@@ -41,6 +42,9 @@ struct PortStats {
   std::uint64_t rx_multiseg = 0;   // chained frames, linearised (copied)
   std::uint64_t bytes_copied = 0;  // frame bytes copied into mbufs by send() (not built in place)
   std::uint64_t tx_chained = 0;    // frames sent as a chain of segments
+  std::uint64_t rx_frames_kept = 0;  // received frames kept for payloads received by reference
+  std::uint64_t rx_frames_held = 0;  // ... held now (a gauge, at most frames_budget())
+  std::uint64_t rx_keep_refused = 0;  // frames not kept: the budget was used up (their bytes copied)
   // The impairment stage.
   std::uint64_t impair_dropped = 0, impair_duplicated = 0, impair_reordered = 0, impair_delayed = 0;
 };
@@ -51,7 +55,10 @@ class EthPort {
   // Probe the device (after rte_eal_init), configure cfg.queues queue pairs
   // with `mbufs` mbufs each, start it.  nullptr with `err` naming the
   // device and what failed.
-  static std::unique_ptr<EthPort> open(const PortSetup& cfg, std::uint32_t mbufs, std::string& err);
+  // Of which, with zero_copy on, `kept` may be kept by payloads received by
+  // reference.
+  static std::unique_ptr<EthPort> open(const PortSetup& cfg, std::uint32_t mbufs, std::uint32_t kept,
+                                       std::string& err);
   ~EthPort();
   EthPort(const EthPort&) = delete;
   EthPort& operator=(const EthPort&) = delete;
@@ -72,6 +79,9 @@ class EthPort {
   std::uint16_t max_segments() const noexcept { return max_segments_; }
   // Data-less mbufs for the segments attached to router buffers.
   rte_mempool* attach_pool() const noexcept { return attach_pool_; }
+  // Received frames each queue may keep for payloads received by reference
+  // (0: none, every received byte is copied; zero_copy off).
+  std::uint32_t frames_budget() const noexcept { return frames_budget_; }
   // Stop the device: it frees every frame it still holds (those chained
   // from router buffers included).  Before the workers go.
   void stop() noexcept;
@@ -88,11 +98,12 @@ class EthPort {
   bool rx_checksum_ = false;
   std::uint16_t max_segments_ = 1;
   rte_mempool* attach_pool_ = nullptr;
+  std::uint32_t frames_budget_ = 0;
 };
 
 // One queue pair of a port: what one worker's stack sends and receives
 // through.  Used by that worker only.
-class PortQueue final : public tcp::Port {
+class PortQueue final : public tcp::Port, public sock::FrameRefs {
  public:
   PortQueue(EthPort& port, std::uint16_t queue);
   ~PortQueue() override;
@@ -118,6 +129,14 @@ class PortQueue final : public tcp::Port {
   void release_sent();
   // Send what send() gathered.  Returns the frames sent.
   unsigned flush();
+  // sock::FrameRefs: received frames kept for payloads received by
+  // reference, at most frames_budget() at a time (beyond it bytes are
+  // copied: the RX ring must always find free mbufs, or the ACKs that
+  // would release the kept frames could not arrive).  Taken and dropped by
+  // this queue's worker only.
+  bool retain(void* frame) noexcept override;
+  void share(void* frame) noexcept override;
+  void release(void* frame) noexcept override;
 
   EthPort& port() const noexcept { return port_; }
   const PortStats& stats() const noexcept { return stats_; }
@@ -137,6 +156,7 @@ class PortQueue final : public tcp::Port {
   rte_mbuf* building_ = nullptr;      // handed out by alloc_frame()
   rte_mbuf* building_tail_ = nullptr;  // its last segment, if chained
   std::uint64_t chained_seen_ = 0;     // tx_chained at the last release_sent() when idle
+  std::uint32_t held_frames_ = 0;  // kept by retain()
   bool cleanup_ = true;  // the device frees sent frames on request (tx_done_cleanup)
   std::vector<std::uint8_t> linear_;  // a chained frame, linearised
 

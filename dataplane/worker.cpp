@@ -59,6 +59,7 @@ class Worker::WakeHandler final : public sock::IoHandler {
 Worker::~Worker() {
   node_.reset();
   acceptor_.reset();
+  forwarder_.drop_frames();  // (they are the lanes' frames)
   lanes_.clear();
   for (rte_mempool* p : pool_)
     if (p) rte_mempool_free(p);
@@ -87,6 +88,7 @@ bool Worker::init(std::string& err) {
           if (acceptor_) acceptor_->take(std::move(st));
         },
         kStreamReceiveBuffer);
+    if (port.frames_budget() > 0) lane->transport->set_frame_refs(&lane->rxtx);
     lanes_[i] = std::move(lane);
   }
   std::vector<sock::LocalNi> nis;
@@ -255,17 +257,21 @@ std::vector<Worker::LaneStats> Worker::lane_stats() const {
 unsigned Worker::flush_ports() {
   if (lanes_.empty()) return 0;
   unsigned work = 0;
-  std::uint64_t copied = 0, referenced = 0;
+  std::uint64_t copied = 0, referenced = 0, kept = 0;
   for (auto& lane : lanes_) {
     if (!lane) continue;
     work += lane->rxtx.flush();
     copied += lane->transport->stats().bytes_copied + lane->stack.stats().bytes_copied + lane->rxtx.stats().bytes_copied;
     referenced += lane->stack.stats().bytes_referenced;
+    kept += lane->transport->stats().bytes_referenced;
   }
-  shared_.counters[index_].bytes_copied.add(copied - copied_seen_);
-  shared_.counters[index_].bytes_referenced.add(referenced - referenced_seen_);
+  WorkerCounters& c = shared_.counters[index_];
+  c.bytes_copied.add(copied - copied_seen_);
+  c.bytes_referenced.add(referenced - referenced_seen_);
+  c.rx_bytes_referenced.add(kept - kept_seen_);
   copied_seen_ = copied;
   referenced_seen_ = referenced;
+  kept_seen_ = kept;
   return work;
 }
 

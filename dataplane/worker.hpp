@@ -55,6 +55,10 @@ struct Fabric {
 
 // Mbufs of each port queue: its RX ring, its TX ring, and frames in flight.
 inline constexpr std::uint32_t kPortMbufs = 4096;
+// And, with zero_copy on, received frames kept by the payloads of messages
+// received by reference: enough for every large router buffer of a CPT
+// and a quarter more (frames waiting in receive queues), at most this many.
+inline constexpr std::uint32_t kMaxKeptFrames = 65536;
 
 class Worker final : public ForwarderPorts {
  public:
@@ -140,6 +144,7 @@ class Worker final : public ForwarderPorts {
   } no_port_;
   std::uint64_t copied_seen_ = 0;             // bytes_copied already counted
   std::uint64_t referenced_seen_ = 0;         // bytes_referenced already counted
+  std::uint64_t kept_seen_ = 0;               // rx_bytes_referenced already counted
 
   class WakeHandler;
   std::unique_ptr<WakeHandler> wake_;

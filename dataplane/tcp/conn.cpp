@@ -90,14 +90,14 @@ void Conn::send_syn(bool with_ack, Time now) {
 
 // ---- sending -----------------------------------------------------------------------
 
-std::size_t Conn::queue(ByteSpan data, bool lend, Time now, void* dev) {
+std::size_t Conn::queue(ByteSpan data, bool lend, Time now, void* dev, bool push_now) {
   const bool open = state_ == State::established || state_ == State::close_wait || state_ == State::syn_sent ||
                     state_ == State::syn_received;
   if (!open || fin_queued_) return 0;
   const std::size_t room = cfg_.send_buffer > queued() ? cfg_.send_buffer - queued() : 0;
   const std::size_t n = std::min(room, data.size());
   sndq_.append(data.first(n), lend, dev);
-  push(now);
+  if (push_now) push(now);
   return n;
 }
 
@@ -707,7 +707,7 @@ void Conn::process_data(const TcpHeader& seg, Time now) {
   if (seq_gt(seq + static_cast<std::uint32_t>(bytes.size()), edge)) bytes = bytes.first(edge - seq);
   if (seq == rcv_nxt_) {
     const bool had_holes = !held_.empty();
-    upper_.on_data(bytes);
+    upper_.on_data(bytes, seg.frame);
     stats_.bytes_in += bytes.size();
     rcv_nxt_ += static_cast<std::uint32_t>(bytes.size());
     deliver_held();
@@ -759,7 +759,7 @@ void Conn::deliver_held() {
     const std::uint32_t stop = it->first + static_cast<std::uint32_t>(it->second.size());
     if (seq_gt(stop, rcv_nxt_)) {
       const ByteSpan rest = ByteSpan(it->second).subspan(rcv_nxt_ - it->first);
-      upper_.on_data(rest);
+      upper_.on_data(rest, nullptr);
       stats_.bytes_in += rest.size();
       rcv_nxt_ = stop;
     }

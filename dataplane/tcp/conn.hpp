@@ -136,7 +136,9 @@ class Upper {
   virtual void on_established() = 0;
   // In-order bytes from the peer (valid until return); all of them are
   // taken.
-  virtual void on_data(ByteSpan bytes) = 0;
+  // `frame`: the device reference of the received frame they lie in
+  // (TcpHeader::frame), null for bytes held here out of order.
+  virtual void on_data(ByteSpan bytes, void* frame) = 0;
   // Bytes the owner can take now: the receive window advertised.
   virtual std::uint32_t receive_space() const = 0;
   // The peer sent FIN: no more data will come.
@@ -166,6 +168,10 @@ class Conn {
   std::size_t send(ByteSpan data, Time now) { return queue(data, false, now); }
   // `dev`: the memory's device reference, if it has one (send_queue.hpp).
   std::size_t lend(ByteSpan data, Time now, void* dev = nullptr) { return queue(data, true, now, dev); }
+  // As send() or lend(), without sending yet: several writes then go out
+  // as full segments at push_queued() (one write of a gather list).
+  std::size_t queue_only(ByteSpan data, bool lend, void* dev) { return queue(data, lend, Time{}, dev, false); }
+  void push_queued(Time now) { push(now); }
   // Copy lent bytes still queued into the connection's own storage (their
   // owner wants the memory back); the bytes copied.
   std::size_t own_sent() { return sndq_.own_all(); }
@@ -216,7 +222,7 @@ class Conn {
 
  private:
   // Sending.
-  std::size_t queue(ByteSpan data, bool lend, Time now, void* dev = nullptr);
+  std::size_t queue(ByteSpan data, bool lend, Time now, void* dev = nullptr, bool push_now = true);
   void send_syn(bool with_ack, Time now);
   void push(Time now);  // send what the windows allow
   void send_segment(std::uint32_t seq, std::size_t len, std::uint8_t flags, Time now);

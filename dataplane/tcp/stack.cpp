@@ -72,7 +72,7 @@ Conn* Stack::connect(std::uint32_t ip, std::uint16_t port, std::uint16_t local_p
   return c;
 }
 
-void Stack::receive(ByteSpan frame, Time now, bool verified) {
+void Stack::receive(ByteSpan frame, Time now, bool verified, void* dev) {
   now_ = now;
   ++stats_.frames_in;
   auto eth = decode_ethernet(frame);
@@ -92,7 +92,7 @@ void Stack::receive(ByteSpan frame, Time now, bool verified) {
   } else if (eth->type == kEtherIpv4) {
     auto ip = decode_ipv4(body);
     if (!ip) ++stats_.dropped_malformed;
-    else on_ipv4(*ip, now, verified);
+    else on_ipv4(*ip, now, verified, dev);
   } else {
     ++stats_.dropped_not_ours;
   }
@@ -142,7 +142,7 @@ void Stack::arp_request(std::uint32_t ip) {
 
 // ---- IPv4, ICMP -------------------------------------------------------------------------
 
-void Stack::on_ipv4(const Ipv4& ip, Time now, bool verified) {
+void Stack::on_ipv4(const Ipv4& ip, Time now, bool verified, void* dev) {
   if (ip.dst != cfg_.ip) {
     ++stats_.dropped_not_ours;
     return;
@@ -159,6 +159,7 @@ void Stack::on_ipv4(const Ipv4& ip, Time now, bool verified) {
       ++stats_.dropped_malformed;
       return;
     }
+    seg->frame = dev;
     on_tcp(ip, *seg, now);
   } else if (ip.protocol == kProtoIcmp) {
     auto icmp = decode_icmp(ip.payload);

@@ -117,7 +117,9 @@ class Stack {
 
   // `verified`: the device checked the frame's IPv4 and TCP checksums and
   // found them good (checksum offload); they are not computed again.
-  void receive(ByteSpan frame, Time now, bool verified = false);
+  // `dev`: the frame's device reference (a DPDK port's received mbuf), for
+  // connections whose owner keeps payload where it arrived (TcpHeader::frame).
+  void receive(ByteSpan frame, Time now, bool verified = false, void* dev = nullptr);
   void tick(Time now);
 
   const StackStats& stats() const noexcept { return stats_; }
@@ -133,7 +135,7 @@ class Stack {
   struct Entry;  // a connection and how it sends
 
   void on_arp(const Arp& a, Time now);
-  void on_ipv4(const Ipv4& ip, Time now, bool verified);
+  void on_ipv4(const Ipv4& ip, Time now, bool verified, void* dev);
   void on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now);
   void send_rst_for(const Ipv4& ip, const TcpHeader& seg);
   // Send an IPv4 packet (header built here) carrying `l4` to `dst`.

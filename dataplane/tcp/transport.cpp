@@ -35,6 +35,136 @@ constexpr std::size_t kRingStep = 64 * 1024;
 
 }  // namespace
 
+// Bytes received and not yet read, in order: runs left in the frames they
+// arrived in (each holding one reference to its frame, taken by the
+// caller), and runs copied into a byte ring.  Reading copies out of either;
+// a payload received by reference takes the frames' runs as they are.
+class SockTransport::ReceiveQueue {
+ public:
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  // Append `bytes`: kept in `frame` if set (one reference of it is the
+  // queue's now), else copied into the ring.  Returns the bytes copied.
+  std::size_t push(ByteSpan bytes, void* frame) {
+    if (bytes.empty()) return 0;
+    size_ += bytes.size();
+    if (frame) {
+      add_run(Run{bytes.data(), bytes.size(), frame});
+      return 0;
+    }
+    ring_push(bytes);
+    if (run_head_ < runs_.size() && !runs_.back().frame) runs_.back().len += bytes.size();
+    else add_run(Run{nullptr, bytes.size(), nullptr});
+    return bytes.size();
+  }
+  // Copy the first `n` bytes (n <= size()) to `dst` and drop them; frames
+  // used up are let go through `refs`.
+  void pop_to(std::uint8_t* dst, std::size_t n, sock::FrameRefs* refs) {
+    while (n > 0) {
+      Run& r = runs_[run_head_];
+      const std::size_t k = std::min(n, r.len);
+      if (r.frame) std::memcpy(dst, r.data, k);
+      else ring_pop(dst, k);
+      consume(r, k, refs);
+      dst += k;
+      n -= k;
+    }
+  }
+  // Move the first `n` bytes (n <= size()) into `chain` as the payload
+  // bytes at `where`: runs in frames by reference (their references pass
+  // to the chain), runs in the ring copied to `where`.  Returns the bytes
+  // copied.
+  std::size_t move_to(std::uint8_t* where, std::size_t n, sock::RefChain& chain, sock::FrameRefs* refs) {
+    std::size_t copied = 0;
+    while (n > 0) {
+      Run& r = runs_[run_head_];
+      const std::size_t k = std::min(n, r.len);
+      if (r.frame) {
+        if (k < r.len) refs->share(r.frame);  // the chain takes a part, the queue keeps the rest
+        chain.refer(where, ByteSpan(r.data, k), r.frame, *refs);
+        size_ -= k;
+        if (k == r.len) ++run_head_;  // its reference went to the chain
+        else r.data += k, r.len -= k;
+      } else {
+        ring_pop(where, k);
+        consume(r, k, refs);
+        copied += k;
+      }
+      where += k;
+      n -= k;
+    }
+    return copied;
+  }
+  // Drop everything.
+  void clear(sock::FrameRefs* refs) noexcept {
+    for (std::size_t i = run_head_; i < runs_.size(); ++i)
+      if (runs_[i].frame) refs->release(runs_[i].frame);
+    runs_.clear();
+    run_head_ = 0;
+    ring_ = {};
+    head_ = len_ = size_ = 0;
+  }
+
+ private:
+  struct Run {
+    const std::uint8_t* data;  // in its frame (null: the next len bytes of the ring)
+    std::size_t len;
+    void* frame;
+  };
+
+  void add_run(const Run& r) {
+    if (run_head_ > 0 && run_head_ * 2 >= runs_.size()) {  // compacted once half is read
+      runs_.erase(runs_.begin(), runs_.begin() + static_cast<std::ptrdiff_t>(run_head_));
+      run_head_ = 0;
+    }
+    runs_.push_back(r);
+  }
+  void consume(Run& r, std::size_t k, sock::FrameRefs* refs) noexcept {
+    size_ -= k;
+    if (k < r.len) {
+      if (r.frame) r.data += k;
+      r.len -= k;
+      return;
+    }
+    if (r.frame) refs->release(r.frame);
+    ++run_head_;
+  }
+  void ring_push(ByteSpan bytes) {
+    const std::size_t n = bytes.size();
+    if (n > ring_.size() - len_) grow(len_ + n);
+    const std::size_t tail = (head_ + len_) % ring_.size();  // grown above: not empty
+    const std::size_t first = std::min(n, ring_.size() - tail);
+    std::memcpy(ring_.data() + tail, bytes.data(), first);
+    std::memcpy(ring_.data(), bytes.data() + first, n - first);
+    len_ += n;
+  }
+  void ring_pop(std::uint8_t* dst, std::size_t n) noexcept {
+    const std::size_t first = std::min(n, ring_.size() - head_);
+    std::memcpy(dst, ring_.data() + head_, first);
+    std::memcpy(dst + first, ring_.data(), n - first);
+    head_ = (head_ + n) % ring_.size();
+    len_ -= n;
+  }
+  // Re-lay the ring out at the start of a buffer of at least `size` bytes.
+  void grow(std::size_t size) {
+    std::vector<std::uint8_t> bigger(std::max({size, ring_.size() * 2, kRingStep}));
+    if (len_ > 0) {  // (an empty ring may have no storage at all)
+      const std::size_t first = std::min(len_, ring_.size() - head_);
+      std::memcpy(bigger.data(), ring_.data() + head_, first);
+      std::memcpy(bigger.data() + first, ring_.data(), len_ - first);
+    }
+    ring_.swap(bigger);
+    head_ = 0;
+  }
+
+  std::vector<Run> runs_;
+  std::size_t run_head_ = 0;
+  std::vector<std::uint8_t> ring_;  // the copied runs' bytes
+  std::size_t head_ = 0, len_ = 0;
+  std::size_t size_ = 0;
+};
+
 // One connection's state between the stack (as its Upper) and socklnd (as
 // the Stream's reader and writer).  Outlives the Stream when the Stream is
 // closed gracefully: the connection then finishes on its own.
@@ -49,37 +179,38 @@ class SockTransport::Link final : public Upper {
     if (active_) t_.ready(this, EPOLLOUT);
     else t_.incoming_.push_back(this);
   }
-  void on_data(ByteSpan bytes) override {
+  void on_data(ByteSpan bytes, void* frame) override {
     if (bytes.empty()) return;
     if (orphan_) {  // data after socklnd closed: nobody will read it, reset (as Linux)
       abort_due_ = true;
       t_.ready(this, 0);
       return;
     }
-    // The ring grows as data comes (and the window, rounded up to its scale
-    // and never shrinking, may bring a little more than receive_space()):
-    // every byte delivered must be taken.
-    if (lent_ && len_ == 0 && lent_filled_ < lent_len_) {  // straight into socklnd's sink
+    // The queue grows as data comes (and the window, rounded up to its
+    // scale and never shrinking, may bring a little more than
+    // receive_space()): every byte delivered must be taken.
+    if (lent_ && rq_.empty() && lent_filled_ < lent_len_) {  // socklnd's sink: by reference, or into it
       const std::size_t k = std::min(bytes.size(), lent_len_ - lent_filled_);
-      std::memcpy(lent_ + lent_filled_, bytes.data(), k);
+      if (chain_ && frame && t_.frames_ && t_.frames_->retain(frame)) {
+        chain_->refer(lent_ + lent_filled_, bytes.first(k), frame, *t_.frames_);
+        t_.stats_.bytes_referenced += k;
+      } else {
+        std::memcpy(lent_ + lent_filled_, bytes.data(), k);
+        t_.stats_.bytes_copied += k;
+      }
       lent_filled_ += k;
-      t_.stats_.bytes_copied += k;
       bytes = bytes.subspan(k);
       t_.ready(this, EPOLLIN);
       if (bytes.empty()) return;
     }
-    const std::size_t n = bytes.size();
-    if (n > buf_.size() - len_) grow(len_ + n);
-    const std::size_t tail = (head_ + len_) % buf_.size();  // grown above: not empty
-    const std::size_t first = std::min(n, buf_.size() - tail);
-    std::memcpy(buf_.data() + tail, bytes.data(), first);
-    std::memcpy(buf_.data(), bytes.data() + first, n - first);
-    len_ += n;
-    t_.stats_.bytes_copied += n;
+    // Kept in its frame where it may be (a payload lent later takes it as
+    // it is), else copied.
+    const bool keep = frame && t_.frames_ && t_.frames_->retain(frame);
+    t_.stats_.bytes_copied += rq_.push(bytes, keep ? frame : nullptr);
     t_.ready(this, EPOLLIN);
   }
   std::uint32_t receive_space() const override {
-    const std::size_t held = len_ + lent_filled_;
+    const std::size_t held = rq_.size() + lent_filled_;
     return held >= capacity_ ? 0 : static_cast<std::uint32_t>(capacity_ - held);
   }
   void on_peer_closed() override {
@@ -102,19 +233,13 @@ class SockTransport::Link final : public Upper {
   }
 
   bool finished() const noexcept { return ended_ && !stream_ && !queued_; }
-
-  // Re-lay the ring out at the start of a buffer of at least `size` bytes
-  // (receive_space() still offers only the configured capacity).
-  void grow(std::size_t size) {
-    std::vector<std::uint8_t> bigger(std::max({size, buf_.size() * 2, kRingStep}));
-    if (len_ > 0) {  // (an empty ring may have no storage at all)
-      const std::size_t first = std::min(len_, buf_.size() - head_);
-      std::memcpy(bigger.data(), buf_.data() + head_, first);
-      std::memcpy(bigger.data() + first, buf_.data(), len_ - first);
-    }
-    buf_.swap(bigger);
-    head_ = 0;
+  void end_loan() noexcept {
+    lent_ = nullptr;
+    lent_len_ = lent_filled_ = 0;
+    chain_ = nullptr;
   }
+
+  ~Link() override { rq_.clear(t_.frames_); }
   std::uint32_t capacity_;
 
   SockTransport& t_;
@@ -123,8 +248,7 @@ class SockTransport::Link final : public Upper {
   Conn* conn_ = nullptr;  // from established until on_end
   LinkStream* stream_ = nullptr;
   sock::IoHandler* handler_ = nullptr;
-  std::vector<std::uint8_t> buf_;  // received, not yet read: a ring
-  std::size_t head_ = 0, len_ = 0;
+  ReceiveQueue rq_;  // received, not yet read
   bool established_ = false, peer_fin_ = false, ended_ = false;
   End end_ = End::closed;
   std::uint32_t events_ = 0;
@@ -140,6 +264,7 @@ class SockTransport::Link final : public Upper {
   // of it on_data() has filled that recv() has not reported yet.
   std::uint8_t* lent_ = nullptr;
   std::size_t lent_len_ = 0, lent_filled_ = 0;
+  sock::RefChain* chain_ = nullptr;  // where bytes left in their frames are recorded, if anywhere
   // Sending: bytes the stream took, and the position before which socklnd's
   // lent memory is released; whether some of it is still held.
   std::uint64_t taken_ = 0, released_ = 0;
@@ -153,11 +278,9 @@ class SockTransport::LinkStream final : public sock::Stream {
     Link& l = *l_;
     l.stream_ = nullptr;
     l.handler_ = nullptr;
-    l.lent_ = nullptr;  // the memory goes back to its owner
-    l.lent_len_ = l.lent_filled_ = 0;
-    const bool unread = l.len_ > 0;
-    l.buf_ = {};  // nobody reads it any more
-    l.head_ = l.len_ = 0;
+    l.end_loan();  // the memory goes back to its owner
+    const bool unread = !l.rq_.empty();
+    l.rq_.clear(l.t_.frames_);  // nobody reads it any more
     if (l.ended_) {
       l.t_.maybe_finished(&l);
     } else if (l.conn_) {
@@ -180,16 +303,24 @@ class SockTransport::LinkStream final : public sock::Stream {
 
   bool watch(sock::IoHandler* h) noexcept override {
     l_->handler_ = h;
-    if (h && (l_->len_ > 0 || l_->peer_fin_ || l_->ended_)) l_->t_.ready(l_, EPOLLIN);
+    if (h && (!l_->rq_.empty() || l_->peer_fin_ || l_->ended_)) l_->t_.ready(l_, EPOLLIN);
     if (h && l_->established_ && l_->active_) l_->t_.ready(l_, EPOLLOUT);
     return true;
   }
 
-  bool lend(std::uint8_t* dst, std::size_t len) noexcept override {
+  bool lend(std::uint8_t* dst, std::size_t len, sock::RefChain* chain) noexcept override {
     Link& l = *l_;
-    if (l.len_ > 0 || l.lent_filled_ > 0 || len == 0) return false;
+    if (l.lent_filled_ > 0 || len == 0 || (!l.rq_.empty() && !chain)) return false;
     l.lent_ = dst;
     l.lent_len_ = len;
+    l.chain_ = chain;
+    if (!l.rq_.empty()) {  // what has come already: its frames' runs pass to the chain as they are
+      const std::size_t k = std::min(len, l.rq_.size());
+      const std::size_t copied = l.rq_.move_to(dst, k, *chain, l.t_.frames_);
+      l.t_.stats_.bytes_copied += copied;
+      l.t_.stats_.bytes_referenced += k - copied;
+      l.lent_filled_ = k;
+    }
     return true;
   }
 
@@ -200,6 +331,7 @@ class SockTransport::LinkStream final : public sock::Stream {
         const std::size_t n = std::min(len, l.lent_filled_);
         const bool elsewhere = dst != l.lent_;
         if (elsewhere) {  // read into other memory: still in order, at the cost of a copy
+          if (l.chain_) l.t_.stats_.bytes_copied += l.chain_->materialize(l.lent_);
           std::memmove(dst, l.lent_, n);
           l.t_.stats_.bytes_copied += n;
         }
@@ -207,27 +339,19 @@ class SockTransport::LinkStream final : public sock::Stream {
         l.lent_len_ -= n;
         l.lent_filled_ -= n;
         // The loan ends when used up, or when read elsewhere with nothing left in it.
-        if (l.lent_len_ == 0 || (elsewhere && l.lent_filled_ == 0)) {
-          l.lent_ = nullptr;
-          l.lent_len_ = l.lent_filled_ = 0;
-        }
+        if (l.lent_len_ == 0 || (elsewhere && l.lent_filled_ == 0)) l.end_loan();
         if (l.conn_) l.conn_->window_opened(l.t_.now_);
         return static_cast<ssize_t>(n);
       }
-      l.lent_ = nullptr;  // a read before anything arrived ends the loan
-      l.lent_len_ = 0;
+      l.end_loan();  // a read before anything arrived ends the loan
     }
-    if (l.len_ == 0) {
+    if (l.rq_.empty()) {
       if (l.peer_fin_) return 0;
       if (l.ended_) return l.end_ == End::closed ? 0 : error_of(l.end_);
       return -EAGAIN;
     }
-    const std::size_t n = std::min(len, l.len_);
-    const std::size_t first = std::min(n, l.buf_.size() - l.head_);
-    std::memcpy(dst, l.buf_.data() + l.head_, first);
-    std::memcpy(dst + first, l.buf_.data(), n - first);
-    l.head_ = (l.head_ + n) % l.buf_.size();
-    l.len_ -= n;
+    const std::size_t n = std::min(len, l.rq_.size());
+    l.rq_.pop_to(dst, n, l.t_.frames_);
     l.t_.stats_.bytes_copied += n;
     if (l.conn_) l.conn_->window_opened(l.t_.now_);
     return static_cast<ssize_t>(n);
@@ -240,15 +364,17 @@ class SockTransport::LinkStream final : public sock::Stream {
     if (!l.conn_) return l.ended_ ? (l.end_ == End::closed ? -EPIPE : error_of(l.end_)) : -EAGAIN;
     std::size_t total = 0;
     bool full = false;
+    // Queued together and sent once: segments as full as the bytes allow.
     for (std::size_t i = 0; i < n && !full; ++i) {
       const ByteSpan part(static_cast<const std::uint8_t*>(iov[i].iov_base), iov[i].iov_len);
       const bool lend = lend_iov && lend_iov[i];
-      const std::size_t took = lend ? l.conn_->lend(part, l.t_.now_, dev ? dev[i] : nullptr) : l.conn_->send(part, l.t_.now_);
+      const std::size_t took = l.conn_->queue_only(part, lend, lend && dev ? dev[i] : nullptr);
       if (lend) l.lending_ |= took > 0;
       else l.t_.stats_.bytes_copied += took;
       total += took;
       full = took < part.size();
     }
+    l.conn_->push_queued(l.t_.now_);
     l.taken_ += total;
     if (full && !l.blocked_) {
       l.blocked_ = true;

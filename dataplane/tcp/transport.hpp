@@ -26,6 +26,7 @@ struct TransportStats {
   std::uint64_t connects = 0;   // streams opened by this side
   std::uint64_t accepted = 0;   // streams handed to the acceptor
   std::uint64_t bytes_copied = 0;  // payload bytes copied between the stack and socklnd
+  std::uint64_t bytes_referenced = 0;  // ... and left in their received frames instead (RefChain)
 };
 
 class SockTransport final : public sock::Transport {
@@ -42,6 +43,10 @@ class SockTransport final : public sock::Transport {
   std::unique_ptr<sock::Stream> connect(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port,
                                         int& error) override;
 
+  // Received frames a stream may keep for a payload received by reference
+  // (null: none, every byte is copied).  Outlives the transport.
+  void set_frame_refs(sock::FrameRefs* frames) noexcept { frames_ = frames; }
+
   // The worker's clock for what streams do until the next poll().
   void set_now(Time now) noexcept { now_ = now; }
   // Hand out queued readiness and new connections; free finished ones.
@@ -52,6 +57,7 @@ class SockTransport final : public sock::Transport {
   std::size_t links() const noexcept { return links_.size(); }
 
  private:
+  class ReceiveQueue;
   class Link;
   class LinkStream;
   friend class Link;
@@ -66,6 +72,7 @@ class SockTransport final : public sock::Transport {
   Accept accept_;
   std::uint32_t rx_buffer_;
   Time now_{0};
+  sock::FrameRefs* frames_ = nullptr;
   TransportStats stats_;
   std::vector<std::unique_ptr<Link>> links_;
   std::vector<Link*> ready_;     // links with events to deliver

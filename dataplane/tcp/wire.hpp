@@ -190,6 +190,9 @@ struct TcpHeader {
   std::uint8_t header_size = kTcpMinHeader;  // data offset * 4
   TcpOptions options;
   ByteSpan payload;  // decode: the bytes after the header
+  // Received: the device reference of the frame the payload lies in, if
+  // the port gave one (Stack::receive); not on the wire.
+  void* frame = nullptr;
 };
 
 // `segment` is the IP payload.  Options are parsed strictly: unknown kinds

@@ -271,9 +271,12 @@ void Conn::do_read() {
       } else {
         std::size_t got = 0;
         std::uint8_t* dst = rx_.discard ? stage_.data() : rx_.sink.data() + rx_got_;
+        // A payload that may stay where it arrived is lent before reading:
+        // what the stream holds already passes to it as it is.
+        if (rx_.chain && !rx_.discard) (void)s_->lend(dst, want, rx_.chain);
         if (!read_some(dst, rx_.discard ? std::min(want, stage_.size()) : want, got)) return;
         if (got == 0) {  // would block: the stream may place what comes straight into the sink
-          if (!rx_.discard) (void)s_->lend(dst, want);
+          if (!rx_.discard) (void)s_->lend(dst, want, rx_.chain);
           return;
         }
         rx_got_ += got;
@@ -304,8 +307,13 @@ void Conn::do_read() {
       std::memmove(stage_.data(), stage_.data() + stage_off_, stage_len_);
       stage_off_ = 0;
     }
+    // A stream that lends is read no further than the head: the payload
+    // after it is read into its sink (or lent) without passing the stage.
+    // (Kernel sockets: as much as fits, one system call for many messages.)
+    const std::size_t room = stage_.size() - stage_off_ - stage_len_;
+    const std::size_t ask = s_->lends() ? std::min(room, *need - stage_len_) : room;
     std::size_t got = 0;
-    if (!read_some(stage_.data() + stage_off_ + stage_len_, stage_.size() - stage_off_ - stage_len_, got)) return;
+    if (!read_some(stage_.data() + stage_off_ + stage_len_, ask, got)) return;
     if (got == 0) return;
     stage_len_ += got;
   }
@@ -412,6 +420,7 @@ void Conn::queue(Tx& t) {
   auto h = encode_header(t.hdr, MutableByteSpan(t.wire).subspan(n), header_form(version_));
   t.wire_len = static_cast<std::uint32_t>(n + (h ? *h : 0));
   t.sent = 0;
+  t.piece = t.piece_at = 0;
   if (txq_.empty() && ctl_len_ == ctl_sent_) tx_deadline_ = Clock::now() + node_.opts_.timeout;
   txq_.push(&t);
   want_write();
@@ -465,10 +474,21 @@ void Conn::do_write() {
         iov[niov++] = {t->wire.data() + t->sent, wire_left};
       }
       const std::size_t pay_done = t->sent > t->wire_len ? t->sent - t->wire_len : 0;
-      if (t->payload.size() > pay_done) {
+      if (t->payload.size() <= pay_done) continue;
+      if (t->pieces.empty()) {
         lend[niov] = large;
         dev[niov] = large ? t->payload_dev : nullptr;
         iov[niov++] = {const_cast<std::uint8_t*>(t->payload.data()) + pay_done, t->payload.size() - pay_done};
+        continue;
+      }
+      // A payload in runs: from the one holding pay_done, as many as fit.
+      while (t->piece_at + t->pieces[t->piece].len <= pay_done) t->piece_at += t->pieces[t->piece++].len;
+      std::size_t skip = pay_done - t->piece_at;
+      for (std::size_t i = t->piece; i < t->pieces.size() && niov < kIovMax; ++i, skip = 0) {
+        const RefChain::Piece& p = t->pieces[i];
+        lend[niov] = large;
+        dev[niov] = large ? p.dev : nullptr;
+        iov[niov++] = {const_cast<std::uint8_t*>(p.data) + skip, p.len - skip};
       }
     }
     if (niov == 0) return;

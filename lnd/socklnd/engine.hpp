@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -131,6 +132,9 @@ struct Tx {
   // DPDK port may then send the memory itself, which its owner keeps until
   // the device has let go of it (the dataplane counts those references).
   void* payload_dev = nullptr;
+  // Or the payload as runs, each with its device reference (a payload
+  // received by reference, ref_chain.hpp): sent from there when set.
+  std::span<const RefChain::Piece> pieces;
   void* cookie = nullptr;
 
   // Engine's part.
@@ -141,6 +145,7 @@ struct Tx {
   Clock::time_point queued_at{};
   std::uint64_t stream_end = 0;  // written to a lending stream: its position after the last byte
   Clock::time_point written_at{};  // ... and when (unreleased for sock_timeout: the peer is stuck)
+  std::size_t piece = 0, piece_at = 0;  // pieces: the one being written, and its payload offset
 
   std::size_t total() const noexcept { return wire_len + payload.size(); }
 };
@@ -165,6 +170,9 @@ struct Rx {
   LnetHeader hdr;
   // Set by Upper::on_head(), or by Node::resume() after a deferral.
   MutableByteSpan sink;  // hdr.payload_length bytes
+  // With a sink: the stream may leave payload bytes where they arrived and
+  // record them here instead (Stream::lend).
+  RefChain* chain = nullptr;
   bool discard = false;
   void* cookie = nullptr;
 };

@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "lnd/socklnd/poller.hpp"
+#include "lnd/socklnd/ref_chain.hpp"
 
 namespace lnetr::sock {
 
@@ -39,10 +40,14 @@ class Stream {
   // straight into `dst` (saving a copy through the stream's own buffer);
   // the next recv() into `dst` then reports them without copying.  The
   // memory must stay valid until those bytes are read or the stream is
-  // destroyed.  False if the stream does not do this (kernel sockets).
-  virtual bool lend(std::uint8_t* dst, std::size_t len) noexcept {
+  // destroyed.  With a `chain` (ref_chain.hpp) the stream may also leave
+  // bytes where they were received and record them there instead; recv()
+  // reports them the same.  False if the stream does not do this (kernel
+  // sockets).
+  virtual bool lend(std::uint8_t* dst, std::size_t len, RefChain* chain) noexcept {
     (void)dst;
     (void)len;
+    (void)chain;
     return false;
   }
   // Bytes taken (>= 0, possibly fewer than offered), -EAGAIN if none could

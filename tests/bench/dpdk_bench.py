@@ -10,10 +10,11 @@ DPDK port needs that, and the paths must share one topology).  Every router
 path runs one worker on the same core.
 
     kernel          lnetr-dataplane on kernel TCP sockets (addresses on r's veths)
-    af_xdp          lnetr-dataplane on DPDK net_af_xdp ports, its own TCP/IP
-    af_packet       the same on net_af_packet ports (payload of 16 KiB+ messages chained
-                    from the router buffer: zero_copy)
-    af_packet_copy  the same with zero_copy: 0 (every segment copied into its mbuf)
+    af_xdp          lnetr-dataplane on DPDK net_af_xdp ports, its own TCP/IP (large
+                    payloads kept in the frames they arrived in, copied into frames sent)
+    af_packet       the same on net_af_packet ports (large payloads kept in their
+                    received frames and chained from there into frames sent: zero_copy)
+    af_packet_copy  the same with zero_copy: 0 (every byte copied in and out)
     ceiling_af_xdp  dpdk-testpmd io-forwarding between the same two veths
                     (net_af_xdp), an iperf3 TCP stream from a to b across it
     ceiling_af_packet  the same with net_af_packet
@@ -22,7 +23,8 @@ Loads (lnetr-peer brw from a against a server in b, --check none on the
 client; the server verifies every PUT): 0-byte PUTs 64 in flight (message
 rate), 1 MiB PUTs and GETs 8 in flight (MB/s).  For the router paths it
 records the dataplane's CPU per forwarded message and per forwarded KiB,
-and bytes_copied and bytes_referenced per forwarded byte.  The ceilings carry iperf3, not LNet:
+and bytes_copied, bytes_referenced (sent) and rx_bytes_referenced (received) per
+forwarded byte.  The ceilings carry iperf3, not LNet:
 they bound what any forwarder on these ports could move.
 
 Prints the medians and the per-round ratios to `kernel` and to the ceiling
@@ -166,6 +168,7 @@ class Bench:
             return sum(w.get(key, 0) for w in st["workers"])
         copied = worker_sum(st1, "bytes_copied") - worker_sum(st0, "bytes_copied")
         referenced = worker_sum(st1, "bytes_referenced") - worker_sum(st0, "bytes_referenced")
+        rx_referenced = worker_sum(st1, "rx_bytes_referenced") - worker_sum(st0, "rx_bytes_referenced")
         dp = router.cpu_seconds() - dp0
         us1, sy1 = user_system_seconds(router.proc.pid)
         return {"dataplane_user_us_per_kib": (us1 - us0) * 1e6 / (fwd / 1024) if fwd else None,
@@ -175,7 +178,8 @@ class Bench:
                 "dataplane_cpu_us_per_message": dp * 1e6 / max(msgs, 1),
                 "dataplane_cpu_us_per_kib": dp * 1e6 / (fwd / 1024) if fwd else None,
                 "bytes_copied_per_forwarded_byte": copied / fwd if fwd else None,
-                "bytes_referenced_per_forwarded_byte": referenced / fwd if fwd else None}
+                "bytes_referenced_per_forwarded_byte": referenced / fwd if fwd else None,
+                "rx_bytes_referenced_per_forwarded_byte": rx_referenced / fwd if fwd else None}
 
     def round(self, order):
         samples = {}
@@ -208,8 +212,10 @@ METRICS = [  # (label, getter, unit)
     ("  of which kernel", lambda s: s.get("write1m_c8", {}).get("dataplane_system_us_per_kib"), "us"),
     ("bytes copied / forwarded, 1 MiB write",
      lambda s: s.get("write1m_c8", {}).get("bytes_copied_per_forwarded_byte"), ""),
-    ("bytes by reference / forwarded, 1 MiB write",
+    ("bytes sent by reference / forwarded, 1 MiB write",
      lambda s: s.get("write1m_c8", {}).get("bytes_referenced_per_forwarded_byte"), ""),
+    ("bytes received by reference / forwarded, 1 MiB write",
+     lambda s: s.get("write1m_c8", {}).get("rx_bytes_referenced_per_forwarded_byte"), ""),
     ("machine busy cores, 1 MiB write", lambda s: s.get("write1m_c8", {}).get("machine_busy_cores"), "cores"),
 ]
 

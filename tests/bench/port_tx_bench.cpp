@@ -40,7 +40,7 @@ std::unique_ptr<EthPort> open_port(const char* device, bool zero_copy) {
   cfg.mtu = 9000;
   cfg.zero_copy = zero_copy;
   std::string err;
-  auto p = EthPort::open(cfg, 4096, err);
+  auto p = EthPort::open(cfg, 4096, 0, err);
   if (!p) std::fprintf(stderr, "bench-port-tx: %s\n", err.c_str());
   return p;
 }

@@ -29,7 +29,7 @@ struct Side final : Upper, Output {
   std::unique_ptr<Conn> conn;
   std::uint64_t got = 0;
   void on_established() override {}
-  void on_data(ByteSpan b) override { got += b.size(); }
+  void on_data(ByteSpan b, void*) override { got += b.size(); }
   std::uint32_t receive_space() const override { return 4u << 20; }
   void on_peer_closed() override {}
   void on_end(End) override {}

@@ -44,7 +44,7 @@ struct Sink : Upper, Output {
     lender->release();
   }
   void on_established() override {}
-  void on_data(ByteSpan b) override { delivered += b.size(); }
+  void on_data(ByteSpan b, void*) override { delivered += b.size(); }
   std::uint32_t receive_space() const override { return space; }
   void on_peer_closed() override {}
   void on_end(End) override {

@@ -23,7 +23,7 @@ struct Sink : Port {
 
 struct Owner : Upper {
   void on_established() override {}
-  void on_data(ByteSpan) override {}
+  void on_data(ByteSpan, void*) override {}
   std::uint32_t receive_space() const override { return 65536; }
   void on_peer_closed() override {}
   void on_end(End) override {}

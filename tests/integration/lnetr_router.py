@@ -317,6 +317,9 @@ def not_at_rest(st):
         if p["available_tx_credits"] != p["max_ni_tx_credits"] or p["available_rtr_credits"] != p["max_rtr_credits"]:
             problems.append("peer %s tx %d/%d rtr %d/%d" % (p["nid"], p["available_tx_credits"], p["max_ni_tx_credits"],
                                                            p["available_rtr_credits"], p["max_rtr_credits"]))
+    for p in st.get("ports", []):
+        if p["rx_frames_held"] != 0:  # received frames a payload (or a receive queue) still keeps
+            problems.append("port %s holds %d received frames" % (p["name"], p["rx_frames_held"]))
     return problems
 
 

@@ -65,7 +65,7 @@ struct Echo : Upper {
   std::vector<std::uint8_t> pending;  // not yet taken by the send buffer
   std::uint64_t bytes = 0;
   void on_established() override { conn = stack->connection(ep.remote_ip, ep.remote_port, ep.local_port); }
-  void on_data(ByteSpan b) override {
+  void on_data(ByteSpan b, void*) override {
     bytes += b.size();
     pending.insert(pending.end(), b.begin(), b.end());
     flush();
@@ -92,7 +92,7 @@ struct Client : Upper {
   std::optional<End> ended;
   std::vector<std::uint8_t> chunk = std::vector<std::uint8_t>(65536);
   void on_established() override { established = true; }
-  void on_data(ByteSpan b) override {
+  void on_data(ByteSpan b, void*) override {
     for (std::uint8_t c : b) bad += c != pattern_byte(got++);
   }
   std::uint32_t receive_space() const override { return 8u << 20; }

@@ -31,6 +31,7 @@ class DpdkRouterTestCase(PeerTestCase):
     dpdk = True  # or "a": only A's side on a DPDK port
     cores = (0,)
     check_interval = 1
+    zero_copy = True
 
     def setUp(self):
         super().setUp()
@@ -42,7 +43,7 @@ class DpdkRouterTestCase(PeerTestCase):
         self.dir = tempfile.mkdtemp(prefix="lnetr-dpdk-")
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.router = Router(self.topo, self.dir, cores=self.cores, poll="busy" if len(self.cores) == 1 else "adaptive",
-                             pmd=self.pmd, impair=self.impair, metrics=self.metrics)
+                             pmd=self.pmd, impair=self.impair, metrics=self.metrics, zero_copy=self.zero_copy)
         err = self.router.start(self.procs)
         if err:
             self.fail(err)
@@ -139,29 +140,44 @@ class DpdkRouting(DpdkRouterTestCase):
         self.assertEqual(st["socklnd"]["closed"]["bad_message"], 0)
         self.assert_copies(st, chained=True)
 
-    def assert_copies(self, st, chained):
-        """Copies per forwarded byte, as counted.  Every payload byte is copied
-        from its received frame into the router buffer.  Payloads under
-        16 KiB are then copied into the TCP send queue (socklnd's small
-        messages); larger ones are lent to it, and go out chained from the
-        router buffer itself where the device takes chained frames (af_packet
-        does), else copied into the outgoing frame (af_xdp)."""
+    def assert_copies(self, st, chained, rx_referenced=True):
+        """Copies per forwarded byte, as counted.  Payloads of the large pool
+        (over 4 KiB) stay in the frames they arrived in (rx_referenced: the
+        port's zero_copy is on); smaller ones are copied into the router
+        buffer.  Payloads of 16 KiB or more are lent to the TCP send queue
+        and go out chained from where they lie where the device takes
+        chained frames (af_packet does), else are copied into the outgoing
+        frame (af_xdp); smaller ones are copied into the send queue and from
+        there into frames.  So, by reference: every large-pool byte received,
+        every 16 KiB+ byte sent where frames chain; copied: the rest, at most
+        three times each."""
         for p in st["ports"]:
             self.assertEqual(p["zero_copy"], chained, p)
+            self.assertEqual(p["rx_zero_copy"], rx_referenced, p)
         forwarded = st["statistics"]["route_length"]
         copied = sum(w["bytes_copied"] for w in st["workers"])
         referenced = sum(w["bytes_referenced"] for w in st["workers"])
-        large = sum(s for s in SIZES if s >= 16384) / sum(SIZES)
+        rx_ref = sum(w["rx_bytes_referenced"] for w in st["workers"])
+        lent = sum(s for s in SIZES if s >= 16384) / sum(SIZES)
+        large = sum(s for s in SIZES if s > 4096) / sum(SIZES)
         ratio = copied / forwarded
-        print(f"bytes copied per byte forwarded: {ratio:.3f}, by reference: {referenced / forwarded:.3f}")
+        print(f"bytes copied per byte forwarded: {ratio:.3f}, sent by reference: {referenced / forwarded:.3f}, "
+              f"received by reference: {rx_ref / forwarded:.3f}")
+        lo = hi = 0.0  # copies per forwarded byte of the large ones
         if chained:
-            self.assertGreater(referenced, 0.95 * large * forwarded)
-            self.assertGreater(ratio, 2 - large)
-            self.assertLess(ratio, 2 - large + 0.3)
+            self.assertGreater(referenced, 0.95 * lent * forwarded)
         else:
             self.assertEqual(referenced, 0)
-            self.assertGreater(ratio, 1.9)
-            self.assertLess(ratio, 2.5)
+            lo += lent  # each lent byte copied once into its frame
+            hi += lent
+        if rx_referenced:
+            self.assertGreater(rx_ref, 0.95 * large * forwarded)
+        else:
+            self.assertEqual(rx_ref, 0)
+            lo += large  # straight into the buffer, or through the receive queue
+            hi += 2 * large
+        self.assertGreater(ratio, lo)
+        self.assertLess(ratio, hi + 3 * (1 - large) + 0.05)
 
 
 class DpdkRoutingTwoWorkers(DpdkRouterTestCase):
@@ -240,6 +256,18 @@ class DpdkRoutingAfXdp(DpdkRouterTestCase):
         # af_xdp takes no chained frames (in this DPDK): every byte is copied
         # into the frame it leaves in.
         DpdkRouting.assert_copies(self, st, chained=False)
+
+
+class DpdkRoutingCopying(DpdkRouterTestCase):
+    """The same router with its ports' zero_copy off: every payload byte is
+    copied in and out, and nothing is kept by reference."""
+    zero_copy = False
+
+    def test_puts_and_gets_copied(self):
+        self.brw_all_sizes(1000)
+        st = self.assert_router_idle()
+        self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+        DpdkRouting.assert_copies(self, st, chained=False, rx_referenced=False)
 
 
 class DpdkRoutingTap(DpdkRouterTestCase):

@@ -42,7 +42,7 @@ struct End_ : Upper, Output {
     established = true;
     if (!greeting.empty()) conn->send(greeting, Time::zero() + 1000s);
   }
-  void on_data(ByteSpan b) override { got.insert(got.end(), b.begin(), b.end()); }
+  void on_data(ByteSpan b, void*) override { got.insert(got.end(), b.begin(), b.end()); }
   std::uint32_t receive_space() const override { return space; }
   void on_peer_closed() override {
     peer_closed = true;

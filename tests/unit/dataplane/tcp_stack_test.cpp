@@ -22,7 +22,7 @@ struct Owner : Upper {
   bool established = false, peer_closed = false;
   std::optional<End> ended;
   void on_established() override { established = true; }
-  void on_data(ByteSpan b) override { got.insert(got.end(), b.begin(), b.end()); }
+  void on_data(ByteSpan b, void*) override { got.insert(got.end(), b.begin(), b.end()); }
   std::uint32_t receive_space() const override { return 1 << 20; }
   void on_peer_closed() override { peer_closed = true; }
   void on_end(End why) override { ended = why; }

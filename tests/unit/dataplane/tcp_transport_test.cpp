@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "lnd/socklnd/acceptor.hpp"
 #include "lnd/socklnd/engine.hpp"
@@ -45,13 +46,33 @@ class Recorder final : public sock::Upper {
   std::map<const sock::Tx*, int> sent;
   std::vector<Nid> down;
   std::deque<Bytes> buffers;
+  // Payloads of 4 KiB+ received by reference where the stream may (as the
+  // router's large ones): each read back out of its chain's pieces.
+  bool chains = false;
+  std::deque<sock::RefChain> rx_chains;
+  std::size_t referenced = 0;  // payload bytes that came by reference
   sock::RxVerdict on_head(sock::Rx& rx) override {
     buffers.emplace_back(rx.hdr.payload_length);
     rx.sink = buffers.back();
     rx.cookie = &buffers.back();
+    if (chains && rx.hdr.payload_length > 4096) {
+      rx_chains.emplace_back();
+      rx_chains.back().reset(buffers.back().data(), buffers.back().size(), nullptr);
+      rx.chain = &rx_chains.back();
+    }
     return sock::RxVerdict::accept;
   }
-  void on_received(sock::Rx& rx) override { got.push_back({rx.from, *static_cast<Bytes*>(rx.cookie)}); }
+  void on_received(sock::Rx& rx) override {
+    auto& buf = *static_cast<Bytes*>(rx.cookie);
+    if (rx.chain) {
+      Bytes whole;
+      for (const auto& p : rx.chain->pieces()) whole.insert(whole.end(), p.data, p.data + p.len);
+      referenced += rx.chain->referenced();
+      rx.chain->release();
+      buf = std::move(whole);
+    }
+    got.push_back({rx.from, buf});
+  }
   void on_rx_aborted(sock::Rx&) override {}
   std::function<void(sock::Tx&, int)> on_sent_hook;  // e.g. the owner reusing its buffer
   void on_sent(sock::Tx& tx, int status) override {
@@ -59,6 +80,39 @@ class Recorder final : public sock::Upper {
     if (on_sent_hook) on_sent_hook(tx, status);
   }
   void on_peer_down(const Nid& peer) override { down.push_back(peer); }
+};
+
+// Received frames as a DPDK port keeps them (dataplane/port.hpp), on the
+// heap: each is freed by its last reference, at most `budget` references
+// are taken by retain(), and `live` counts the frames not yet freed.
+struct KeptFrames final : sock::FrameRefs {
+  struct Frame {
+    Bytes bytes;
+    int refs = 1;  // the delivery's
+  };
+  std::size_t budget = SIZE_MAX, held = 0, refused = 0, live = 0;
+  bool retain(void* f) noexcept override {
+    if (held >= budget) {
+      ++refused;
+      return false;
+    }
+    share(f);
+    return true;
+  }
+  void share(void* f) noexcept override {
+    ++static_cast<Frame*>(f)->refs;
+    ++held;
+  }
+  void release(void* f) noexcept override {
+    --held;
+    drop(static_cast<Frame*>(f));
+  }
+  void drop(Frame* f) noexcept {
+    if (--f->refs == 0) {
+      delete f;
+      --live;
+    }
+  }
 };
 
 struct Wire;
@@ -75,7 +129,7 @@ struct Host : Port {
   std::unique_ptr<sock::Acceptor> acceptor;
   void send(ByteSpan frame) override;
 
-  void start(const Nid& self, const Mac& mac, const sock::Options& opts = {}) {
+  void start(const Nid& self, const Mac& mac, const sock::Options& opts = {}, KeptFrames* kept = nullptr) {
     StackConfig c;
     c.mac = mac;
     c.ip = self.addr4();
@@ -85,6 +139,7 @@ struct Host : Port {
     transport = std::make_unique<SockTransport>(*stack, sock::kAcceptPort,
                                                 [this](std::unique_ptr<sock::Stream> s) { acceptor->take(std::move(s)); });
     transport->set_now(now());  // what the Node does before the first poll happens now
+    if (kept) transport->set_frame_refs(kept);
     const std::vector<sock::LocalNi> nis{{self, transport.get()}};
     node = std::make_unique<sock::Node>(opts, nis, sock::new_incarnation(), poller, upper);
     acceptor = std::make_unique<sock::Acceptor>(opts, nis, node->incarnation(), poller,
@@ -106,6 +161,8 @@ struct Host : Port {
 
 struct Wire {
   std::deque<std::pair<int, Bytes>> frames;  // (to, frame)
+  // Host 1 keeps the frames it receives (set_frame_refs) when set.
+  KeptFrames* kept = nullptr;
   bool up = true;
   // Loss: every n-th frame of more than 100 bytes towards host 1 (0: none).
   unsigned drop_every = 0;
@@ -115,19 +172,26 @@ struct Wire {
   bool drop_short_once = false;
   std::set<std::uint32_t> short_seqs;
   Host hosts[2];
-  explicit Wire(const sock::Options& opts = {}) {
+  explicit Wire(const sock::Options& opts = {}, KeptFrames* keep = nullptr) : kept(keep) {
     for (int i = 0; i < 2; ++i) {
       hosts[i].wire = this;
       hosts[i].index = i;
     }
     hosts[0].start(kA, {2, 0, 0, 0, 0, 0xa}, opts);
-    hosts[1].start(kB, {2, 0, 0, 0, 0, 0xb}, opts);
+    hosts[1].start(kB, {2, 0, 0, 0, 0, 0xb}, opts, kept);
   }
   void spin() {
     const Time t = now();
     for (int round = 0; round < 64 && !frames.empty(); ++round) {
       auto [to, f] = std::move(frames.front());
       frames.pop_front();
+      if (kept && to == 1) {  // delivered with its reference, which the delivery then drops
+        auto* frame = new KeptFrames::Frame{std::move(f)};
+        ++kept->live;
+        hosts[to].stack->receive(frame->bytes, t, false, frame);
+        kept->drop(frame);
+        continue;
+      }
       hosts[to].stack->receive(f, t);
     }
     for (Host& h : hosts) {
@@ -158,6 +222,7 @@ std::pair<std::unique_ptr<sock::Stream>, std::unique_ptr<sock::Stream>> Wire::st
   auto server = std::make_shared<std::unique_ptr<sock::Stream>>();
   hosts[1].transport = std::make_unique<SockTransport>(
       *hosts[1].stack, port, [server](std::unique_ptr<sock::Stream> s) { *server = std::move(s); });
+  if (kept) hosts[1].transport->set_frame_refs(kept);
   int err = 0;
   auto client = hosts[0].transport->connect(kA.addr4(), kB.addr4(), port, err);
   if (!client || !pump([&] { return *server != nullptr; })) return {};
@@ -342,6 +407,16 @@ TEST(SockTransport, StreamCarriesBytesInOrder) {
 namespace lnetr::tcp {
 namespace {
 
+// Write what the stream takes of `data` from `sent` on.
+void send_some(sock::Stream& client, const Bytes& data, std::size_t& sent) {
+  while (sent < data.size()) {
+    iovec iov{const_cast<std::uint8_t*>(data.data()) + sent, data.size() - sent};
+    const ssize_t n = client.sendv(&iov, 1);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+}
+
 // A reader that lends its buffer whenever the stream is empty gets the
 // bytes placed there directly: in order, intact, copied once.
 TEST(SockTransport, LentMemoryIsFilledDirectly) {
@@ -354,16 +429,11 @@ TEST(SockTransport, LentMemoryIsFilledDirectly) {
   Bytes sink(data.size());
   std::size_t sent = 0, got = 0, lends = 0;
   ASSERT_TRUE(w.pump([&] {
-    while (sent < data.size()) {
-      iovec iov{const_cast<std::uint8_t*>(data.data()) + sent, data.size() - sent};
-      const ssize_t n = client->sendv(&iov, 1);
-      if (n <= 0) break;
-      sent += static_cast<std::size_t>(n);
-    }
+    send_some(*client, data, sent);
     for (;;) {
       const ssize_t n = server->recv(sink.data() + got, sink.size() - got);
       if (n == -EAGAIN) {
-        lends += server->lend(sink.data() + got, sink.size() - got);
+        lends += server->lend(sink.data() + got, sink.size() - got, nullptr);
         break;
       }
       if (n <= 0) break;
@@ -558,6 +628,174 @@ TEST(SockTransport, AMessageIsHandedBackOnlyWhenNoneOfItIsLent) {
   EXPECT_GT(w.dropped, 10u);
   EXPECT_EQ(early, 0u);
   EXPECT_EQ(corrupt, 0u);
+}
+
+}  // namespace
+}  // namespace lnetr::tcp
+
+namespace lnetr::tcp {
+namespace {
+
+// A stream pair whose server side keeps the frames it receives.
+struct KeptPair {
+  KeptFrames kept;
+  Wire w{{}, &kept};
+  std::unique_ptr<sock::Stream> client, server;
+  explicit KeptPair(std::uint16_t port, std::size_t budget = SIZE_MAX) {
+    kept.budget = budget;
+    std::tie(client, server) = w.stream_pair(port);
+  }
+  // Queue all of `data` on the client (it fits its send buffer).
+  bool send(const Bytes& data) {
+    iovec iov{const_cast<std::uint8_t*>(data.data()), data.size()};
+    return client->sendv(&iov, 1) == static_cast<ssize_t>(data.size());
+  }
+  // Send `data` and read it as socklnd reads a payload received by
+  // reference: `sink` lent with `chain` before every read.
+  bool receive_by_reference(const Bytes& data) {
+    sink.assign(data.size(), 0);
+    chain.reset(sink.data(), sink.size(), nullptr);
+    std::size_t sent = 0, got = 0;
+    return w.pump([&] {
+      send_some(*client, data, sent);
+      for (;;) {
+        (void)server->lend(sink.data() + got, sink.size() - got, &chain);
+        const ssize_t n = server->recv(sink.data() + got, sink.size() - got);
+        if (n <= 0) break;
+        got += static_cast<std::size_t>(n);
+      }
+      return got == data.size();
+    });
+  }
+  Bytes sink;
+  sock::RefChain chain;
+};
+
+Bytes whole(sock::RefChain& chain) {
+  Bytes out;
+  for (const auto& p : chain.pieces()) out.insert(out.end(), p.data, p.data + p.len);
+  return out;
+}
+
+// A payload lent with a chain stays in the frames it arrived in: the
+// pieces read back intact, almost nothing is copied, and every frame is
+// freed once the chain lets go.
+TEST(SockTransport, APayloadLentWithAChainStaysInItsFrames) {
+  KeptPair t(7002);
+  ASSERT_TRUE(t.client && t.server);
+  KeptFrames& kept = t.kept;
+  sock::RefChain& chain = t.chain;
+  const Bytes data = pattern(1 << 20, 3);
+  ASSERT_TRUE(t.receive_by_reference(data));
+  EXPECT_EQ(whole(chain), data);
+  const TransportStats& st = t.w.hosts[1].transport->stats();
+  EXPECT_EQ(st.bytes_referenced, chain.referenced());
+  EXPECT_GT(chain.referenced(), data.size() * 99 / 100);
+  EXPECT_EQ(st.bytes_copied + st.bytes_referenced, data.size());
+  EXPECT_GT(chain.pieces().size(), data.size() / 1460);  // (a piece per frame, and the gaps)
+  EXPECT_EQ(kept.refused, 0u);
+  EXPECT_GT(kept.live, 0u);
+  chain.release();
+  EXPECT_EQ(kept.held, 0u);
+  EXPECT_EQ(kept.live, 0u);
+}
+
+// Beyond its budget of kept frames a stream copies: the payload is as
+// intact, partly in the sink and partly by reference.
+TEST(SockTransport, FramesBeyondTheBudgetAreCopied) {
+  KeptPair t(7003, 50);
+  ASSERT_TRUE(t.client && t.server);
+  KeptFrames& kept = t.kept;
+  sock::RefChain& chain = t.chain;
+  const Bytes data = pattern(1 << 20, 4);
+  ASSERT_TRUE(t.receive_by_reference(data));
+  EXPECT_EQ(whole(chain), data);
+  EXPECT_GT(kept.refused, 0u);
+  EXPECT_LE(kept.held, 50u);
+  EXPECT_GT(chain.referenced(), 0u);
+  EXPECT_LT(chain.referenced(), 50u * 1460);
+  chain.release();
+  EXPECT_EQ(kept.live, 0u);
+}
+
+// Bytes that came while nothing was lent wait in their frames; a sink lent
+// later with a chain takes them by reference, and a plain read copies them
+// out.  Either way they are intact, and no frame outlives its bytes.
+TEST(SockTransport, QueuedFramesPassToALaterChainOrAreCopiedOut) {
+  KeptPair t(7004);
+  ASSERT_TRUE(t.client && t.server);
+  const Bytes data = pattern(300000, 5);
+  ASSERT_TRUE(t.send(data));
+  ASSERT_TRUE(t.w.pump([&] { return t.kept.held >= (data.size() + 1447) / 1448; }));  // all of it, in full segments
+  auto& server = t.server;
+  // The first 1000 bytes read plainly (as socklnd reads a message head).
+  Bytes head(1000);
+  ASSERT_EQ(server->recv(head.data(), head.size()), 1000);
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), data.begin()));
+  // The next 200,000 into a sink lent with a chain: all queued already.
+  Bytes sink(200000);
+  sock::RefChain chain;
+  chain.reset(sink.data(), sink.size(), nullptr);
+  ASSERT_TRUE(server->lend(sink.data(), sink.size(), &chain));
+  ASSERT_EQ(server->recv(sink.data(), sink.size()), 200000);
+  EXPECT_TRUE(std::equal(data.begin() + 1000, data.begin() + 201000, whole(chain).begin()));
+  EXPECT_GT(chain.referenced(), 190000u);
+  // The rest read plainly, then everything let go.
+  Bytes rest(data.size() - 201000);
+  ASSERT_EQ(server->recv(rest.data(), rest.size()), static_cast<ssize_t>(rest.size()));
+  EXPECT_TRUE(std::equal(rest.begin(), rest.end(), data.begin() + 201000));
+  chain.release();
+  EXPECT_EQ(t.kept.held, 0u);
+  EXPECT_EQ(t.kept.live, 0u);
+}
+
+// A read into other memory than the lent sink gets the bytes all the same:
+// what the chain holds of them is copied back first.
+TEST(SockTransport, AReadElsewhereTakesBackWhatTheChainHeld) {
+  KeptPair t(7005);
+  ASSERT_TRUE(t.client && t.server);
+  const Bytes data = pattern(100000, 6);
+  Bytes sink(data.size());
+  sock::RefChain chain;
+  chain.reset(sink.data(), sink.size(), nullptr);
+  ASSERT_TRUE(t.server->lend(sink.data(), sink.size(), &chain));  // nothing queued: a plain loan
+  ASSERT_TRUE(t.send(data));
+  ASSERT_TRUE(t.w.pump([&] { return chain.referenced() == data.size(); }));
+  Bytes other(data.size());
+  ASSERT_EQ(t.server->recv(other.data(), other.size()), static_cast<ssize_t>(data.size()));
+  EXPECT_EQ(other, data);
+  EXPECT_EQ(chain.referenced(), 0u);
+  EXPECT_EQ(t.kept.held, 0u);
+  EXPECT_EQ(t.kept.live, 0u);
+}
+
+// socklnd's engine on a stream that keeps frames: large payloads arrive by
+// reference (the head never passes the stage with payload behind it),
+// every payload intact, every frame freed.
+TEST(SockTransport, SocklndReceivesLargePayloadsByReference) {
+  KeptFrames kept;
+  Wire w({}, &kept);
+  Host& a = w.hosts[0];
+  Host& b = w.hosts[1];
+  b.upper.chains = true;
+  const std::vector<std::size_t> sizes = {0, 1, 4096, 4097, 65536, 1 << 20, 1 << 20, 300000};
+  std::deque<Bytes> payloads;
+  std::deque<sock::Tx> txs;
+  std::size_t large = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    payloads.push_back(pattern(sizes[i], static_cast<std::uint8_t>(i)));
+    txs.push_back(make_put(kA, kB, payloads.back()));
+    ASSERT_EQ(a.node->send(kB, txs.back()), 0);
+    if (sizes[i] > 4096) large += sizes[i];
+  }
+  ASSERT_TRUE(w.pump([&] { return b.upper.got.size() == sizes.size(); }));
+  for (const Bytes& p : payloads)
+    EXPECT_TRUE(std::any_of(b.upper.got.begin(), b.upper.got.end(), [&](const Recorder::Got& g) { return g.payload == p; }))
+        << "size " << p.size();
+  EXPECT_GT(b.upper.referenced, large * 98 / 100);
+  EXPECT_EQ(b.transport->stats().bytes_referenced, b.upper.referenced);
+  ASSERT_TRUE(w.pump([&] { return kept.held == 0 && a.upper.sent.size() == txs.size(); }));  // (txs go before w)
+  EXPECT_EQ(kept.live, 0u);
 }
 
 }  // namespace
