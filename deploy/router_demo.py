@@ -124,6 +124,11 @@ def demo(args, topo, procs, workdir):
         say("cpt %d router buffers (credits/buffers, min): %s" % (cpt["cpt"], "  ".join(
             "%s %d/%d min %d" % (pool, cpt[pool]["credits"], cpt[pool]["nbuffers"], cpt[pool]["mincredits"])
             for pool in ("tiny", "small", "large"))))
+    for p in st.get("ports", []):
+        say("port %-10s %s: %d frames in, %d out; TCP retransmits %d; payload bytes copied %d, "
+            "sent by reference %d, received by reference %d" % (
+                p["name"], p["device"].split(",")[0], p["rx_frames"], p["tx_frames"], p["tcp"]["retransmits"],
+                p["bytes_copied"], p["bytes_referenced"], p["rx_bytes_referenced"]))
     for p in st["peers"]:
         say("peer %-18s tx credits %d/%d min %d, router credits %d/%d min %d" % (
             p["nid"], p["available_tx_credits"], p["max_ni_tx_credits"], p["min_tx_credits"],
