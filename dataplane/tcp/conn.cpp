@@ -761,6 +761,7 @@ void Conn::deliver_held() {
       const ByteSpan rest = ByteSpan(it->second).subspan(rcv_nxt_ - it->first);
       upper_.on_data(rest, nullptr);
       stats_.bytes_in += rest.size();
+      stats_.bytes_reassembled += rest.size();
       rcv_nxt_ = stop;
     }
     held_.erase(it);
@@ -895,7 +896,7 @@ Conn::Stats& Conn::Stats::operator+=(const Stats& s) noexcept {
   segments_in += s.segments_in, segments_out += s.segments_out;
   retransmits += s.retransmits, fast_retransmits += s.fast_retransmits, timeouts += s.timeouts;
   lost_retransmits += s.lost_retransmits;
-  out_of_order += s.out_of_order, duplicates += s.duplicates;
+  out_of_order += s.out_of_order, duplicates += s.duplicates, bytes_reassembled += s.bytes_reassembled;
   bytes_in += s.bytes_in, bytes_acked += s.bytes_acked;
   keepalive_probes += s.keepalive_probes;
   tail_probes += s.tail_probes, tail_probe_recoveries += s.tail_probe_recoveries;

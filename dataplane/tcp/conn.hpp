@@ -200,6 +200,7 @@ class Conn {
     std::uint64_t retransmits = 0, fast_retransmits = 0, timeouts = 0;
     std::uint64_t lost_retransmits = 0;  // resends found lost and sent again, without a timeout
     std::uint64_t out_of_order = 0, duplicates = 0;
+    std::uint64_t bytes_reassembled = 0;  // bytes held out of order (copied), delivered once the hole filled
     std::uint64_t bytes_in = 0, bytes_acked = 0;
     std::uint64_t keepalive_probes = 0;
     std::uint64_t tail_probes = 0;            // tail loss probes sent
