@@ -327,7 +327,7 @@ class Controller {
 // ---- Service ---------------------------------------------------------------------
 
 Service::Service(config::Config cfg) : cfg_(std::move(cfg)), params_(health_params(cfg_)) {
-  for (Net n : config::port_nets(cfg_)) placement_.pinned.emplace_back(n, 0);  // the ports' worker
+  placement_ = config::placement(cfg_);
 }
 Service::~Service() = default;
 

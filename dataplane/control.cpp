@@ -305,6 +305,7 @@ std::string Control::status() {
     sock::Stats sock;
     std::array<std::uint64_t, sock::kCloseReasonCount> refused{};
     std::vector<Worker::LaneStats> lanes;
+    std::uint64_t conns_misplaced = 0;
   };
   std::vector<WorkerView> views(fabric_.n);
   const bool answered = on_workers([&views](Worker& w) {
@@ -329,6 +330,7 @@ std::string Control::status() {
     v.sock = w.node().stats();
     if (w.acceptor()) v.refused = w.acceptor()->refused();
     v.lanes = w.lane_stats();
+    v.conns_misplaced = w.conns_misplaced();
   });
   if (!answered) {
     Json e;
@@ -447,6 +449,7 @@ std::string Control::status() {
       ps.tx_stalls += l.port.tx_stalls;
       ps.rx_frames_kept += l.port.rx_frames_kept, ps.rx_frames_held += l.port.rx_frames_held;
       ps.rx_keep_refused += l.port.rx_keep_refused, rx_referenced += l.transport.bytes_referenced;
+      ps.rx_steered_out += l.port.rx_steered_out, ps.rx_steer_dropped += l.port.rx_steer_dropped;
       ss.csum_odd_chains += l.stack.csum_odd_chains;
       ps.impair_dropped += l.port.impair_dropped, ps.impair_duplicated += l.port.impair_duplicated;
       ps.impair_reordered += l.port.impair_reordered, ps.impair_delayed += l.port.impair_delayed;
@@ -493,6 +496,21 @@ std::string Control::status() {
     j.key("duplicates").value(ts.duplicates).end_object();
     j.key("impair").begin_object().key("dropped").value(ps.impair_dropped).key("duplicated").value(ps.impair_duplicated);
     j.key("reordered").value(ps.impair_reordered).key("delayed").value(ps.impair_delayed).end_object();
+    // Several queues: whether the device steers peers to their queues
+    // itself, the frames passed between queues' workers, and each queue.
+    j.key("rss").value(p.rss_steers()).key("rx_steered").value(ps.rx_steered_out);
+    j.key("rx_steer_dropped").value(ps.rx_steer_dropped);
+    j.key("per_queue").begin_array();
+    for (std::size_t w = 0; w < views.size(); ++w) {
+      if (i >= views[w].lanes.size() || !views[w].lanes[i].served) continue;
+      const Worker::LaneStats& l = views[w].lanes[i];
+      j.begin_object().key("queue").value(static_cast<std::uint64_t>(w)).key("worker").value(static_cast<std::uint64_t>(w));
+      j.key("rx_frames").value(l.port.rx_frames).key("tx_frames").value(l.port.tx_frames);
+      j.key("rx_steered_out").value(l.port.rx_steered_out).key("rx_steered_in").value(l.port.rx_steered_in);
+      j.key("tcp_connections").value(static_cast<std::uint64_t>(l.connections));
+      j.key("tcp_segments_in").value(l.tcp.segments_in).end_object();
+    }
+    j.end_array();
     j.end_object();
   }
   j.end_array();
@@ -512,6 +530,7 @@ std::string Control::status() {
       ring_size = rte_ring_get_capacity(fabric_.ring(from, w));
     }
     j.key("ring_size").value(ring_size).key("ring_backlog").value(backlog);
+    j.key("conns_misplaced").value(views[w].conns_misplaced);
     j.key("conns_opened").value(views[w].sock.conns_accepted + views[w].sock.conns_connected);
     j.key("rx_msgs").value(views[w].sock.rx_msgs).key("tx_msgs").value(views[w].sock.tx_msgs);
     // The route snapshot it forwards with (shared memory, dataplane.shm_name).

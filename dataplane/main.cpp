@@ -86,7 +86,8 @@ unsigned pool_memory_mb(const Setup& s) {
     // mempool's own header and padding; a data-less one.
     const std::uint64_t frame = std::max<std::uint64_t>(RTE_MBUF_DEFAULT_BUF_SIZE, p.mtu + 226u) + 384;
     const std::uint64_t attach = 256;
-    bytes += std::uint64_t{kPortMbufs} * p.queues * (frame + 3 * attach) +
+    const std::uint64_t steered = p.queues > 1 ? EthPort::kSteerRing : 0;  // frames in steering rings
+    bytes += std::uint64_t{kPortMbufs} * p.queues * (frame + 3 * attach) + steered * p.queues * frame +
              std::uint64_t{kept_frames(s, p)} * p.queues * frame;
   }
   return static_cast<unsigned>(bytes >> 20) + 128;

@@ -1,13 +1,16 @@
 #include "dataplane/port.hpp"
 
 #include "dataplane/buffer_ref.hpp"
+#include "router/forward.hpp"
 
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_ether.h>
+#include <rte_ring.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 
@@ -111,7 +114,7 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   // its rings with the mbufs it received (none is kept).
   const bool memif_zc = name.rfind("net_memif", 0) == 0 && cfg.device.find("zero-copy=yes") != std::string::npos;
   if (!cfg.zero_copy || memif_zc) kept = 0;
-  const std::uint32_t per_queue = mbufs + kept;
+  const std::uint32_t per_queue = mbufs + kept + (cfg.queues > 1 ? kSteerRing : 0);
   rte_mempool* pool = create_pool(pool_name, per_queue * cfg.queues, priv, static_cast<std::uint16_t>(room),
                                   name.rfind("net_af_xdp", 0) == 0);
   if (!pool)
@@ -147,9 +150,25 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
       p->max_segments_ = most;
     }
   }
-  if (cfg.queues > 1) {
+  // Several queues: RSS on IPv4 addresses with lnetr's key, where the
+  // device has it (its redirection table is filled once started).
+  static std::array<std::uint8_t, kRssKey.size()> rss_key = kRssKey;
+  const std::uint64_t rss_hf = RTE_ETH_RSS_IPV4 & info.flow_type_rss_offloads;
+  const bool rss = cfg.queues > 1 && rss_hf != 0 && info.hash_key_size == kRssKey.size() &&
+                   info.reta_size >= kRssTableSpan && info.reta_size % kRssTableSpan == 0;
+  if (rss) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-    conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+    conf.rx_adv_conf.rss_conf.rss_key = rss_key.data();
+    conf.rx_adv_conf.rss_conf.rss_key_len = static_cast<std::uint8_t>(rss_key.size());
+    conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+  }
+  if (cfg.queues > 1) {
+    for (std::uint16_t q = 0; q < cfg.queues; ++q) {
+      const std::string ring_name = "lnetr_steer_" + std::to_string(pid) + "_" + std::to_string(q);
+      rte_ring* r = rte_ring_create(ring_name.c_str(), kSteerRing, static_cast<int>(rte_socket_id()), RING_F_SC_DEQ);
+      if (!r) return fail("cannot create the steering ring of queue " + std::to_string(q), -rte_errno);
+      p->steer_.push_back(r);
+    }
   }
   if (int rc = rte_eth_dev_configure(pid, cfg.queues, cfg.queues, &conf); rc != 0) return fail("cannot configure it", rc);
   std::uint16_t nrx = kRxDesc, ntx = kTxDesc;
@@ -164,6 +183,15 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   }
   if (int rc = rte_eth_dev_start(pid); rc != 0) return fail("cannot start it", rc);
   p->started_ = true;
+  if (rss) {  // entry k: queue (k % span) % queues, as steer_queue() computes
+    std::vector<rte_eth_rss_reta_entry64> reta(info.reta_size / RTE_ETH_RETA_GROUP_SIZE);
+    for (std::uint32_t k = 0; k < info.reta_size; ++k) {
+      auto& group = reta[k / RTE_ETH_RETA_GROUP_SIZE];
+      group.mask |= std::uint64_t{1} << (k % RTE_ETH_RETA_GROUP_SIZE);
+      group.reta[k % RTE_ETH_RETA_GROUP_SIZE] = static_cast<std::uint16_t>(rss_queue(k, cfg.queues));
+    }
+    p->rss_steers_ = rte_eth_dev_rss_reta_update(pid, reta.data(), info.reta_size) == 0;
+  }
   rte_ether_addr mac{};
   if (int rc = rte_eth_macaddr_get(pid, &mac); rc != 0) return fail("cannot read its MAC address", rc);
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), p->mac_.begin());
@@ -178,8 +206,18 @@ void EthPort::stop() noexcept {
 EthPort::~EthPort() {
   stop();
   (void)rte_eth_dev_close(port_id_);
+  for (rte_ring* r : steer_) {
+    void* m = nullptr;
+    while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(r);
+  }
   rte_mempool_free(pool_);
   if (attach_pool_) rte_mempool_free(attach_pool_);
+}
+
+int EthPort::owner_of(const rte_mbuf* m) const noexcept {
+  const auto from = tcp::sender_address(ByteSpan(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m)));
+  return from ? static_cast<int>(steer_queue(*from, cfg_.ip, cfg_.queues)) : -1;
 }
 
 bool EthPort::link_up() const noexcept {
@@ -294,8 +332,17 @@ void PortQueue::impair(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
   }
 }
 
+void PortQueue::take(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
+  if (!port_.config().impair.active()) return deliver(m, stack, now);
+  impair(m, stack, now);
+  while (!impair_next_.empty()) {  // duplicates go straight after their original
+    rte_mbuf* d = impair_next_.back();
+    impair_next_.pop_back();
+    deliver(d, stack, now);
+  }
+}
+
 unsigned PortQueue::poll(tcp::Stack& stack, tcp::Time now) {
-  const bool impaired = port_.config().impair.active();
   while (!delayed_.empty() && delayed_.front().first <= now) {
     rte_mbuf* m = delayed_.front().second;
     delayed_.pop_front();
@@ -303,21 +350,30 @@ unsigned PortQueue::poll(tcp::Stack& stack, tcp::Time now) {
   }
   rte_mbuf* burst[kBurst];
   const std::uint16_t n = rte_eth_rx_burst(port_.port_id(), queue_, burst, kBurst);
+  const bool steering = port_.config().queues > 1;
   for (std::uint16_t i = 0; i < n; ++i) {
     ++stats_.rx_frames;
     stats_.rx_bytes += rte_pktmbuf_pkt_len(burst[i]);
-    if (impaired) {
-      impair(burst[i], stack, now);
-      while (!impair_next_.empty()) {  // duplicates go straight after their original
-        rte_mbuf* d = impair_next_.back();
-        impair_next_.pop_back();
-        deliver(d, stack, now);
+    if (steering) {
+      const int owner = port_.owner_of(burst[i]);
+      if (owner >= 0 && owner != queue_) {
+        if (rte_ring_mp_enqueue(port_.steer_ring(static_cast<std::uint16_t>(owner)), burst[i]) == 0) {
+          ++stats_.rx_steered_out;
+        } else {  // its worker is not keeping up: a loss, which TCP repairs
+          ++stats_.rx_steer_dropped;
+          rte_pktmbuf_free(burst[i]);
+        }
+        continue;
       }
-    } else {
-      deliver(burst[i], stack, now);
     }
+    take(burst[i], stack, now);
   }
-  return n;
+  if (!steering) return n;
+  void* steered[kBurst];
+  const unsigned in = rte_ring_sc_dequeue_burst(port_.steer_ring(queue_), steered, kBurst, nullptr);
+  stats_.rx_steered_in += in;
+  for (unsigned i = 0; i < in; ++i) take(static_cast<rte_mbuf*>(steered[i]), stack, now);
+  return n + in;
 }
 
 void PortQueue::send(ByteSpan frame) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include <cstdint>
 #include <deque>
@@ -45,6 +46,10 @@ struct PortStats {
   std::uint64_t rx_frames_kept = 0;  // received frames kept for payloads received by reference
   std::uint64_t rx_frames_held = 0;  // ... held now (a gauge, at most frames_budget())
   std::uint64_t rx_keep_refused = 0;  // frames not kept: the budget was used up (their bytes copied)
+  // Several queues: frames that arrived on this queue for a peer another
+  // queue owns, passed to that queue's worker; those the other way; and
+  // those dropped because the owner's steering ring was full.
+  std::uint64_t rx_steered_out = 0, rx_steered_in = 0, rx_steer_dropped = 0;
   // The impairment stage.
   std::uint64_t impair_dropped = 0, impair_duplicated = 0, impair_reordered = 0, impair_delayed = 0;
 };
@@ -86,6 +91,19 @@ class EthPort {
   // from router buffers included).  Before the workers go.
   void stop() noexcept;
 
+  // Several queues.  Everything from one peer address belongs to one queue
+  // (steer_queue(): ARP, ICMP and all of the peer's connections), whose
+  // worker owns that peer.  Where the device does receive-side scaling on
+  // IPv4 addresses with a programmable key and redirection table it
+  // delivers frames there itself (rss_steers()); frames that arrive on
+  // another queue anyway (any other device: net_af_packet's fanout, a tap's
+  // queues) are passed to their owner through its steering ring.
+  static constexpr unsigned kSteerRing = 1024;  // frames, per queue
+  bool rss_steers() const noexcept { return rss_steers_; }
+  // The queue that owns a received frame (-1: any queue may take it).
+  int owner_of(const rte_mbuf* m) const noexcept;
+  rte_ring* steer_ring(std::uint16_t queue) const noexcept { return steer_[queue]; }
+
  private:
   EthPort(const PortSetup& cfg, std::uint16_t port_id, rte_mempool* pool) : cfg_(cfg), port_id_(port_id), pool_(pool) {}
 
@@ -99,6 +117,8 @@ class EthPort {
   std::uint16_t max_segments_ = 1;
   rte_mempool* attach_pool_ = nullptr;
   std::uint32_t frames_budget_ = 0;
+  bool rss_steers_ = false;
+  std::vector<rte_ring*> steer_;  // per queue: frames other queues received for it (several queues)
 };
 
 // One queue pair of a port: what one worker's stack sends and receives
@@ -143,6 +163,7 @@ class PortQueue final : public tcp::Port, public sock::FrameRefs {
 
  private:
   void queue_tx(rte_mbuf* m);
+  void take(rte_mbuf* m, tcp::Stack& stack, tcp::Time now);
   void deliver(rte_mbuf* m, tcp::Stack& stack, tcp::Time now);
   void impair(rte_mbuf* m, tcp::Stack& stack, tcp::Time now);
 

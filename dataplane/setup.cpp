@@ -102,15 +102,10 @@ SetupResult make_setup(const config::Config& cfg) {
       errors.push_back(where(dp.ports[i].source, "port " + dp.ports[i].name.value +
                                                      " serves no NI: name it in a net's interfaces"));
   // A connection lives in the worker whose queue receives its packets:
-  // worker 0 polls each port's single queue, and the peers of a port's net
-  // are pinned to it (Placement).  Several queues would need connections
-  // steered to their owners by RSS, which is not built yet.
-  for (const NiSetup& n : s.nis)
-    if (n.port >= 0) s.placement.pinned.emplace_back(n.nid.net(), 0);
-  for (const config::PortConfig& p : dp.ports)
-    if (p.queues.value > 1)
-      errors.push_back(where(p.queues.source, "a port has one queue in this version (its connections must arrive at "
-                                              "the worker that owns them; RSS steering is not built yet)"));
+  // queue q of a port is polled by worker q, and a peer's frames are steered
+  // to the queue its address hashes to (RSS on the device where it can, in
+  // software otherwise), as Placement places the peer.
+  s.placement = config::placement(cfg);
   for (const config::RouteConfig& r : cfg.routes) {
     RouteSetup rs;
     rs.net = r.net.value;

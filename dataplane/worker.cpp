@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <algorithm>
 #include <optional>
 #include <string>
 
 #include "dataplane/log.hpp"
 #include "dataplane/unmap_guard.hpp"
+#include "lnd/socklnd/socket.hpp"
 #include "router/local_msgs.hpp"
 #include "router/ping_info.hpp"
 
@@ -123,11 +125,27 @@ bool Worker::init(std::string& err) {
     }
   }
 
-  if (index_ == 0) {
+  // Worker 0 accepts kernel sockets' connections; every worker serving a
+  // port queue, the connections its stacks accept.  A connection belongs to
+  // its peer's owner: a kernel socket is handed to it through the rings,
+  // while a port's connection already lives in its owner's stack, the
+  // worker its peer's frames are steered to.
+  const bool ports_here = std::any_of(lanes_.begin(), lanes_.end(), [](const auto& l) { return l != nullptr; });
+  if (index_ == 0 || ports_here) {
     acceptor_ = std::make_unique<sock::Acceptor>(
         setup_.sock, nis, incarnation_, poller_, [this](sock::Accepted&& a) {
           const std::uint32_t owner = setup_.placement.of(a.hello.src_nid, fabric_.n);
           if (owner == index_) return node_->adopt(std::move(a));
+          if (on_port(a)) {
+            // Only where a port has several queues, and the peer's NID is
+            // not the address it connects from: its frames come here, its
+            // messages are the owner's.
+            ++conns_misplaced_;
+            log_warn("worker %u: %s connected from %s, not its NID's address, through a port with several "
+                     "queues: closed (a peer must connect from its NID's address there)",
+                     index_, to_string(a.hello.src_nid).c_str(), sock::to_string(a.remote).c_str());
+            return;  // a.stream closes
+          }
           // Only into the ring's spare room: the rest is for messages,
           // whose posts must never fail.
           if (rte_ring_free_count(fabric_.ring(index_, owner)) <= fabric_.message_room) {
@@ -138,9 +156,17 @@ bool Worker::init(std::string& err) {
           auto* moved = new sock::Accepted(std::move(a));
           if (!push(owner, {RingItem::Kind::accepted, moved})) delete moved;
         });
-    if (!acceptor_->listen(err)) return false;
+    if (index_ == 0 && !acceptor_->listen(err)) return false;
   }
   return true;
+}
+
+// Whether an accepted connection came in through a DPDK port (to one of
+// the port NIs' addresses).
+bool Worker::on_port(const sock::Accepted& a) const noexcept {
+  const std::uint32_t local = sock::addr_ip(a.local);
+  return std::any_of(setup_.nis.begin(), setup_.nis.end(),
+                     [local](const NiSetup& n) { return n.port >= 0 && n.nid.addr4() == local; });
 }
 
 // ---- the loop ---------------------------------------------------------------------

@@ -68,7 +68,8 @@ class Worker final : public ForwarderPorts {
          std::uint64_t incarnation);
   ~Worker();
 
-  // Create the pools (on the EAL thread) and, for worker 0, the acceptor.
+  // Create the pools (on the EAL thread) and the acceptor (worker 0, and
+  // workers serving port queues).
   bool init(std::string& err);
   // The poll loop; returns when SharedState::stop is set.
   int run();
@@ -80,6 +81,9 @@ class Worker final : public ForwarderPorts {
   const sock::Node& node() const noexcept { return *node_; }
   const Forwarder& forwarder() const noexcept { return forwarder_; }
   const sock::Acceptor* acceptor() const noexcept { return acceptor_.get(); }
+  // Connections a port accepted for a peer this worker does not own (it
+  // connected from an address other than its NID's), closed.
+  std::uint64_t conns_misplaced() const noexcept { return conns_misplaced_; }
   // What this worker's DPDK port queues and their stacks counted (by
   // Setup::ports index; `served` false where it serves none).
   struct LaneStats {
@@ -124,6 +128,8 @@ class Worker final : public ForwarderPorts {
   sock::Poller poller_;
   std::unique_ptr<sock::Node> node_;
   std::unique_ptr<sock::Acceptor> acceptor_;
+  std::uint64_t conns_misplaced_ = 0;
+  bool on_port(const sock::Accepted& a) const noexcept;
   std::array<rte_mempool*, kPoolClasses> pool_{};
 
   // One port queue, the TCP/IP stack on it and socklnd's transport on that.

@@ -313,14 +313,16 @@ LoadResult load_config_file(const std::string& path, const LoadOptions& options)
   return load_config(text, path, options);
 }
 
-std::vector<Net> port_nets(const Config& cfg) {
-  std::vector<Net> out;
+Placement placement(const Config& cfg) {
+  Placement out;
   for (const NetConfig& net : cfg.nets)
     for (const NiConfig& ni : net.nis)
       if (ni.interface)
         for (const PortConfig& p : cfg.dataplane.ports)
-          if (p.name.value == ni.interface->value && std::find(out.begin(), out.end(), net.net.value) == out.end())
-            out.push_back(net.net.value);
+          if (p.name.value == ni.interface->value &&
+              std::none_of(out.pinned.begin(), out.pinned.end(),
+                           [&](const PortPlacement& pp) { return pp.net == net.net.value; }))
+            out.pinned.push_back({net.net.value, p.address.value, p.queues.value});
   return out;
 }
 

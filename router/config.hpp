@@ -22,6 +22,7 @@
 #include <variant>
 #include <vector>
 
+#include "router/forward.hpp"
 #include "router/nid.hpp"
 
 namespace lnetr::config {
@@ -298,9 +299,10 @@ struct Config {
   const NetConfig* find_net(Net net) const noexcept;
 };
 
-// The nets served by a DPDK port: those with an NI whose interface names a
-// port of dataplane.ports (their peers are pinned to the port's worker).
-std::vector<Net> port_nets(const Config& cfg);
+// Which worker owns a peer: the nets served by a DPDK port (those with an
+// NI whose interface names a port of dataplane.ports) are placed by the
+// port's queues (router/forward.hpp); the others by CPT.
+Placement placement(const Config& cfg);
 
 // ---- loading ----------------------------------------------------------------
 

@@ -88,15 +88,48 @@ constexpr std::uint32_t pool_capacity(PoolClass c) noexcept {
 // CPTs; large NIDs hash all their bytes the same way.
 std::uint32_t cpt_of(const Nid& nid, std::uint32_t ncpts) noexcept;
 
+// ---- steering a DPDK port's peers to their queues ---------------------------------------
+
+// The Toeplitz hash NICs compute for receive-side scaling, over IPv4 source
+// then destination address (both host order here), with kRssKey: the
+// well-known default key (Microsoft's RSS verification key), which a port
+// with several queues programs into its device.
+inline constexpr std::array<std::uint8_t, 40> kRssKey = {
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
+    0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
+    0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+std::uint32_t rss_hash_ipv4(std::uint32_t src, std::uint32_t dst) noexcept;
+
+// The redirection table's low bits that pick a queue: a port programs
+// entry k of its table with (k % kRssTableSpan) % queues, which is the same
+// queue for every table size that is a multiple of the span.
+inline constexpr std::uint32_t kRssTableSpan = 64;
+constexpr std::uint32_t rss_queue(std::uint32_t hash, std::uint32_t queues) noexcept {
+  return queues <= 1 ? 0 : (hash % kRssTableSpan) % queues;
+}
+
+// The queue (and so the worker) of a port with `queues` queues and address
+// `local` that owns everything from `peer`: its ARP, its pings and all its
+// TCP connections, whatever their ports (the hash covers addresses only).
+inline std::uint32_t steer_queue(std::uint32_t peer, std::uint32_t local, std::uint32_t queues) noexcept {
+  return queues <= 1 ? 0 : rss_queue(rss_hash_ipv4(peer, local), queues);
+}
+
 // The worker that owns a peer (its connections, its credits): the CPT of
 // its NID, except on a net served by a DPDK port, whose connections live in
-// the worker polling that port: those peers are pinned to it, and messages
-// from other workers reach them through the rings.
+// the worker polling the port queue that receives them: queue q is polled
+// by worker q, and a peer's queue is steer_queue() of its NID's address.
+// Messages from other workers reach those peers through the rings.
+struct PortPlacement {
+  Net net;
+  std::uint32_t local = 0;  // the port's IPv4 address, host order
+  std::uint32_t queues = 1;
+};
 struct Placement {
-  std::vector<std::pair<Net, std::uint32_t>> pinned;  // net -> worker
+  std::vector<PortPlacement> pinned;
   std::uint32_t of(const Nid& nid, std::uint32_t ncpts) const noexcept {
-    for (const auto& [net, worker] : pinned)
-      if (nid.net() == net) return worker;
+    for (const PortPlacement& p : pinned)
+      if (nid.net() == p.net) return steer_queue(nid.addr4(), p.local, p.queues);
     return cpt_of(nid, ncpts);
   }
 };

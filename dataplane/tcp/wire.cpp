@@ -90,6 +90,16 @@ PacketResult<Ethernet> decode_ethernet(ByteSpan f) noexcept {
   return e;
 }
 
+std::optional<std::uint32_t> sender_address(ByteSpan f) noexcept {
+  const auto e = decode_ethernet(f);
+  if (!e) return std::nullopt;
+  const std::size_t l3 = e->header_size();
+  // IPv4: the source at byte 12; ARP (Ethernet/IPv4): the sender's at 14.
+  const std::size_t at = e->type == kEtherIpv4 ? l3 + 12 : e->type == kEtherArp ? l3 + 14 : 0;
+  if (at == 0 || f.size() < at + 4) return std::nullopt;
+  return load_be<std::uint32_t>(f.data() + at);
+}
+
 std::size_t encode_ethernet(const Ethernet& e, MutableByteSpan out) noexcept {
   if (out.size() < e.header_size()) return 0;
   std::memcpy(out.data(), e.dst.data(), 6);

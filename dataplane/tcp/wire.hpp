@@ -84,6 +84,12 @@ PacketResult<Ethernet> decode_ethernet(ByteSpan frame) noexcept;
 // Writes header_size() bytes; 0 if `out` is too small.
 std::size_t encode_ethernet(const Ethernet& e, MutableByteSpan out) noexcept;
 
+// The IPv4 address a received frame comes from, read without decoding the
+// rest: an IPv4 packet's source, an ARP message's sender (a port with
+// several queues steers a frame by it).  Nothing for other frames and
+// frames too short to hold it.
+std::optional<std::uint32_t> sender_address(ByteSpan frame) noexcept;
+
 // ---- ARP (Ethernet / IPv4 only) ---------------------------------------------------------
 
 inline constexpr std::uint16_t kArpRequest = 1;

@@ -58,6 +58,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     // Odd tick bytes: as if the device had verified the checksums (offload),
     // so that arbitrary segments reach the TCP state machine.
+    // A port with several queues steers it by its sender first: that reads
+    // what an IPv4 or ARP decode reads, and agrees with it.
+    const auto from = sender_address(frame);
+    if (const auto e = decode_ethernet(frame); e && e->type == kEtherIpv4) {
+      const ByteSpan l3 = ByteSpan(frame).subspan(e->header_size());
+      if (const auto ip = decode_ipv4(l3)) FUZZ_CHECK(from && *from == ip->src);
+      if (l3.size() < 16) FUZZ_CHECK(!from);
+    }
     s.receive(frame, now, (data[i - n - 1] & 1) != 0);
     s.tick(now);
     FUZZ_CHECK(s.connections() <= cfg.max_connections);

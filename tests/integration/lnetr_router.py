@@ -88,21 +88,47 @@ def parse_metrics(text):
     return out
 
 
+RSS_KEY = bytes.fromhex("6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa")
+
+
+def ip_u32(dotted):
+    return int.from_bytes(bytes(int(x) for x in dotted.split(".")), "big")
+
+
+def steer_queue(peer_ip, local_ip, queues):
+    """The queue of a DPDK port with `queues` queues and address `local_ip`
+    that owns peer `peer_ip` (router/forward.hpp): the Toeplitz hash of the
+    two addresses with the default key, its low 6 bits modulo the queues."""
+    key = int.from_bytes(RSS_KEY, "big")
+    data = (ip_u32(peer_ip) << 32) | ip_u32(local_ip)
+    h = 0
+    for bit in range(64):
+        if data >> (63 - bit) & 1:
+            h ^= (key >> (len(RSS_KEY) * 8 - 32 - bit)) & 0xffffffff
+    return (h % 64) % queues
+
+
 class Topology:
     """Namespaces <tag>a, <tag>r, <tag>b and their links; removed by down()."""
 
-    def __init__(self, direct=False, dpdk=False):
+    def __init__(self, direct=False, dpdk=False, queues=None):
         pid = os.getpid()
         # dpdk: the router's veth ends carry DPDK ports (lnetr's own TCP/IP):
         # no kernel address there, and offloads off on them.  True: both
         # sides; "a" or "b": that side only (the other on kernel sockets).
         self.dpdk = dpdk
         n = pid % 100 * 2 + 21  # odd: A (.1.2@tcp) on CPT 0, B (.2.3@tcp1) on CPT 1
+        hb = 3  # B's host byte
+        if queues:  # ports with `queues` queues: addresses that put A on queue 0, B on queue 1
+            n, hb = next((m, h) for m in range(n, n + 2 * 100, 2) for h in range(3, 250)
+                         if steer_queue("10.%d.1.2" % (m % 256), "10.%d.1.1" % (m % 256), queues) == 0 and
+                         steer_queue("10.%d.2.%d" % (m % 256, h), "10.%d.2.1" % (m % 256), queues) == 1)
+            n %= 256
         self.direct = direct
         self.tag = "lr%d" % pid
         self.ns = {k: self.tag + k for k in "arb"}
         self.a_ip, self.ra_ip = "10.%d.1.2" % n, "10.%d.1.1" % n
-        self.b_ip, self.rb_ip = "10.%d.2.3" % n, "10.%d.2.1" % n
+        self.b_ip, self.rb_ip = "10.%d.2.%d" % (n, hb), "10.%d.2.1" % n
         self.a_nid, self.b_nid = self.a_ip + "@tcp", self.b_ip + "@tcp1"
         self.ra_nid, self.rb_nid = self.ra_ip + "@tcp", self.rb_ip + "@tcp1"
         self.a_direct_nid, self.b_direct_nid = "10.%d.3.1@tcp2" % n, "10.%d.3.2@tcp2" % n
@@ -190,6 +216,7 @@ dataplane:
   router_ping_timeout: {check}
   socklnd:
     sock_timeout: {sock_timeout}
+    conns_per_peer: {conns_per_peer}
 {ports}control:
   socket: {api_sock}
   metrics: "{metrics}"
@@ -200,7 +227,7 @@ class Router:
     """lnetr-dataplane in namespace r of a Topology, and its control socket."""
 
     def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1),
-                 metrics="off", pmd="net_af_packet", impair=None, zero_copy=True):
+                 metrics="off", pmd="net_af_packet", impair=None, zero_copy=True, queues=1, conns_per_peer=1):
         self.topo = topo
         self.sock = os.path.join(workdir, "dp.sock")
         self.api_sock = os.path.join(workdir, "control.sock")
@@ -208,12 +235,13 @@ class Router:
         with open(self.config, "w") as f:
             f.write(ROUTER_CONFIG.format(if_ra=topo.if_ra, if_rb=topo.if_rb, sock=self.sock, routing=routing,
                                          check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag, api_sock=self.api_sock,
-                                         metrics=metrics, ports=self._ports(topo, pmd, impair, zero_copy),
+                                         metrics=metrics, ports=self._ports(topo, pmd, impair, zero_copy, queues),
+                                         conns_per_peer=conns_per_peer,
                                          cores=", ".join(map(str, cores)), main_core=cores[0]))
         self.proc = None
 
     @staticmethod
-    def _ports(topo, pmd, impair, zero_copy=True):
+    def _ports(topo, pmd, impair, zero_copy=True, queues=1):
         """The dataplane.ports section when the topology has DPDK ends: each
         port named as its interface, so the nets' NIs are served by it."""
         if not topo.dpdk:
@@ -223,7 +251,11 @@ class Router:
             if not topo.dpdk_side(side):
                 continue
             iface = Router.tap_name(name) if pmd == "net_tap" else name
-            out += "    - name: %s\n      device: \"%s%d,iface=%s\"\n      address: %s/24\n" % (name, pmd, i, iface, addr)
+            qpairs = ",qpairs=%d" % queues if queues > 1 and pmd == "net_af_packet" else ""
+            out += "    - name: %s\n      device: \"%s%d,iface=%s%s\"\n      address: %s/24\n" % (
+                name, pmd, i, iface, qpairs, addr)
+            if queues > 1:
+                out += "      queues: %d\n" % queues
             if not zero_copy:
                 out += "      zero_copy: 0\n"
             if impair:

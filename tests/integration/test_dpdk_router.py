@@ -32,18 +32,21 @@ class DpdkRouterTestCase(PeerTestCase):
     cores = (0,)
     check_interval = 1
     zero_copy = True
+    queues = 1  # per port
+    conns_per_peer = 1  # the router's and the peers'
 
     def setUp(self):
         super().setUp()
         if not os.access(dataplane_binary(), os.X_OK):
             self.fail("lnetr-dataplane not found at %s" % dataplane_binary())
-        self.topo = Topology(dpdk=self.dpdk)
+        self.topo = Topology(dpdk=self.dpdk, queues=self.queues if self.queues > 1 else None)
         self.topo.up()
         self.addCleanup(self.topo.down)
         self.dir = tempfile.mkdtemp(prefix="lnetr-dpdk-")
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.router = Router(self.topo, self.dir, cores=self.cores, poll="busy" if len(self.cores) == 1 else "adaptive",
-                             pmd=self.pmd, impair=self.impair, metrics=self.metrics, zero_copy=self.zero_copy)
+                             pmd=self.pmd, impair=self.impair, metrics=self.metrics, zero_copy=self.zero_copy,
+                             queues=self.queues, conns_per_peer=self.conns_per_peer)
         err = self.router.start(self.procs)
         if err:
             self.fail(err)
@@ -51,7 +54,7 @@ class DpdkRouterTestCase(PeerTestCase):
             self.router.bridge_taps()
 
     def peer_options(self, side):
-        return self.topo.peer_options(side, self.check_interval)
+        return self.topo.peer_options(side, self.check_interval) + ["--conns-per-peer", str(self.conns_per_peer)]
 
     def peer(self, side, args, timeout=600):
         return self.run_peer(self.topo.nid(side), args, self.peer_options(side), host=self.topo.host(side),
@@ -217,6 +220,50 @@ class DpdkRoutingTwoWorkersPortB(DpdkRouterTestCase):
         st = self.assert_router_idle()
         self.assertEqual({p["nid"]: p["cpt"] for p in st["peers"]}, {self.topo.a_nid: 0, self.topo.b_nid: 0})
         self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+
+
+class DpdkRoutingQueues(DpdkRouterTestCase):
+    """Two queues per port, one per worker.  Everything from a peer's
+    address belongs to the queue the address hashes to, and so to that
+    queue's worker (A's to worker 0, B's to worker 1: the topology's
+    addresses are picked so).  net_af_packet's kernel fanout places each
+    connection on a queue by its own flow hash instead, so that about half
+    the frames arrive on the other queue, whose worker passes them to the
+    owner's steering ring; with 9 connections per peer on each side, some
+    are certain to."""
+    cores = (0, 1)
+    queues = 2
+    conns_per_peer = 4
+
+    def test_each_peer_lives_in_the_worker_its_frames_are_steered_to(self):
+        self.brw_all_sizes(2000)
+        st = self.assert_router_idle()
+        self.assertEqual({p["nid"]: p["cpt"] for p in st["peers"]}, {self.topo.a_nid: 0, self.topo.b_nid: 1})
+        self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+        self.assertEqual([w["conns_misplaced"] for w in st["workers"]], [0, 0])
+        ports = {p["name"]: p for p in st["ports"]}
+        steered = 0
+        for name, owner in ((self.topo.if_ra, 0), (self.topo.if_rb, 1)):
+            p = ports[name]
+            self.assertEqual(p["queues"], 2)
+            self.assertFalse(p["rss"], "net_af_packet has no RSS of its own")
+            queues = {q["queue"]: q for q in p["per_queue"]}
+            self.assertEqual(sorted(queues), [0, 1])
+            self.assertEqual(sum(q["rx_frames"] for q in queues.values()), p["rx_frames"])
+            # Every frame passed to the other queue's worker arrived there
+            # (or was dropped, counted, when its ring was full).
+            self.assertEqual(sum(q["rx_steered_in"] for q in queues.values()), p["rx_steered"] - p["rx_steer_dropped"])
+            steered += p["rx_steered"]
+            # The peer's connections live in its owner's stack only, which
+            # took in every segment, and sent every frame: the other
+            # worker's took and sent none.
+            self.assertEqual(queues[owner]["tcp_segments_in"], p["tcp"]["segments_in"], p)
+            self.assertGreater(queues[owner]["tcp_segments_in"], 0, p)
+            self.assertEqual(queues[1 - owner]["tcp_segments_in"], 0, p)
+            self.assertEqual(queues[1 - owner]["tx_frames"], 0, p)
+        self.assertGreater(steered, 0, "no frame arrived on a queue other than its owner's")
+        # Both workers forwarded: each sends to the peer it owns.
+        self.assertTrue(all(w["tx_msgs"] > 0 for w in st["workers"]), st["workers"])
 
 
 class DpdkRoutingLong(DpdkRouterTestCase):

@@ -5,6 +5,7 @@
 #include "dataplane/forwarder.hpp"
 
 #include <gtest/gtest.h>
+#include <rte_thash.h>
 
 #include <deque>
 #include <map>
@@ -150,6 +151,16 @@ struct Rig {
     EXPECT_EQ(fwd->long_replies(), 0u);
   }
 };
+
+// The hash a port's peers are placed by (router/forward.hpp) is the one
+// DPDK computes in software for a device's RSS on IPv4 addresses, with
+// the key the port programs.
+TEST(Rss, PlacementHashIsDpdksToeplitz) {
+  for (std::uint32_t i = 0; i < 200; ++i) {
+    std::uint32_t tuple[2] = {0x0a000000u + i * 2654435761u % 0xffffff, 0xc0a80101u + i};
+    EXPECT_EQ(rte_softrss(tuple, 2, kRssKey.data()), rss_hash_ipv4(tuple[0], tuple[1])) << i;
+  }
+}
 
 TEST(Forwarder, ForwardsToALocalNetAndGivesEverythingBack) {
   Rig r(make_setup());

@@ -111,6 +111,32 @@ TEST(Ethernet, TaggedAndUntagged) {
   EXPECT_EQ(decode_ethernet(ByteSpan(b).first(16)).error(), PacketError::truncated);
 }
 
+// What a port with several queues steers a frame by: an IPv4 source or an
+// ARP sender, tagged or not; nothing for other frames or short ones.
+TEST(Steering, SenderAddressOfIpv4AndArpFrames) {
+  // An IPv4 header from 10.201.1.2 to 10.201.1.1 (checksum not looked at).
+  const auto ipv4 = hex("0000 0000 0000 5254 0020 0100 0800 4500 0028 0000 4000 4006 0000 0ac9 0102 0ac9 0101");
+  EXPECT_EQ(sender_address(ipv4), 0x0ac90102u);
+  EXPECT_EQ(sender_address(ByteSpan(ipv4).first(14 + 16)), 0x0ac90102u);  // the source is all it needs
+  EXPECT_EQ(sender_address(ByteSpan(ipv4).first(14 + 15)), std::nullopt);
+  // Tagged: the same packet after an 802.1Q tag.
+  auto tagged = ipv4;
+  const auto tag = hex("8100 0064");
+  tagged.insert(tagged.begin() + 12, tag.begin(), tag.end());
+  EXPECT_EQ(sender_address(tagged), 0x0ac90102u);
+  // ARP: the sender's protocol address.
+  const auto arp = hex("ffff ffff ffff 5254 0020 0100 0806 0001 0800 0604 0001 5254 0020 0100 0ac9 0104 "
+                       "0000 0000 0000 0ac9 0101");
+  EXPECT_EQ(sender_address(arp), 0x0ac90104u);
+  EXPECT_EQ(sender_address(ByteSpan(arp).first(14 + 17)), std::nullopt);
+  // Anything else (IPv6 here), and no frame at all.
+  auto ipv6 = ipv4;
+  ipv6[12] = 0x86, ipv6[13] = 0xdd;
+  EXPECT_EQ(sender_address(ipv6), std::nullopt);
+  EXPECT_EQ(sender_address(ByteSpan(ipv4).first(13)), std::nullopt);
+  EXPECT_EQ(sender_address(ByteSpan(tagged).first(17)), std::nullopt);
+}
+
 TEST(Arp, RequestRoundTripAndRefusals) {
   Arp a;
   a.op = kArpRequest;

@@ -95,7 +95,7 @@ namespace {
 
 TEST(Placement, PinnedNetsGoToTheirWorkerOthersByCpt) {
   Placement p;
-  p.pinned.emplace_back(Net{2, 9}, 0);  // tcp9 on a DPDK port polled by worker 0
+  p.pinned.push_back({Net{2, 9}, 0x0a000101, 1});  // tcp9 on a one-queue DPDK port: worker 0
   for (std::uint32_t a = 1; a <= 40; ++a) {
     const Nid on_port = Nid::make(Net{2, 9}, 0x0a000100 + a);
     const Nid elsewhere = Nid::make(Net{2, 1}, 0x0a000100 + a);
@@ -103,6 +103,42 @@ TEST(Placement, PinnedNetsGoToTheirWorkerOthersByCpt) {
     EXPECT_EQ(p.of(elsewhere, 4), cpt_of(elsewhere, 4));
   }
   EXPECT_EQ(Placement{}.of(Nid::make(Net{2, 9}, 0x0a000107), 3), cpt_of(Nid::make(Net{2, 9}, 0x0a000107), 3));
+}
+
+// Microsoft's published RSS verification vectors (IPv4 addresses only).
+TEST(Rss, ToeplitzHashMatchesTheVerificationSuite) {
+  auto ip = [](std::uint32_t a, std::uint32_t b, std::uint32_t c, std::uint32_t d) {
+    return (a << 24) | (b << 16) | (c << 8) | d;
+  };
+  EXPECT_EQ(rss_hash_ipv4(ip(66, 9, 149, 187), ip(161, 142, 100, 80)), 0x323e8fc2u);
+  EXPECT_EQ(rss_hash_ipv4(ip(199, 92, 111, 2), ip(65, 69, 140, 83)), 0xd718262au);
+  EXPECT_EQ(rss_hash_ipv4(ip(24, 19, 198, 95), ip(12, 22, 207, 184)), 0xd2d0a5deu);
+  EXPECT_EQ(rss_hash_ipv4(ip(38, 27, 205, 30), ip(209, 142, 163, 6)), 0x82989176u);
+  EXPECT_EQ(rss_hash_ipv4(ip(153, 39, 163, 191), ip(202, 188, 127, 2)), 0x5d1809c5u);
+}
+
+// On a port with several queues a peer's worker is the queue its address
+// hashes to, for every use of its NID; the queues share the peers.
+TEST(Placement, PortPeersGoToTheQueueTheirAddressHashesTo) {
+  constexpr std::uint32_t local = 0x0a000101;
+  Placement p;
+  p.pinned.push_back({Net{2, 9}, local, 3});
+  std::array<int, 3> per_queue{};
+  for (std::uint32_t a = 2; a < 200; ++a) {
+    const Nid peer = Nid::make(Net{2, 9}, 0x0a000100 + a);
+    const std::uint32_t w = p.of(peer, 4);
+    ASSERT_LT(w, 3u);
+    EXPECT_EQ(w, (rss_hash_ipv4(0x0a000100 + a, local) % kRssTableSpan) % 3);
+    ++per_queue[w];
+  }
+  for (int n : per_queue) EXPECT_GT(n, 30);  // 198 peers: no queue is left idle
+  // A redirection table of any multiple of the span, filled as a port
+  // fills it (entry k: (k % span) % queues), sends a hash to the same queue.
+  for (std::uint32_t size : {64u, 128u, 512u})
+    for (std::uint32_t a = 2; a < 50; ++a) {
+      const std::uint32_t h = rss_hash_ipv4(0x0a000100 + a, local);
+      EXPECT_EQ((h % size) % kRssTableSpan % 3, steer_queue(0x0a000100 + a, local, 3));
+    }
 }
 
 }  // namespace
