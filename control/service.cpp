@@ -1273,6 +1273,19 @@ void Service::collect(Families& f) {
                   p["tcp"]["timeouts"].get<double>());
         f.counter("lnetr_port_tcp_resets_sent_total", "TCP resets lnetr's stack sent on the port", l,
                   p["resets_out"].get<double>());
+        f.counter("lnetr_port_rx_steered_total",
+                  "Frames a queue received for a peer another queue owns, passed to that queue's worker (the "
+                  "device's RSS does not place them, or it has none)",
+                  l, p.value("rx_steered", 0.0));
+        f.counter("lnetr_port_rx_steer_dropped_total",
+                  "Frames dropped because the owning queue's steering ring was full (its worker is overloaded)", l,
+                  p.value("rx_steer_dropped", 0.0));
+        for (const Json& q : p.value("per_queue", Json::array())) {
+          const L ql{{"port", p["name"].get<std::string>()}, {"queue", std::to_string(q["queue"].get<int>())}};
+          f.counter("lnetr_port_queue_rx_frames_total", "Frames the device delivered to the queue", ql,
+                    q["rx_frames"].get<double>());
+          f.counter("lnetr_port_queue_tx_frames_total", "Frames sent on the queue", ql, q["tx_frames"].get<double>());
+        }
       }
     }
     const Json& sock = st["socklnd"];

@@ -234,6 +234,7 @@ class DpdkRoutingQueues(DpdkRouterTestCase):
     cores = (0, 1)
     queues = 2
     conns_per_peer = 4
+    metrics = "127.0.0.1:9798"  # inside namespace r
 
     def test_each_peer_lives_in_the_worker_its_frames_are_steered_to(self):
         self.brw_all_sizes(2000)
@@ -262,6 +263,23 @@ class DpdkRoutingQueues(DpdkRouterTestCase):
             self.assertEqual(queues[1 - owner]["tcp_segments_in"], 0, p)
             self.assertEqual(queues[1 - owner]["tx_frames"], 0, p)
         self.assertGreater(steered, 0, "no frame arrived on a queue other than its owner's")
+        # The kernel's pings of the router's addresses: answered by each
+        # peer's owner, whichever queue the echo requests arrive on.
+        for side, addr, name in (("a", self.topo.ra_ip, self.topo.if_ra), ("b", self.topo.rb_ip, self.topo.if_rb)):
+            cp = self.topo.host(side).run(["ping", "-c", "3", "-i", "0.2", "-W", "2", addr], timeout=30)
+            self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
+        # The same counters, scraped: per port, and per queue.
+        _, err = self.router.start_control(self.procs)
+        self.assertIsNone(err)
+        rc, ctype, body, stderr = scrape_metrics(self.topo.host("r"), self.metrics)
+        self.assertEqual(rc, 0, stderr)
+        series = parse_metrics(body)
+        for name in (self.topo.if_ra, self.topo.if_rb):
+            labels = frozenset({("port", name)})
+            self.assertGreaterEqual(series[("lnetr_port_rx_steered_total", labels)], ports[name]["rx_steered"])
+            self.assertIn(("lnetr_port_rx_steer_dropped_total", labels), series)
+            per_queue = [series[("lnetr_port_queue_rx_frames_total", labels | {("queue", str(q))})] for q in (0, 1)]
+            self.assertEqual(sum(per_queue), series[("lnetr_port_rx_frames_total", labels)])
         # Both workers forwarded: each sends to the peer it owns.
         self.assertTrue(all(w["tx_msgs"] > 0 for w in st["workers"]), st["workers"])
 
