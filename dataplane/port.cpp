@@ -123,6 +123,7 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
                 -rte_errno);
   std::unique_ptr<EthPort> p(new EthPort(cfg, pid, pool));
   p->frames_budget_ = kept;
+  p->needs_iova_ = name.rfind("net_", 0) != 0;  // not a virtual device
 
   rte_eth_conf conf{};
   conf.rxmode.mtu = cfg.mtu;
@@ -422,12 +423,14 @@ MutableByteSpan PortQueue::alloc_frame(std::size_t len) {
   return {reinterpret_cast<std::uint8_t*>(p), len};
 }
 
-bool PortQueue::append_segment(ByteSpan data, void* dev) {
-  if (!building_ || data.size() > UINT16_MAX) return false;
+tcp::Port::Appended PortQueue::append_segment(ByteSpan data, void* dev) {
+  if (!building_ || data.size() > UINT16_MAX) return Appended::none;
+  // Memory the device cannot address is copied into the frame.
+  if (dev && port_.needs_iova() && BufferRef::of(dev)->iova_of(data.data()) == RTE_BAD_IOVA) dev = nullptr;
   rte_mbuf* m = rte_pktmbuf_alloc(dev ? port_.attach_pool() : port_.pool());
   if (!m) {
     ++stats_.tx_dropped;
-    return false;
+    return Appended::none;
   }
   const auto len = static_cast<std::uint16_t>(data.size());
   if (dev) {  // the router buffer's own memory, one more reference to it
@@ -441,7 +444,7 @@ bool PortQueue::append_segment(ByteSpan data, void* dev) {
     if (!p) {
       ++stats_.tx_dropped;
       rte_pktmbuf_free(m);
-      return false;
+      return Appended::none;
     }
     std::memcpy(p, data.data(), len);
   }
@@ -450,7 +453,7 @@ bool PortQueue::append_segment(ByteSpan data, void* dev) {
   building_tail_ = m;
   ++building_->nb_segs;
   building_->pkt_len += len;
-  return true;
+  return dev ? Appended::referenced : Appended::copied;
 }
 
 void PortQueue::send_built(std::size_t len, std::size_t l2_len) {

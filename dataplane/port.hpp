@@ -84,6 +84,10 @@ class EthPort {
   std::uint16_t max_segments() const noexcept { return max_segments_; }
   // Data-less mbufs for the segments attached to router buffers.
   rte_mempool* attach_pool() const noexcept { return attach_pool_; }
+  // Whether the device reads memory by IOVA (a PCI NIC's DMA), rather than
+  // by address (virtual devices): memory without an IOVA (a packed pool's
+  // frames, create_pool()) is then copied, not chained.
+  bool needs_iova() const noexcept { return needs_iova_; }
   // Received frames each queue may keep for payloads received by reference
   // (0: none, every received byte is copied; zero_copy off).
   std::uint32_t frames_budget() const noexcept { return frames_budget_; }
@@ -118,6 +122,7 @@ class EthPort {
   rte_mempool* attach_pool_ = nullptr;
   std::uint32_t frames_budget_ = 0;
   bool rss_steers_ = false;
+  bool needs_iova_ = false;
   std::vector<rte_ring*> steer_;  // per queue: frames other queues received for it (several queues)
 };
 
@@ -142,7 +147,7 @@ class PortQueue final : public tcp::Port, public sock::FrameRefs {
   // tcp::Port: chained frames, where the device takes them.  A segment with
   // a device reference (a BufferRef) is attached to that memory.
   std::size_t max_segments() const override { return port_.max_segments(); }
-  bool append_segment(ByteSpan data, void* dev) override;
+  Appended append_segment(ByteSpan data, void* dev) override;
   // Ask the device to free the frames it has sent (so that router buffers
   // they were chained from go back to their pools): when idle, and on each
   // tick.  A device without tx_done_cleanup frees them on later bursts.

@@ -284,8 +284,9 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
       if (!ok) return;
       odd |= at % 2 != 0;
       at += piece.size();
-      ok = port_.append_segment(piece, dev);
-      if (dev) referenced += piece.size();
+      const Port::Appended how = port_.append_segment(piece, dev);
+      ok = how != Port::Appended::none;
+      if (how == Port::Appended::referenced) referenced += piece.size();
     });
     if (!ok) return port_.send_built(0);
     stats_.bytes_referenced += referenced;

@@ -57,12 +57,14 @@ class Port {
   // `len` then counts the first segment only).
   virtual std::size_t max_segments() const { return 1; }
   // Append `data` to the frame being built: by reference when `dev` (the
-  // memory's device reference, send_queue.hpp) is set, else copied.  False
-  // if the port has no buffer for it (the frame is then abandoned).
-  virtual bool append_segment(ByteSpan data, void* dev) {
+  // memory's device reference, send_queue.hpp) is set and the device can
+  // read that memory, else copied.  How it went; `none` if the port has no
+  // buffer for it (the frame is then abandoned).
+  enum class Appended : std::uint8_t { none, copied, referenced };
+  virtual Appended append_segment(ByteSpan data, void* dev) {
     (void)data;
     (void)dev;
-    return false;
+    return Appended::none;
   }
 
  private:

@@ -76,7 +76,7 @@ void run(benchmark::State& state, EthPort* port, bool chain) {
     }
     std::memset(frame.data(), 0, kHeaders);
     if (chain) {
-      if (!q.append_segment(piece, ref.handle())) {
+      if (q.append_segment(piece, ref.handle()) != tcp::Port::Appended::referenced) {
         state.SkipWithError("no mbuf to attach");
         break;
       }

@@ -58,14 +58,14 @@ struct Side : Port {
   std::size_t chained_frames = 0;  // frames sent with segments appended
   std::size_t max_segments() const override { return chain ? most : 1; }
   std::size_t odd_pieces = 0;  // segments appended at an odd offset into the payload
-  bool append_segment(ByteSpan data, void* dev) override {
+  Appended append_segment(ByteSpan data, void* dev) override {
     EXPECT_TRUE(chain);
     std::size_t at = 0;
     for (const auto& c : chained) at += c.first.size();
     odd_pieces += at % 2;
     chained.emplace_back(data, dev);
     if (dev) referenced.emplace_back(data, dev);
-    return true;
+    return dev ? Appended::referenced : Appended::copied;
   }
   void send_built(std::size_t len, std::size_t l2_len) override {
     building.resize(len);
