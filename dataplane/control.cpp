@@ -493,6 +493,7 @@ std::string Control::status() {
     j.key("timeouts").value(ts.timeouts).key("lost_retransmits").value(ts.lost_retransmits);
     j.key("tail_probes").value(ts.tail_probes).key("tail_probe_recoveries").value(ts.tail_probe_recoveries);
     j.key("out_of_order").value(ts.out_of_order).key("bytes_reassembled").value(ts.bytes_reassembled);
+    j.key("bytes_reassembled_kept").value(ts.bytes_reassembled_kept);
     j.key("duplicates").value(ts.duplicates).end_object();
     j.key("impair").begin_object().key("dropped").value(ps.impair_dropped).key("duplicated").value(ps.impair_duplicated);
     j.key("reordered").value(ps.impair_reordered).key("delayed").value(ps.impair_delayed).end_object();

@@ -1,6 +1,7 @@
 #include "dataplane/port.hpp"
 
 #include "dataplane/buffer_ref.hpp"
+#include "dataplane/log.hpp"
 #include "router/forward.hpp"
 
 #include <rte_errno.h>
@@ -152,16 +153,25 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
     }
   }
   // Several queues: RSS on IPv4 addresses with lnetr's key, where the
-  // device has it (its redirection table is filled once started).
-  static std::array<std::uint8_t, kRssKey.size()> rss_key = kRssKey;
+  // device has it (its redirection table is filled once started).  Two
+  // addresses read 12 bytes of key: a device with a longer key (52 bytes
+  // on some NICs) gets lnetr's, zero-padded; 0 means it does not say.
+  const std::size_t key_len = info.hash_key_size ? info.hash_key_size : kRssKey.size();
+  // (The device may read it as late as its start: the port keeps it.)
+  std::vector<std::uint8_t>& rss_key = p->rss_key_;
+  rss_key.assign(key_len, 0);
+  std::copy_n(kRssKey.begin(), std::min(key_len, kRssKey.size()), rss_key.begin());
   const std::uint64_t rss_hf = RTE_ETH_RSS_IPV4 & info.flow_type_rss_offloads;
-  const bool rss = cfg.queues > 1 && rss_hf != 0 && info.hash_key_size == kRssKey.size() &&
+  const bool rss = cfg.queues > 1 && rss_hf != 0 && key_len >= 12 && key_len <= UINT8_MAX &&
                    info.reta_size >= kRssTableSpan && info.reta_size % kRssTableSpan == 0;
   if (rss) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = rss_key.data();
     conf.rx_adv_conf.rss_conf.rss_key_len = static_cast<std::uint8_t>(rss_key.size());
     conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+  } else if (cfg.queues > 1) {
+    log_info("port %s: the device has no RSS on IPv4 addresses lnetr can program: its workers pass each other "
+             "the frames that arrive on the wrong queue", cfg.name.c_str());
   }
   if (cfg.queues > 1) {
     for (std::uint16_t q = 0; q < cfg.queues; ++q) {
@@ -370,10 +380,17 @@ unsigned PortQueue::poll(tcp::Stack& stack, tcp::Time now) {
     take(burst[i], stack, now);
   }
   if (!steering) return n;
-  void* steered[kBurst];
-  const unsigned in = rte_ring_sc_dequeue_burst(port_.steer_ring(queue_), steered, kBurst, nullptr);
+  // What other queues passed here: a few bursts' worth (a queue the device
+  // fills with another's frames may pass on more than one burst per loop).
+  unsigned in = 0;
+  for (int b = 0; b < kSteerBursts; ++b) {
+    void* steered[kBurst];
+    const unsigned got = rte_ring_sc_dequeue_burst(port_.steer_ring(queue_), steered, kBurst, nullptr);
+    for (unsigned i = 0; i < got; ++i) take(static_cast<rte_mbuf*>(steered[i]), stack, now);
+    in += got;
+    if (got < kBurst) break;
+  }
   stats_.rx_steered_in += in;
-  for (unsigned i = 0; i < in; ++i) take(static_cast<rte_mbuf*>(steered[i]), stack, now);
   return n + in;
 }
 

@@ -48,7 +48,8 @@ struct PortStats {
   std::uint64_t rx_keep_refused = 0;  // frames not kept: the budget was used up (their bytes copied)
   // Several queues: frames that arrived on this queue for a peer another
   // queue owns, passed to that queue's worker; those the other way; and
-  // those dropped because the owner's steering ring was full.
+  // those dropped because the owner's steering ring was full (not in
+  // rx_steered_out).
   std::uint64_t rx_steered_out = 0, rx_steered_in = 0, rx_steer_dropped = 0;
   // The impairment stage.
   std::uint64_t impair_dropped = 0, impair_duplicated = 0, impair_reordered = 0, impair_delayed = 0;
@@ -123,6 +124,7 @@ class EthPort {
   std::uint32_t frames_budget_ = 0;
   bool rss_steers_ = false;
   bool needs_iova_ = false;
+  std::vector<std::uint8_t> rss_key_;
   std::vector<rte_ring*> steer_;  // per queue: frames other queues received for it (several queues)
 };
 
@@ -176,6 +178,7 @@ class PortQueue final : public tcp::Port, public sock::FrameRefs {
   std::uint16_t queue_;
   PortStats stats_;
   static constexpr unsigned kBurst = 32;
+  static constexpr int kSteerBursts = 4;  // taken from the steering ring per poll, at most
   std::vector<rte_mbuf*> tx_;         // to send: refused ones first, then gathered by send()
   std::vector<std::uint32_t> tx_len_;  // their lengths
   std::optional<std::chrono::steady_clock::time_point> stalled_since_;  // the device took nothing since

@@ -106,6 +106,23 @@ SetupResult make_setup(const config::Config& cfg) {
   // to the queue its address hashes to (RSS on the device where it can, in
   // software otherwise), as Placement places the peer.
   s.placement = config::placement(cfg);
+  // Placement knows one port per net: a net on several ports (one NI each)
+  // is placed by the first one's address and queues, which the others'
+  // steering would not follow, unless every one of them has one queue.
+  for (std::size_t i = 0; i < s.nis.size(); ++i)
+    for (std::size_t k = 0; k < i; ++k) {
+      const NiSetup &a = s.nis[k], &b = s.nis[i];
+      if (a.port < 0 || b.port < 0 || a.nid.net() != b.nid.net()) continue;
+      const config::PortConfig& pa = dp.ports[static_cast<std::size_t>(a.port)];
+      const config::PortConfig& pb = dp.ports[static_cast<std::size_t>(b.port)];
+      for (const config::PortConfig* p : {&pa, &pb})
+        if (p->queues.value > 1)
+          errors.push_back(where(p->queues.source, "port " + p->name.value + " has " +
+                                                       std::to_string(p->queues.value) + " queues but net " +
+                                                       to_string(a.nid.net()) + " is also served by port " +
+                                                       (p == &pa ? pb : pa).name.value +
+                                                       ": a net on several ports needs one queue on each"));
+    }
   for (const config::RouteConfig& r : cfg.routes) {
     RouteSetup rs;
     rs.net = r.net.value;

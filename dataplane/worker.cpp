@@ -90,7 +90,10 @@ bool Worker::init(std::string& err) {
           if (acceptor_) acceptor_->take(std::move(st));
         },
         kStreamReceiveBuffer);
-    if (port.frames_budget() > 0) lane->transport->set_frame_refs(&lane->rxtx);
+    if (port.frames_budget() > 0) {
+      lane->transport->set_frame_refs(&lane->rxtx);
+      lane->stack.set_frame_refs(&lane->rxtx);
+    }
     lanes_[i] = std::move(lane);
   }
   std::vector<sock::LocalNi> nis;
@@ -134,7 +137,7 @@ bool Worker::init(std::string& err) {
   if (index_ == 0 || ports_here) {
     acceptor_ = std::make_unique<sock::Acceptor>(
         setup_.sock, nis, incarnation_, poller_, [this](sock::Accepted&& a) {
-          const std::uint32_t owner = setup_.placement.of(a.hello.src_nid, fabric_.n);
+          const std::uint32_t owner = setup_.placement.of(sock::peer_nid_of(a), fabric_.n);
           if (owner == index_) return node_->adopt(std::move(a));
           if (on_port(a)) {
             // Only where a port has several queues, and the peer's NID is

@@ -222,17 +222,23 @@ TcpHeader Conn::header(std::uint32_t seq, std::uint8_t flags, Time now) {
     dsack_.reset();
   }
   if (sack_ok_ && !held_.empty()) {
-    // The blocks held out of order, merged, first ones first.
-    // The held intervals are disjoint; the one holding the latest
-    // arrival goes first (RFC 2018 §4), then the others in order.
-    auto latest = held_.upper_bound(last_held_);
-    if (latest != held_.begin()) --latest;
-    auto block = [](const auto& it) {
-      return SackBlock{it->first, it->first + static_cast<std::uint32_t>(it->second.size())};
-    };
-    if (h.options.sack_count < max_blocks) h.options.sack[h.options.sack_count++] = block(latest);
-    for (auto it = held_.begin(); it != held_.end() && h.options.sack_count < max_blocks; ++it)
-      if (it != latest) h.options.sack[h.options.sack_count++] = block(it);
+    // The runs of touching pieces held out of order, as blocks: the one
+    // holding the latest arrival first (RFC 2018 §4), then the others in
+    // order.
+    std::optional<SackBlock> latest;
+    std::array<SackBlock, kMaxSackBlocks> others{};
+    std::size_t n = 0;
+    for (auto it = held_.begin(); it != held_.end() && !(latest && n >= max_blocks);) {
+      SackBlock b{it->first, it->first + it->second.size};
+      for (++it; it != held_.end() && it->first == b.right; ++it) b.right = it->first + it->second.size;
+      if (!latest && seq_le(b.left, last_held_) && seq_lt(last_held_, b.right))
+        latest = b;
+      else if (n < others.size())
+        others[n++] = b;
+    }
+    if (latest && h.options.sack_count < max_blocks) h.options.sack[h.options.sack_count++] = *latest;
+    for (std::size_t i = 0; i < n && h.options.sack_count < max_blocks; ++i)
+      h.options.sack[h.options.sack_count++] = others[i];
   }
   return h;
 }
@@ -248,7 +254,7 @@ std::uint16_t Conn::advertised_window() const {
 
 std::size_t Conn::held_bytes() const noexcept {
   std::size_t n = 0;
-  for (const auto& [start, bytes] : held_) n += bytes.size();
+  for (const auto& [start, piece] : held_) n += piece.size;
   return n;
 }
 
@@ -723,32 +729,70 @@ void Conn::process_data(const TcpHeader& seg, Time now) {
   // Beyond rcv_nxt_: held (copied) until the hole fills; a duplicate ACK
   // with SACK blocks at once.
   ++stats_.out_of_order;
-  hold(seq, bytes);
+  hold(seq, bytes, seg.frame);
   send_ack(now);
 }
 
-// Add [seq, seq + bytes) to the held intervals, merging what it overlaps or
-// touches: they stay disjoint, so what is held never exceeds the window.
-void Conn::hold(std::uint32_t seq, ByteSpan bytes) {
-  std::uint32_t start = seq, stop = seq + static_cast<std::uint32_t>(bytes.size());
-  auto first = held_.upper_bound(seq);
-  if (first != held_.begin()) {
-    auto prev = std::prev(first);
-    if (seq_ge(prev->first + static_cast<std::uint32_t>(prev->second.size()), seq)) first = prev;
+// Hold [seq, seq + bytes): the parts no piece holds yet, each in the
+// received frame where the owner of frames lets us keep it, else copied
+// (merged with the copies it touches).  Pieces stay disjoint, so what is
+// held never exceeds the window.
+void Conn::hold(std::uint32_t seq, ByteSpan bytes, void* frame) {
+  const std::uint32_t stop = seq + static_cast<std::uint32_t>(bytes.size());
+  bool kept_one = false;
+  auto add = [&](std::uint32_t from, std::uint32_t to) {
+    const ByteSpan part = bytes.subspan(from - seq, to - from);
+    if (frame && cfg_.frames) {
+      // One reference per piece: the first may be refused (the budget of
+      // frames held is used up), a second of the same frame is shared.
+      if (kept_one) {
+        cfg_.frames->share(frame);
+      } else {
+        kept_one = cfg_.frames->retain(frame);
+      }
+      if (kept_one) {
+        Held h;
+        h.kept = part.data();
+        h.frame = frame;
+        h.size = static_cast<std::uint32_t>(part.size());
+        held_.emplace(from, std::move(h));
+        return;
+      }
+    }
+    // A copy, merged with a copy ending where it starts and one starting
+    // where it ends.
+    auto next = held_.find(to);
+    auto prev = held_.lower_bound(from);
+    Held* into = nullptr;
+    if (prev != held_.begin()) {
+      --prev;
+      if (!prev->second.frame && prev->first + prev->second.size == from) into = &prev->second;
+    }
+    if (!into) {
+      into = &held_.emplace(from, Held{}).first->second;
+      next = held_.find(to);
+    }
+    into->copy.insert(into->copy.end(), part.begin(), part.end());
+    into->size += static_cast<std::uint32_t>(part.size());
+    if (next != held_.end() && !next->second.frame) {
+      into->copy.insert(into->copy.end(), next->second.copy.begin(), next->second.copy.end());
+      into->size += next->second.size;
+      held_.erase(next);
+    }
+  };
+  auto it = held_.upper_bound(seq);
+  if (it != held_.begin() && seq_gt(std::prev(it)->first + std::prev(it)->second.size, seq)) --it;
+  std::uint32_t at = seq;
+  while (seq_lt(at, stop)) {
+    if (it == held_.end() || seq_ge(it->first, stop)) {
+      add(at, stop);
+      break;
+    }
+    const std::uint32_t piece_start = it->first, piece_end = it->first + it->second.size;
+    ++it;  // (add() may erase only pieces at or beyond `to`, which is at most piece_start)
+    if (seq_lt(at, piece_start)) add(at, piece_start);
+    if (seq_gt(piece_end, at)) at = piece_end;
   }
-  auto last = first;
-  while (last != held_.end() && seq_le(last->first, stop)) {
-    start = seq_lt(last->first, start) ? last->first : start;
-    const std::uint32_t end = last->first + static_cast<std::uint32_t>(last->second.size());
-    stop = seq_gt(end, stop) ? end : stop;
-    ++last;
-  }
-  std::vector<std::uint8_t> merged(stop - start);
-  for (auto it = first; it != last; ++it)
-    std::copy(it->second.begin(), it->second.end(), merged.begin() + static_cast<std::ptrdiff_t>(it->first - start));
-  std::copy(bytes.begin(), bytes.end(), merged.begin() + static_cast<std::ptrdiff_t>(seq - start));
-  held_.erase(first, last);
-  held_.emplace(start, std::move(merged));
   last_held_ = seq;
 }
 
@@ -756,16 +800,24 @@ void Conn::deliver_held() {
   while (!held_.empty()) {
     auto it = held_.begin();
     if (seq_gt(it->first, rcv_nxt_)) break;
-    const std::uint32_t stop = it->first + static_cast<std::uint32_t>(it->second.size());
+    const Held& h = it->second;
+    const std::uint32_t stop = it->first + h.size;
     if (seq_gt(stop, rcv_nxt_)) {
-      const ByteSpan rest = ByteSpan(it->second).subspan(rcv_nxt_ - it->first);
-      upper_.on_data(rest, nullptr);
+      const ByteSpan rest = ByteSpan(h.data(), h.size).subspan(rcv_nxt_ - it->first);
+      upper_.on_data(rest, h.frame);
       stats_.bytes_in += rest.size();
-      stats_.bytes_reassembled += rest.size();
+      (h.frame ? stats_.bytes_reassembled_kept : stats_.bytes_reassembled) += rest.size();
       rcv_nxt_ = stop;
     }
+    if (h.frame) cfg_.frames->release(h.frame);
     held_.erase(it);
   }
+}
+
+void Conn::drop_held() noexcept {
+  for (auto& [start, h] : held_)
+    if (h.frame) cfg_.frames->release(h.frame);
+  held_.clear();
 }
 
 // ---- timers ------------------------------------------------------------------------
@@ -897,6 +949,7 @@ Conn::Stats& Conn::Stats::operator+=(const Stats& s) noexcept {
   retransmits += s.retransmits, fast_retransmits += s.fast_retransmits, timeouts += s.timeouts;
   lost_retransmits += s.lost_retransmits;
   out_of_order += s.out_of_order, duplicates += s.duplicates, bytes_reassembled += s.bytes_reassembled;
+  bytes_reassembled_kept += s.bytes_reassembled_kept;
   bytes_in += s.bytes_in, bytes_acked += s.bytes_acked;
   keepalive_probes += s.keepalive_probes;
   tail_probes += s.tail_probes, tail_probe_recoveries += s.tail_probe_recoveries;
@@ -979,6 +1032,7 @@ bool Conn::probe_ack(const TcpHeader& seg) {
 void Conn::end(End why) {
   state_ = State::closed;
   sndq_.clear();  // lent memory goes back to its owner
+  drop_held();    // and received frames to theirs
   rto_at_.reset();
   ack_at_.reset();
   time_wait_at_.reset();

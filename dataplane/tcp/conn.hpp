@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "dataplane/tcp/send_queue.hpp"
+#include "lnd/socklnd/ref_chain.hpp"
 #include "dataplane/tcp/wire.hpp"
 
 namespace lnetr::tcp {
@@ -119,6 +120,9 @@ struct ConnConfig {
   Time keepalive_interval = std::chrono::seconds(75);
   int keepalive_probes = 9;
   bool tail_loss_probe = true;  // RFC 8985 §7 (needs SACK)
+  // Where bytes held out of order may keep the received frame they lie in
+  // (TcpHeader::frame) instead of being copied; null: always copied.
+  sock::FrameRefs* frames = nullptr;
 };
 
 // What a connection emits.
@@ -137,7 +141,8 @@ class Upper {
   // In-order bytes from the peer (valid until return); all of them are
   // taken.
   // `frame`: the device reference of the received frame they lie in
-  // (TcpHeader::frame), null for bytes held here out of order.
+  // (TcpHeader::frame), null for bytes copied (held here out of order
+  // without their frame).
   virtual void on_data(ByteSpan bytes, void* frame) = 0;
   // Bytes the owner can take now: the receive window advertised.
   virtual std::uint32_t receive_space() const = 0;
@@ -154,6 +159,9 @@ class Conn {
  public:
   Conn(const Endpoints& ep, const ConnConfig& cfg, Upper& upper, Output& out) noexcept
       : ep_(ep), cfg_(cfg), upper_(upper), out_(out) {}
+  ~Conn() { drop_held(); }
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
 
   // Active open: send SYN with initial sequence `iss`.
   void connect(std::uint32_t iss, Time now);
@@ -201,6 +209,7 @@ class Conn {
     std::uint64_t lost_retransmits = 0;  // resends found lost and sent again, without a timeout
     std::uint64_t out_of_order = 0, duplicates = 0;
     std::uint64_t bytes_reassembled = 0;  // bytes held out of order (copied), delivered once the hole filled
+    std::uint64_t bytes_reassembled_kept = 0;  // ... held in their received frames instead (not copied)
     std::uint64_t bytes_in = 0, bytes_acked = 0;
     std::uint64_t keepalive_probes = 0;
     std::uint64_t tail_probes = 0;            // tail loss probes sent
@@ -232,7 +241,9 @@ class Conn {
   void retransmit_first(Time now);
   TcpHeader header(std::uint32_t seq, std::uint8_t flags, Time now);
   std::uint16_t advertised_window() const;
-  void hold(std::uint32_t seq, ByteSpan bytes);
+  void hold(std::uint32_t seq, ByteSpan bytes, void* frame);
+  void deliver_held();
+  void drop_held() noexcept;  // releases the frames held
   std::size_t payload_mss() const noexcept { return snd_mss_ - (ts_ok_ ? 12u : 0u); }
   bool fin_acked() const noexcept { return fin_sent_ && seq_gt(snd_una_, fin_seq_); }
   // Receiving.
@@ -263,7 +274,6 @@ class Conn {
   // Bytes of [start, end) neither acknowledged (below acked_to) nor SACKed.
   std::uint32_t open_bytes(std::uint32_t start, std::uint32_t end, std::uint32_t acked_to) const noexcept;
   void process_data(const TcpHeader& seg, Time now);
-  void deliver_held();
   void take_options(const TcpHeader& syn);
   bool acceptable(const TcpHeader& seg) const;
   // Timers and RTT.
@@ -299,7 +309,18 @@ class Conn {
   std::uint32_t rcv_adv_ = 0;  // right edge of the window last advertised (never moved left)
   std::uint32_t last_held_ = 0;  // start of the latest segment held (first SACK block)
   std::uint32_t ts_recent_ = 0;
-  std::map<std::uint32_t, std::vector<std::uint8_t>, bool (*)(std::uint32_t, std::uint32_t)> held_{seq_lt};
+  // Bytes held out of order: disjoint pieces by first sequence number,
+  // each in its received frame (one reference to it) or copied (adjacent
+  // copies merged).  SACK blocks are the runs of touching pieces.
+  struct Held {
+    const std::uint8_t* kept = nullptr;  // in `frame`
+    void* frame = nullptr;
+    std::vector<std::uint8_t> copy;
+    std::uint32_t size = 0;
+    const std::uint8_t* data() const noexcept { return frame ? kept : copy.data(); }
+  };
+  using HeldMap = std::map<std::uint32_t, Held, bool (*)(std::uint32_t, std::uint32_t)>;
+  HeldMap held_{seq_lt};
   bool fin_received_ = false;
 
   // Congestion control (NewReno).

@@ -112,6 +112,9 @@ class Stack {
   // Who owns a new connection: an accepted one (on a listened port) or one
   // this side opened.  The owner outlives the connection (on_end).
   using Acceptor = std::function<Upper*(const Endpoints&)>;
+  // Where new connections' out-of-order bytes may keep their received
+  // frames (ConnConfig::frames); null: copied.
+  void set_frame_refs(sock::FrameRefs* frames) noexcept { cfg_.conn.frames = frames; }
   void listen(std::uint16_t port, Acceptor accept);
   void unlisten(std::uint16_t port) { listeners_.erase(port); }
   // Open a connection from `local_port` (0: a free one) to ip:port.

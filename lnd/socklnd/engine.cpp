@@ -884,6 +884,10 @@ void Node::resume(Rx& rx) {
   c->do_read();
 }
 
+Nid peer_nid_of(const Accepted& a) noexcept {
+  return addr_port(a.remote) > kPrivilegedPortMax ? Nid::make(a.request.nid.net(), addr_ip(a.remote)) : a.hello.src_nid;
+}
+
 void Node::adopt(Accepted&& a) {
   a.stream->attach(poller_);
   auto* c = new Conn(*this, std::move(a.stream), false);
@@ -899,7 +903,7 @@ void Node::adopt(Accepted&& a) {
   c->version_ = h.version;
   c->order_ = h.order;
   c->user_peer_ = addr_port(a.remote) > kPrivilegedPortMax;
-  const Nid peer_nid = c->user_peer_ ? Nid::make(c->ni_->nid.net(), addr_ip(a.remote)) : h.src_nid;
+  const Nid peer_nid = peer_nid_of(a);
 
   // Our reply: our HELLO with the inverted type, or type NONE to refuse.
   Hello reply;

@@ -209,6 +209,10 @@ struct Accepted {
   AcceptorRequest request;
   Hello hello;
 };
+// The peer an accepted connection belongs to: the NID its HELLO gives, or
+// for a peer connecting from an unprivileged port (a user-space LNet), its
+// address on the NI's net, as Linux names such peers.
+Nid peer_nid_of(const Accepted& a) noexcept;
 
 // What a local NI needs here: its NID (whose IPv4 address it listens on
 // and connects from) and the transport its connections use (nullptr: the

@@ -42,7 +42,11 @@ struct End_ : Upper, Output {
     established = true;
     if (!greeting.empty()) conn->send(greeting, Time::zero() + 1000s);
   }
-  void on_data(ByteSpan b, void*) override { got.insert(got.end(), b.begin(), b.end()); }
+  std::vector<std::pair<std::size_t, void*>> runs;  // each delivery: its size and frame
+  void on_data(ByteSpan b, void* frame) override {
+    got.insert(got.end(), b.begin(), b.end());
+    runs.emplace_back(b.size(), frame);
+  }
   std::uint32_t receive_space() const override { return space; }
   void on_peer_closed() override {
     peer_closed = true;
@@ -709,6 +713,106 @@ TEST(TcpConn, OutOfOrderDataIsHeldMergedAndWithinTheWindow) {
   EXPECT_EQ(b.held_bytes(), 0u);
   EXPECT_LE(w.ends[1].got.size(), 20000u + 128);
   EXPECT_GT(w.ends[1].got.size(), 6000u);
+}
+
+// Received frames as a port keeps them: references counted per frame,
+// within a budget of frames held.
+struct CountedFrames final : sock::FrameRefs {
+  std::map<void*, int> refs;
+  std::size_t budget = 1000;
+  std::size_t held() const {
+    std::size_t n = 0;
+    for (const auto& [f, r] : refs) n += static_cast<std::size_t>(r);
+    return n;
+  }
+  bool retain(void* f) noexcept override {
+    if (held() >= budget) return false;
+    ++refs[f];
+    return true;
+  }
+  void share(void* f) noexcept override { ++refs[f]; }
+  void release(void* f) noexcept override {
+    if (--refs[f] < 0) ADD_FAILURE() << "a frame released more often than kept";
+  }
+};
+
+// Bytes [from, to) of `data` (relative to B's first expected byte, 1001)
+// into B, as received in frame `frame`.
+void receive(Wire& w, const std::vector<std::uint8_t>& data, std::uint32_t from, std::uint32_t to, void* frame) {
+  TcpHeader h;
+  h.flags = tcp_flag::ack;
+  h.seq = 1001 + from;
+  h.ack = 500001;
+  h.window = 1000;
+  h.payload = ByteSpan(data).subspan(from, to - from);
+  h.frame = frame;
+  w.ends[1].conn->input(h, w.now);
+}
+
+TEST(TcpConn, OutOfOrderBytesStayInTheirFramesWithinTheBudget) {
+  Wire w;
+  CountedFrames frames;
+  frames.budget = 3;
+  ConnConfig b;
+  b.frames = &frames;
+  w.open({}, b);
+  const auto data = pattern(7000, 5);
+  int f[8];  // frame handles
+  receive(w, data, 2000, 3000, &f[2]);
+  receive(w, data, 3000, 4000, &f[3]);
+  receive(w, data, 2500, 4500, &f[4]);  // overlaps: only [4000, 4500) is new
+  receive(w, data, 2000, 3000, &f[5]);  // a duplicate: nothing kept
+  EXPECT_EQ(frames.refs, (std::map<void*, int>{{&f[2], 1}, {&f[3], 1}, {&f[4], 1}}));
+  // The budget is used up: later ones are copied (and merged).
+  receive(w, data, 5000, 6000, &f[6]);
+  receive(w, data, 6000, 7000, &f[7]);
+  EXPECT_EQ(frames.held(), 3u);
+  EXPECT_EQ(w.ends[1].conn->held_bytes(), 4500u);
+  // SACK: the touching pieces are one block, the one with the latest
+  // arrival first.
+  const TcpHeader& ack = w.ends[1].sent.back();
+  ASSERT_EQ(ack.options.sack_count, 2);
+  EXPECT_EQ(ack.options.sack[0].left, 1001u + 5000) << "the latest first";
+  EXPECT_EQ(ack.options.sack[0].right, 1001u + 7000);
+  EXPECT_EQ(ack.options.sack[1].left, 1001u + 2000);
+  EXPECT_EQ(ack.options.sack[1].right, 1001u + 4500);
+  // The first hole fills: what is held up to the next hole is delivered
+  // with the frame it lies in, and those frames are let go.
+  receive(w, data, 0, 2000, &f[0]);
+  EXPECT_EQ(frames.held(), 0u);
+  EXPECT_EQ(w.ends[1].runs, (std::vector<std::pair<std::size_t, void*>>{
+                                {2000, &f[0]}, {1000, &f[2]}, {1000, &f[3]}, {500, &f[4]}}));
+  receive(w, data, 4500, 5000, nullptr);
+  EXPECT_EQ(w.ends[1].runs.back(), (std::pair<std::size_t, void*>{2000, nullptr}));  // the merged copy
+  EXPECT_EQ(w.ends[1].got, data);
+  EXPECT_EQ(w.ends[1].conn->stats().bytes_reassembled_kept, 2500u);
+  EXPECT_EQ(w.ends[1].conn->stats().bytes_reassembled, 2000u);
+  EXPECT_EQ(w.ends[1].conn->held_bytes(), 0u);
+}
+
+TEST(TcpConn, FramesHeldOutOfOrderAreLetGoWhenTheConnectionEnds) {
+  for (const bool reset : {true, false}) {
+    Wire w;
+    CountedFrames frames;
+    ConnConfig b;
+    b.frames = &frames;
+    w.open({}, b);
+    const auto data = pattern(4000);
+    int f[2];
+    receive(w, data, 1000, 2000, &f[0]);
+    receive(w, data, 3000, 4000, &f[1]);
+    EXPECT_EQ(frames.held(), 2u);
+    if (reset) {
+      TcpHeader rst;
+      rst.flags = tcp_flag::rst;
+      rst.seq = 1001;
+      w.ends[1].conn->input(rst, w.now);
+      EXPECT_TRUE(w.ends[1].ended);
+    } else {
+      w.ends[1].conn.reset();  // destroyed as it was
+    }
+    EXPECT_EQ(frames.held(), 0u) << (reset ? "reset" : "destroyed");
+  }
 }
 
 TEST(TcpConn, OnlyAnExactResetResets) {
