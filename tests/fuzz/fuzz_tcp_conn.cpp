@@ -6,11 +6,15 @@
 // sends encodes.  Lent memory is freed as soon as the connection releases
 // it (acknowledged, copied by own_sent(), or the end), so that a read of
 // released memory is an AddressSanitizer report.  Lent blocks may carry a
-// device reference, which every piece sent from them keeps.
+// device reference, which every piece sent from them keeps.  Segments may
+// lie in "received frames" the connection can keep (out of order) within a
+// budget: each is freed when its last reference goes, and none is left
+// once the connection is gone.
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -33,18 +37,48 @@ struct Lender {
   }
 };
 
+// Received frames: reference counts, a budget, and the memory freed with
+// the last reference.
+struct Frames final : sock::FrameRefs {
+  std::map<void*, std::pair<int, std::unique_ptr<std::uint8_t[]>>> live;
+  std::size_t held = 0, budget = 8;
+  bool retain(void* f) noexcept override {
+    if (held >= budget) return false;
+    share(f);
+    return true;
+  }
+  void share(void* f) noexcept override {
+    auto it = live.find(f);
+    FUZZ_CHECK(it != live.end());
+    ++it->second.first;
+    ++held;
+  }
+  void release(void* f) noexcept override {
+    auto it = live.find(f);
+    FUZZ_CHECK(it != live.end() && it->second.first > 0 && held > 0);
+    --held;
+    if (--it->second.first == 0) live.erase(it);
+  }
+};
+
 struct Sink : Upper, Output {
   std::uint32_t space = 65536;
   bool ended = false;
   std::size_t delivered = 0;
   Lender* lender = nullptr;
+  Frames* frames = nullptr;
   void on_acked(std::size_t n) override {
     lender->acked += n;
     FUZZ_CHECK(lender->acked <= lender->queued);
     lender->release();
   }
   void on_established() override {}
-  void on_data(ByteSpan b, void*) override { delivered += b.size(); }
+  void on_data(ByteSpan b, void* frame) override {
+    delivered += b.size();
+    // A frame passed with bytes is one the connection still holds.
+    if (frame) FUZZ_CHECK(frames->live.count(frame) && frames->live[frame].first > 0);
+    for (std::uint8_t x : b) FUZZ_CHECK(x == 0x5a);
+  }
   std::uint32_t receive_space() const override { return space; }
   void on_peer_closed() override {}
   void on_end(End) override {
@@ -81,11 +115,15 @@ struct Reader {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Reader r{data, size};
   Lender lender;
+  Frames frames;
   Sink sink;
   sink.lender = &lender;
+  sink.frames = &frames;
   ConnConfig cfg;
   cfg.send_buffer = 20000;
-  Conn c({1, 2, 988, 1023}, cfg, sink, sink);
+  cfg.frames = &frames;
+  auto conn = std::make_unique<Conn>(Endpoints{1, 2, 988, 1023}, cfg, sink, sink);
+  Conn& c = *conn;
   Time now = 1000s;
   const std::uint32_t peer_iss = r.u32();
   TcpHeader syn;
@@ -111,8 +149,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (r.u8() & 1) h.options.timestamps = {{r.u32(), r.u32()}};
         h.options.sack_count = static_cast<std::uint8_t>(r.u8() % 4);
         for (std::uint8_t i = 0; i < h.options.sack_count; ++i) h.options.sack[i] = {r.u32(), r.u32()};
-        h.payload = ByteSpan(payload).first(r.u32() % payload.size());
-        c.input(h, now);
+        const std::size_t len = r.u32() % payload.size();
+        if (r.u8() & 1) {  // in a received frame of its own
+          auto bytes = std::make_unique<std::uint8_t[]>(len + 1);
+          std::fill(bytes.get(), bytes.get() + len, std::uint8_t{0x5a});
+          void* f = bytes.get();
+          frames.live[f] = {0, std::move(bytes)};
+          h.payload = ByteSpan(static_cast<const std::uint8_t*>(f), len);
+          h.frame = f;
+          c.input(h, now);
+          if (auto it = frames.live.find(f); it != frames.live.end() && it->second.first == 0) frames.live.erase(it);
+        } else {
+          h.payload = ByteSpan(payload).first(len);
+          c.input(h, now);
+        }
         break;
       }
       case 1: {  // a segment anywhere
@@ -153,5 +203,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(c.cwnd() >= 1 && c.send_mss() >= 64);
     if (sink.ended) FUZZ_CHECK(c.state() == State::closed);
   }
+  conn.reset();
+  FUZZ_CHECK(frames.live.empty() && frames.held == 0);  // every frame let go
   return 0;
 }
