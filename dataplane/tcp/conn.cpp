@@ -742,7 +742,7 @@ void Conn::hold(std::uint32_t seq, ByteSpan bytes, void* frame) {
   bool kept_one = false;
   auto add = [&](std::uint32_t from, std::uint32_t to) {
     const ByteSpan part = bytes.subspan(from - seq, to - from);
-    if (frame && cfg_.frames) {
+    if (frame && cfg_.frames && (kept_one || held_frames_ < cfg_.max_held_frames)) {
       // One reference per piece: the first may be refused (the budget of
       // frames held is used up), a second of the same frame is shared.
       if (kept_one) {
@@ -751,6 +751,7 @@ void Conn::hold(std::uint32_t seq, ByteSpan bytes, void* frame) {
         kept_one = cfg_.frames->retain(frame);
       }
       if (kept_one) {
+        ++held_frames_;
         Held h;
         h.kept = part.data();
         h.frame = frame;
@@ -809,7 +810,10 @@ void Conn::deliver_held() {
       (h.frame ? stats_.bytes_reassembled_kept : stats_.bytes_reassembled) += rest.size();
       rcv_nxt_ = stop;
     }
-    if (h.frame) cfg_.frames->release(h.frame);
+    if (h.frame) {
+      cfg_.frames->release(h.frame);
+      --held_frames_;
+    }
     held_.erase(it);
   }
 }
@@ -818,6 +822,7 @@ void Conn::drop_held() noexcept {
   for (auto& [start, h] : held_)
     if (h.frame) cfg_.frames->release(h.frame);
   held_.clear();
+  held_frames_ = 0;
 }
 
 // ---- timers ------------------------------------------------------------------------

@@ -123,6 +123,9 @@ struct ConnConfig {
   // Where bytes held out of order may keep the received frame they lie in
   // (TcpHeader::frame) instead of being copied; null: always copied.
   sock::FrameRefs* frames = nullptr;
+  // Of those, at most this many per connection (a hole that never fills
+  // must not keep a whole queue's frames from the other connections).
+  std::uint32_t max_held_frames = 1024;
 };
 
 // What a connection emits.
@@ -321,6 +324,7 @@ class Conn {
   };
   using HeldMap = std::map<std::uint32_t, Held, bool (*)(std::uint32_t, std::uint32_t)>;
   HeldMap held_{seq_lt};
+  std::uint32_t held_frames_ = 0;  // pieces of held_ in frames
   bool fin_received_ = false;
 
   // Congestion control (NewReno).

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <map>
@@ -716,9 +717,12 @@ TEST(TcpConn, OutOfOrderDataIsHeldMergedAndWithinTheWindow) {
 }
 
 // Received frames as a port keeps them: references counted per frame,
-// within a budget of frames held.
+// within a budget of frames held.  A frame's bytes are scribbled over
+// once nothing holds it (as a freed mbuf is reused), so a byte delivered
+// from a frame let go shows.
 struct CountedFrames final : sock::FrameRefs {
   std::map<void*, int> refs;
+  std::map<void*, std::vector<std::uint8_t>> bytes;  // the frames' memory
   std::size_t budget = 1000;
   std::size_t held() const {
     std::size_t n = 0;
@@ -733,74 +737,122 @@ struct CountedFrames final : sock::FrameRefs {
   void share(void* f) noexcept override { ++refs[f]; }
   void release(void* f) noexcept override {
     if (--refs[f] < 0) ADD_FAILURE() << "a frame released more often than kept";
+    if (refs[f] == 0) scribble(f);
+  }
+  void scribble(void* f) {
+    auto& b = bytes[f];
+    std::fill(b.begin(), b.end(), std::uint8_t{0xee});
+  }
+  // Bytes [from, to) of `data` in a frame of their own.
+  void* frame(const std::vector<std::uint8_t>& data, std::uint32_t from, std::uint32_t to) {
+    std::vector<std::uint8_t> b(data.begin() + from, data.begin() + to);
+    void* f = b.data();
+    bytes[f] = std::move(b);  // (the heap block does not move)
+    return f;
   }
 };
 
 // Bytes [from, to) of `data` (relative to B's first expected byte, 1001)
-// into B, as received in frame `frame`.
-void receive(Wire& w, const std::vector<std::uint8_t>& data, std::uint32_t from, std::uint32_t to, void* frame) {
+// into B, in their own received frame (none: `frames` null); the frame is
+// scribbled over at once if B did not keep it.
+void receive(Wire& w, CountedFrames* frames, const std::vector<std::uint8_t>& data, std::uint32_t from,
+             std::uint32_t to) {
   TcpHeader h;
   h.flags = tcp_flag::ack;
   h.seq = 1001 + from;
   h.ack = 500001;
   h.window = 1000;
-  h.payload = ByteSpan(data).subspan(from, to - from);
-  h.frame = frame;
+  void* f = frames ? frames->frame(data, from, to) : nullptr;
+  h.payload = f ? ByteSpan(static_cast<const std::uint8_t*>(f), to - from) : ByteSpan(data).subspan(from, to - from);
+  h.frame = f;
   w.ends[1].conn->input(h, w.now);
+  if (f && frames->refs[f] == 0) frames->scribble(f);
 }
 
 TEST(TcpConn, OutOfOrderBytesStayInTheirFramesWithinTheBudget) {
+  CountedFrames frames;  // (outlives the connections)
+  frames.budget = 4;
   Wire w;
-  CountedFrames frames;
-  frames.budget = 3;
   ConnConfig b;
   b.frames = &frames;
   w.open({}, b);
-  const auto data = pattern(7000, 5);
-  int f[8];  // frame handles
-  receive(w, data, 2000, 3000, &f[2]);
-  receive(w, data, 3000, 4000, &f[3]);
-  receive(w, data, 2500, 4500, &f[4]);  // overlaps: only [4000, 4500) is new
-  receive(w, data, 2000, 3000, &f[5]);  // a duplicate: nothing kept
-  EXPECT_EQ(frames.refs, (std::map<void*, int>{{&f[2], 1}, {&f[3], 1}, {&f[4], 1}}));
-  // The budget is used up: later ones are copied (and merged).
-  receive(w, data, 5000, 6000, &f[6]);
-  receive(w, data, 6000, 7000, &f[7]);
-  EXPECT_EQ(frames.held(), 3u);
-  EXPECT_EQ(w.ends[1].conn->held_bytes(), 4500u);
-  // SACK: the touching pieces are one block, the one with the latest
+  const auto data = pattern(8000, 5);
+  auto refs = [&] {
+    std::vector<int> out;
+    for (const auto& [f, r] : frames.refs) out.push_back(r);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  receive(w, &frames, data, 2000, 3000);
+  receive(w, &frames, data, 3000, 4000);
+  receive(w, &frames, data, 2500, 4500);  // overlaps: only [4000, 4500) is new
+  receive(w, &frames, data, 2000, 3000);  // a duplicate: nothing kept
+  EXPECT_EQ(refs(), (std::vector<int>{0, 1, 1, 1}));
+  // Around what is held: two pieces of one frame, the second shared.
+  receive(w, &frames, data, 1500, 5000);
+  EXPECT_EQ(refs(), (std::vector<int>{0, 1, 1, 1, 2}));
+  // The budget is used up: later ones are copied, merged with the copies
+  // before and after them.
+  receive(w, &frames, data, 6000, 7000);
+  receive(w, &frames, data, 7000, 8000);
+  receive(w, &frames, data, 5500, 6000);
+  EXPECT_EQ(frames.held(), 5u);
+  EXPECT_EQ(w.ends[1].conn->held_bytes(), 6000u);
+  // SACK: the touching pieces are one block each, the one with the latest
   // arrival first.
   const TcpHeader& ack = w.ends[1].sent.back();
   ASSERT_EQ(ack.options.sack_count, 2);
-  EXPECT_EQ(ack.options.sack[0].left, 1001u + 5000) << "the latest first";
-  EXPECT_EQ(ack.options.sack[0].right, 1001u + 7000);
-  EXPECT_EQ(ack.options.sack[1].left, 1001u + 2000);
-  EXPECT_EQ(ack.options.sack[1].right, 1001u + 4500);
+  EXPECT_EQ(ack.options.sack[0].left, 1001u + 5500) << "the latest first";
+  EXPECT_EQ(ack.options.sack[0].right, 1001u + 8000);
+  EXPECT_EQ(ack.options.sack[1].left, 1001u + 1500);
+  EXPECT_EQ(ack.options.sack[1].right, 1001u + 5000);
   // The first hole fills: what is held up to the next hole is delivered
-  // with the frame it lies in, and those frames are let go.
-  receive(w, data, 0, 2000, &f[0]);
+  // with the frames it lies in, and those frames are let go.
+  receive(w, nullptr, data, 0, 1500);
   EXPECT_EQ(frames.held(), 0u);
-  EXPECT_EQ(w.ends[1].runs, (std::vector<std::pair<std::size_t, void*>>{
-                                {2000, &f[0]}, {1000, &f[2]}, {1000, &f[3]}, {500, &f[4]}}));
-  receive(w, data, 4500, 5000, nullptr);
-  EXPECT_EQ(w.ends[1].runs.back(), (std::pair<std::size_t, void*>{2000, nullptr}));  // the merged copy
-  EXPECT_EQ(w.ends[1].got, data);
-  EXPECT_EQ(w.ends[1].conn->stats().bytes_reassembled_kept, 2500u);
-  EXPECT_EQ(w.ends[1].conn->stats().bytes_reassembled, 2000u);
+  std::vector<std::size_t> sizes;
+  std::size_t kept = 0;
+  for (const auto& [n, f] : w.ends[1].runs) {
+    sizes.push_back(n);
+    kept += f ? 1 : 0;
+  }
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{1500, 500, 1000, 1000, 500, 500}));
+  EXPECT_EQ(kept, 5u);
+  receive(w, nullptr, data, 5000, 5500);
+  EXPECT_EQ(w.ends[1].runs.back(), (std::pair<std::size_t, void*>{2500, nullptr}));  // the merged copy
+  EXPECT_EQ(w.ends[1].got, data);  // nothing read from a frame let go
+  EXPECT_EQ(w.ends[1].conn->stats().bytes_reassembled_kept, 3500u);
+  EXPECT_EQ(w.ends[1].conn->stats().bytes_reassembled, 2500u);
   EXPECT_EQ(w.ends[1].conn->held_bytes(), 0u);
+}
+
+TEST(TcpConn, AConnectionKeepsNoMoreThanItsShareOfFrames) {
+  CountedFrames frames;
+  Wire w;
+  ConnConfig b;
+  b.frames = &frames;
+  b.max_held_frames = 2;
+  w.open({}, b);
+  const auto data = pattern(5000, 9);
+  for (std::uint32_t at = 1000; at < 5000; at += 1000) receive(w, &frames, data, at, at + 1000);
+  EXPECT_EQ(frames.held(), 2u);  // the third and fourth copied, though the budget had room
+  receive(w, nullptr, data, 0, 1000);
+  EXPECT_EQ(frames.held(), 0u);
+  EXPECT_EQ(w.ends[1].got, data);
+  EXPECT_EQ(w.ends[1].conn->stats().bytes_reassembled_kept, 2000u);
+  EXPECT_EQ(w.ends[1].conn->stats().bytes_reassembled, 2000u);
 }
 
 TEST(TcpConn, FramesHeldOutOfOrderAreLetGoWhenTheConnectionEnds) {
   for (const bool reset : {true, false}) {
-    Wire w;
     CountedFrames frames;
+    Wire w;
     ConnConfig b;
     b.frames = &frames;
     w.open({}, b);
     const auto data = pattern(4000);
-    int f[2];
-    receive(w, data, 1000, 2000, &f[0]);
-    receive(w, data, 3000, 4000, &f[1]);
+    receive(w, &frames, data, 1000, 2000);
+    receive(w, &frames, data, 3000, 4000);
     EXPECT_EQ(frames.held(), 2u);
     if (reset) {
       TcpHeader rst;
