@@ -157,14 +157,14 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   // addresses read 12 bytes of key: a device with a longer key (52 bytes
   // on some NICs) gets lnetr's, zero-padded; 0 means it does not say.
   const std::size_t key_len = info.hash_key_size ? info.hash_key_size : kRssKey.size();
-  // (The device may read it as late as its start: the port keeps it.)
-  std::vector<std::uint8_t>& rss_key = p->rss_key_;
-  rss_key.assign(key_len, 0);
-  std::copy_n(kRssKey.begin(), std::min(key_len, kRssKey.size()), rss_key.begin());
   const std::uint64_t rss_hf = RTE_ETH_RSS_IPV4 & info.flow_type_rss_offloads;
   const bool rss = cfg.queues > 1 && rss_hf != 0 && key_len >= 12 && key_len <= UINT8_MAX &&
                    info.reta_size >= kRssTableSpan && info.reta_size % kRssTableSpan == 0;
   if (rss) {
+    // (The device may read the key as late as its start: the port keeps it.)
+    std::vector<std::uint8_t>& rss_key = p->rss_key_;
+    rss_key.assign(key_len, 0);
+    std::copy_n(kRssKey.begin(), std::min(key_len, kRssKey.size()), rss_key.begin());
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = rss_key.data();
     conf.rx_adv_conf.rss_conf.rss_key_len = static_cast<std::uint8_t>(rss_key.size());
@@ -362,24 +362,46 @@ unsigned PortQueue::poll(tcp::Stack& stack, tcp::Time now) {
   rte_mbuf* burst[kBurst];
   const std::uint16_t n = rte_eth_rx_burst(port_.port_id(), queue_, burst, kBurst);
   const bool steering = port_.config().queues > 1;
+  // Frames for other queues, with their owner, passed on after the burst:
+  // one enqueue per owner.
+  rte_mbuf* away[kBurst];
+  std::uint16_t away_owner[kBurst];
+  unsigned n_away = 0;
   for (std::uint16_t i = 0; i < n; ++i) {
     ++stats_.rx_frames;
     stats_.rx_bytes += rte_pktmbuf_pkt_len(burst[i]);
     if (steering) {
       const int owner = port_.owner_of(burst[i]);
       if (owner >= 0 && owner != queue_) {
-        if (rte_ring_mp_enqueue(port_.steer_ring(static_cast<std::uint16_t>(owner)), burst[i]) == 0) {
-          ++stats_.rx_steered_out;
-        } else {  // its worker is not keeping up: a loss, which TCP repairs
-          ++stats_.rx_steer_dropped;
-          rte_pktmbuf_free(burst[i]);
-        }
+        away[n_away] = burst[i];
+        away_owner[n_away++] = static_cast<std::uint16_t>(owner);
         continue;
       }
     }
     take(burst[i], stack, now);
   }
   if (!steering) return n;
+  while (n_away > 0) {
+    // The first one's owner: its frames, in order; the others stay.
+    const std::uint16_t owner = away_owner[0];
+    rte_mbuf* to[kBurst];
+    unsigned k = 0, rest = 0;
+    for (unsigned i = 0; i < n_away; ++i) {
+      if (away_owner[i] == owner) {
+        to[k++] = away[i];
+      } else {
+        away[rest] = away[i];
+        away_owner[rest++] = away_owner[i];
+      }
+    }
+    n_away = rest;
+    const unsigned passed =
+        rte_ring_mp_enqueue_burst(port_.steer_ring(owner), reinterpret_cast<void* const*>(to), k, nullptr);
+    stats_.rx_steered_out += passed;
+    // Its worker is not keeping up: the rest is a loss, which TCP repairs.
+    stats_.rx_steer_dropped += k - passed;
+    rte_pktmbuf_free_bulk(to + passed, k - passed);
+  }
   // What other queues passed here: a few bursts' worth (a queue the device
   // fills with another's frames may pass on more than one burst per loop).
   unsigned in = 0;

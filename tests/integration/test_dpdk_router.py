@@ -64,6 +64,14 @@ class DpdkRouterTestCase(PeerTestCase):
     def server(self, side):
         return self.start_server(self.topo.nid(side), self.peer_options(side), host=self.topo.host(side))
 
+    def scrape(self):
+        """lnetr-control started beside the router, and its /metrics: {(name, labels): value}."""
+        _, err = self.router.start_control(self.procs)
+        self.assertIsNone(err)
+        rc, ctype, body, stderr = scrape_metrics(self.topo.host("r"), self.metrics)
+        self.assertEqual(rc, 0, stderr)
+        return parse_metrics(body)
+
     def assert_router_idle(self, timeout=20):
         st, problems = self.router.wait_idle(timeout)
         if problems:
@@ -119,11 +127,7 @@ class DpdkRouting(DpdkRouterTestCase):
         self.assertEqual(ra["dropped_malformed"], 0, ra)
         self.assertGreater(ports[self.topo.if_rb]["rx_frames"], 0)
         # lnetr-control exports the ports' counters to Prometheus.
-        _, err = self.router.start_control(self.procs)
-        self.assertIsNone(err)
-        rc, ctype, body, stderr = scrape_metrics(self.topo.host("r"), self.metrics)
-        self.assertEqual(rc, 0, stderr)
-        series = parse_metrics(body)
+        series = self.scrape()
         for side in (self.topo.if_ra, self.topo.if_rb):
             labels = frozenset({("port", side)})
             self.assertEqual(series[("lnetr_port_link_up", labels)], 1)
@@ -281,11 +285,7 @@ class DpdkRoutingQueues(DpdkRouterTestCase):
             cp = self.topo.host(side).run(["ping", "-c", "3", "-i", "0.2", "-W", "2", addr], timeout=30)
             self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
         # The same counters, scraped: per port, and per queue.
-        _, err = self.router.start_control(self.procs)
-        self.assertIsNone(err)
-        rc, ctype, body, stderr = scrape_metrics(self.topo.host("r"), self.metrics)
-        self.assertEqual(rc, 0, stderr)
-        series = parse_metrics(body)
+        series = self.scrape()
         for name in (self.topo.if_ra, self.topo.if_rb):
             labels = frozenset({("port", name)})
             self.assertGreaterEqual(series[("lnetr_port_rx_steered_total", labels)], ports[name]["rx_steered"])
