@@ -810,7 +810,7 @@ Json Service::dataplane_show(const Json& args) {
       for (const Json& dp : st["ports"])
         if (dp["name"] == ni["interface"])
           for (const char* k : {"device", "mac", "mtu", "rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "tx_dropped",
-                                "tcp_connections", "bytes_copied", "bytes_referenced", "rx_bytes_referenced", "zero_copy", "resets_out",
+                                "tcp_connections", "bytes_copied", "bytes_referenced", "rx_bytes_referenced", "zero_copy", "tso", "tso_frames", "resets_out",
                                 "dropped_malformed"})
             p[k] = dp[k];
     ports.push_back(std::move(p));
@@ -1273,6 +1273,11 @@ void Service::collect(Families& f) {
                   p["tcp"]["timeouts"].get<double>());
         f.counter("lnetr_port_tcp_resets_sent_total", "TCP resets lnetr's stack sent on the port", l,
                   p["resets_out"].get<double>());
+        f.counter("lnetr_port_tso_frames_total",
+                  "Frames sent for the device to cut into TCP segments (segmentation offload)", l,
+                  p.value("tso_frames", 0.0));
+        f.counter("lnetr_port_tso_segments_total", "TCP segments the device cut those frames into", l,
+                  p.value("tso_segments", 0.0));
         f.counter("lnetr_port_rx_steered_total",
                   "Frames a queue received for a peer another queue owns, passed to that queue's worker (the "
                   "device's RSS does not place them, or it has none)",

@@ -451,6 +451,8 @@ std::string Control::status() {
       ps.rx_keep_refused += l.port.rx_keep_refused, rx_referenced += l.transport.bytes_referenced;
       ps.rx_steered_out += l.port.rx_steered_out, ps.rx_steer_dropped += l.port.rx_steer_dropped;
       ss.csum_odd_chains += l.stack.csum_odd_chains;
+      ss.tso_frames += l.stack.tso_frames, ss.tso_segments += l.stack.tso_segments;
+      ss.tso_cut_here += l.stack.tso_cut_here;
       ps.impair_dropped += l.port.impair_dropped, ps.impair_duplicated += l.port.impair_duplicated;
       ps.impair_reordered += l.port.impair_reordered, ps.impair_delayed += l.port.impair_delayed;
       ss.arp_requests_in += l.stack.arp_requests_in, ss.arp_replies_out += l.stack.arp_replies_out;
@@ -482,6 +484,8 @@ std::string Control::status() {
     j.key("checksum_offload").begin_object();
     j.key("tx_ipv4").value(p.tx_offloads().tx_ipv4).key("tx_tcp").value(p.tx_offloads().tx_tcp);
     j.key("rx").value(p.rx_checksum()).end_object();
+    j.key("tso").value(p.tx_offloads().tso_frame > 0).key("tso_frames").value(ss.tso_frames);
+    j.key("tso_segments").value(ss.tso_segments).key("tso_cut_here").value(ss.tso_cut_here);
     j.key("csum_offloaded").value(ss.csum_offloaded).key("csum_verified").value(ss.csum_verified);
     j.key("arp_requests_in").value(ss.arp_requests_in).key("arp_replies_out").value(ss.arp_replies_out);
     j.key("arp_requests_out").value(ss.arp_requests_out).key("icmp_echo_replies").value(ss.icmp_echo_replies);

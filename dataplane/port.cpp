@@ -152,6 +152,20 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
       p->max_segments_ = most;
     }
   }
+  // Segmentation offload: on chained frames whose checksums the device
+  // fills in.  net_tap segments in software (rte_gso), at a higher cost
+  // than the stack's own cutting: only when asked for.  It cuts frames of
+  // at most the MTU counting the Ethernet header; a NIC cuts IP packets of
+  // the MTU.  A device that gives no limit on a frame's segments gets
+  // frames of up to 64.
+  constexpr std::uint64_t kTso = RTE_ETH_TX_OFFLOAD_TCP_TSO;
+  const bool tap = name.rfind("net_tap", 0) == 0;
+  if (cfg.tso.value_or(!tap) && p->max_segments_ > 1 && p->tx_offloads_.tx_ipv4 && p->tx_offloads_.tx_tcp &&
+      (info.tx_offload_capa & kTso)) {
+    conf.txmode.offloads |= kTso;
+    p->tx_offloads_.tso_frame = static_cast<std::uint16_t>(cfg.mtu + (tap ? 0 : 14 + (cfg.vlan ? 4 : 0)));
+    p->tx_offloads_.tso_segments = info.tx_desc_lim.nb_seg_max ? info.tx_desc_lim.nb_seg_max : 64;
+  }
   // Several queues: RSS on IPv4 addresses with lnetr's key, where the
   // device has it (its redirection table is filled once started).  Two
   // addresses read 12 bytes of key: a device with a longer key (52 bytes
@@ -495,7 +509,7 @@ tcp::Port::Appended PortQueue::append_segment(ByteSpan data, void* dev) {
   return dev ? Appended::referenced : Appended::copied;
 }
 
-void PortQueue::send_built(std::size_t len, std::size_t l2_len) {
+void PortQueue::send_built(std::size_t len, std::size_t l2_len, std::size_t tso_seg) {
   rte_mbuf* m = building_;
   building_ = nullptr;
   const bool chained = building_tail_ != nullptr;
@@ -519,6 +533,10 @@ void PortQueue::send_built(std::size_t len, std::size_t l2_len) {
     m->l4_len = static_cast<std::uint64_t>(tcp[12] >> 4) * 4;
     m->ol_flags |= RTE_MBUF_F_TX_IPV4 | (off.tx_ipv4 ? RTE_MBUF_F_TX_IP_CKSUM : 0) |
                    (off.tx_tcp ? RTE_MBUF_F_TX_TCP_CKSUM : 0);
+    if (tso_seg > 0) {
+      m->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
+      m->tso_segsz = static_cast<std::uint64_t>(tso_seg) & 0xffff;
+    }
   }
   queue_tx(m);
 }

@@ -144,7 +144,7 @@ class PortQueue final : public tcp::Port, public sock::FrameRefs {
   void send(ByteSpan frame) override;
   // tcp::Port: an mbuf's data to build a frame in, sent by send_built().
   MutableByteSpan alloc_frame(std::size_t len) override;
-  void send_built(std::size_t len, std::size_t l2_len) override;
+  void send_built(std::size_t len, std::size_t l2_len, std::size_t tso_seg = 0) override;
   tcp::Offloads offloads() const override { return port_.tx_offloads(); }
   // tcp::Port: chained frames, where the device takes them.  A segment with
   // a device reference (a BufferRef) is attached to that memory.

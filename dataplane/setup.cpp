@@ -45,6 +45,7 @@ SetupResult make_setup(const config::Config& cfg) {
     ps.queues = static_cast<std::uint16_t>(p.queues.value);
     ps.vlan = p.vlan.value;
     ps.zero_copy = p.zero_copy.value;
+    if (p.tso.given()) ps.tso = p.tso.value;
     ps.impair = p.impair;
     s.ports.push_back(std::move(ps));
   }

@@ -27,6 +27,9 @@ struct PortSetup {
   std::uint16_t queues = 1;
   std::optional<std::uint16_t> vlan;
   bool zero_copy = true;
+  // Segmentation offload: on, off, or (unset) on where the device cuts
+  // segments in hardware.
+  std::optional<bool> tso;
   config::ImpairConfig impair;
 };
 

@@ -237,6 +237,12 @@ struct PortConfig {
   // Send large messages' payload from the router buffer itself (chained
   // mbufs) where the device takes chained frames; false: always copy.
   Field<bool> zero_copy{true};
+  // Let the device cut large transmits into segments (TCP segmentation
+  // offload) where it can and zero_copy is on; false: one segment a frame.
+  // Not given: on where the device does it in hardware, off on net_tap,
+  // whose PMD cuts in software at a higher cost than lnetr's own cutting
+  // (docs/performance.md).
+  Field<bool> tso{true};
   ImpairConfig impair;
 };
 

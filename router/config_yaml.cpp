@@ -1026,6 +1026,8 @@ void Loader::ports(const Node& n, const std::string& path, std::vector<PortConfi
           ok = false;
       } else if (k == "zero_copy") {
         flag(e.value, p, port.zero_copy);
+      } else if (k == "tso") {
+        flag(e.value, p, port.tso);
       } else if (k == "impair") {
         impair(e.value, p, port.impair);
       } else {

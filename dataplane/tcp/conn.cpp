@@ -143,7 +143,8 @@ void Conn::push(Time now) {
     const std::uint32_t by_cwnd = cwnd_ > in_network ? cwnd_ - in_network : 0;
     const std::uint32_t by_peer = snd_wnd_ > flight() ? snd_wnd_ - flight() : 0;
     const std::uint32_t usable = std::min(by_cwnd, by_peer);
-    const std::size_t len = std::min({unsent, static_cast<std::size_t>(usable), payload_mss()});
+    const std::size_t most = std::max<std::size_t>(payload_mss(), cfg_.tso_bytes);
+    const std::size_t len = std::min({unsent, static_cast<std::size_t>(usable), most});
     if (len == 0) {
       // Data waits on a zero window with nothing in flight: the persist
       // timer probes it (from the RTO, not backed off).
@@ -178,7 +179,7 @@ void Conn::push(Time now) {
 void Conn::send_segment(std::uint32_t seq, std::size_t len, std::uint8_t flags, Time now) {
   const TcpHeader h = header(seq, flags, now);
   out_.transmit(ep_, h, len ? Payload(sndq_, seq - snd_una_, len) : Payload{});
-  ++stats_.segments_out;
+  stats_.segments_out += len > payload_mss() ? (len + payload_mss() - 1) / payload_mss() : 1;
   ack_pending_ = false;
   ack_at_.reset();
   unacked_segments_ = 0;

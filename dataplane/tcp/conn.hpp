@@ -113,6 +113,11 @@ struct ConnConfig {
   Time delayed_ack = std::chrono::milliseconds(40);
   Time time_wait = std::chrono::seconds(60);
   std::uint32_t initial_cwnd_segments = 10;  // RFC 6928
+  // Segmentation offload: new data may go out in transmits of up to this
+  // many bytes, which the stack or the device cuts into segments of at
+  // most payload_mss() (TSO); retransmissions stay one segment each.  0:
+  // one segment per transmit.
+  std::uint32_t tso_bytes = 0;
   // Keepalive (RFC 1122 4.2.3.6, Linux's SO_KEEPALIVE): after this long
   // with nothing heard and nothing outstanding, probe every interval; that
   // many probes unanswered end the connection.  0: off.
@@ -224,6 +229,8 @@ class Conn {
   std::uint32_t ssthresh() const noexcept { return ssthresh_; }
   Time rto() const noexcept { return rto_; }
   std::uint16_t send_mss() const noexcept { return snd_mss_; }
+  // Payload bytes a segment carries: the MSS less the timestamp option.
+  std::size_t payload_mss() const noexcept { return snd_mss_ - (ts_ok_ ? 12u : 0u); }
   std::size_t queued() const noexcept { return sndq_.size(); }  // bytes not yet acked
   std::size_t lent() const noexcept { return sndq_.lent(); }    // of which lent
   // Bytes send() would take now.
@@ -247,7 +254,6 @@ class Conn {
   void hold(std::uint32_t seq, ByteSpan bytes, void* frame);
   void deliver_held();
   void drop_held() noexcept;  // releases the frames held
-  std::size_t payload_mss() const noexcept { return snd_mss_ - (ts_ok_ ? 12u : 0u); }
   bool fin_acked() const noexcept { return fin_sent_ && seq_gt(snd_una_, fin_seq_); }
   // Receiving.
   bool process_ack(const TcpHeader& seg, Time now);  // false: the segment is to be dropped

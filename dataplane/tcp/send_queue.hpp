@@ -110,6 +110,10 @@ class Payload {
   Payload(const SendQueue& q, std::size_t offset, std::size_t len) noexcept : q_(&q), off_(offset), len_(len) {}
   std::size_t size() const noexcept { return len_; }
   bool empty() const noexcept { return len_ == 0; }
+  // Bytes [offset, offset + len) of this payload.
+  Payload sub(std::size_t offset, std::size_t len) const noexcept {
+    return q_ ? Payload(*q_, off_ + offset, len) : Payload(one_.subspan(offset, len));
+  }
   template <class F>
   void for_each(F&& f) const {
     if (q_) q_->for_each(off_, len_, f);

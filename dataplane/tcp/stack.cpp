@@ -8,7 +8,7 @@ struct Stack::Entry final : Output {
   Stack* stack = nullptr;
   std::unique_ptr<Conn> conn;
   void transmit(const Endpoints& ep, const TcpHeader& h, const Payload& payload) override {
-    stack->transmit_tcp(ep, h, payload, stack->now_);
+    stack->transmit_tcp(ep, h, payload, stack->now_, conn->payload_mss());
   }
 };
 
@@ -19,6 +19,13 @@ Stack::Stack(const StackConfig& cfg, Port& port) : cfg_(cfg), port_(port) {
 Stack::~Stack() = default;
 
 namespace {
+
+// A connection's transmits of new data, where the device cuts segments
+// (TSO): as many whole segments as an IPv4 packet holds at a standard MSS.
+constexpr std::uint32_t kTsoBytes = 65535 - 20 - 60;
+// The most segments one such frame is cut into (net_tap's software
+// segmentation takes no more than 64).
+constexpr std::size_t kTsoMaxSegments = 64;
 
 // An initial sequence number: a clock ticking every 4 us plus a hash of the
 // connection's addresses (RFC 6528's shape; the hash need not be secret on
@@ -31,6 +38,12 @@ std::uint32_t make_iss(const Endpoints& ep, Time now) {
 }
 
 }  // namespace
+
+ConnConfig Stack::conn_config() const {
+  ConnConfig c = cfg_.conn;
+  if (port_.offloads().tso_frame > 0 && port_.max_segments() > 1) c.tso_bytes = kTsoBytes;
+  return c;
+}
 
 bool Stack::on_subnet(std::uint32_t ip) const noexcept {
   const std::uint32_t mask = cfg_.prefix_len == 0 ? 0 : ~std::uint32_t{0} << (32 - cfg_.prefix_len);
@@ -65,7 +78,7 @@ Conn* Stack::connect(std::uint32_t ip, std::uint16_t port, std::uint16_t local_p
   auto e = std::make_unique<Entry>();
   e->stack = this;
   const Endpoints ep{cfg_.ip, ip, local_port, port};
-  e->conn = std::make_unique<Conn>(ep, cfg_.conn, owner, *e);
+  e->conn = std::make_unique<Conn>(ep, conn_config(), owner, *e);
   Conn* c = e->conn.get();
   conns_[{ip, port, local_port}] = std::move(e);
   c->connect(make_iss(ep, now), now);
@@ -207,7 +220,7 @@ void Stack::on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now) {
     if (!owner) return send_rst_for(ip, seg);  // refused by its owner
     auto e = std::make_unique<Entry>();
     e->stack = this;
-    e->conn = std::make_unique<Conn>(ep, cfg_.conn, *owner, *e);
+    e->conn = std::make_unique<Conn>(ep, conn_config(), *owner, *e);
     Conn* c = e->conn.get();
     conns_[{ip.src, seg.src_port, seg.dst_port}] = std::move(e);
     c->accept(seg, make_iss(ep, now), now);
@@ -234,9 +247,36 @@ void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
   transmit_tcp({cfg_.ip, ip.src, seg.dst_port, seg.src_port}, r, {}, now_);
 }
 
-void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload& payload, Time now) {
+void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload& payload, Time now,
+                         std::size_t seg) {
   auto nb = neighbours_.find(ep.remote_ip);
-  if (nb != neighbours_.end() && nb->second.mac && now < nb->second.expires) {
+  const bool resolved = nb != neighbours_.end() && nb->second.mac && now < nb->second.expires;
+  if (seg > 0 && payload.size() > seg) {
+    // Several segments' bytes: in frames the device cuts (TSO) as far as
+    // it can take them, the rest cut here, one segment a frame.  Only the
+    // last segment keeps PSH and FIN.
+    const Offloads off = port_.offloads();
+    const std::size_t header = kTcpMinHeader + tcp_options_size(h.options, false);
+    const std::size_t overhead = Ethernet{{}, {}, cfg_.vlan, kEtherIpv4}.header_size() + kIpv4MinHeader + header;
+    const std::size_t tso_seg = off.tso_frame > overhead ? std::min(seg, off.tso_frame - overhead) & ~std::size_t{1} : 0;
+    for (std::size_t at = 0; at < payload.size();) {
+      const Payload rest = payload.sub(at, payload.size() - at);
+      const std::size_t whole = resolved && tso_seg > 0 ? tso_extent(rest, tso_seg, header) : 0;
+      const std::size_t len = whole > 0 ? whole : std::min(seg, rest.size());
+      TcpHeader part = h;
+      part.seq = h.seq + static_cast<std::uint32_t>(at);
+      if (at + len < payload.size()) part.flags = static_cast<std::uint8_t>(h.flags & ~(tcp_flag::psh | tcp_flag::fin));
+      if (whole > 0) {
+        transmit_built(*nb->second.mac, ep, part, rest.sub(0, len), true, tso_seg);
+      } else {
+        stats_.tso_cut_here += off.tso_frame > 0;
+        transmit_tcp(ep, part, rest.sub(0, len), now);
+      }
+      at += len;
+    }
+    return;
+  }
+  if (resolved) {
     // Payload with device references goes by reference where the port
     // chains frames (and takes that many segments); a short one is copied.
     bool chain = false;
@@ -246,17 +286,35 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload&
     }
     return transmit_built(*nb->second.mac, ep, h, payload, chain);
   }
-  std::vector<std::uint8_t> seg(kTcpMaxHeader + payload.size());
-  const std::size_t n = encode_tcp(h, seg);
+  std::vector<std::uint8_t> bytes(kTcpMaxHeader + payload.size());
+  const std::size_t n = encode_tcp(h, bytes);
   if (n == 0) return;
-  payload.copy_to(seg.data() + n);
-  seg.resize(n + payload.size());
-  finish_tcp_checksum(ep.local_ip, ep.remote_ip, seg);
-  send_ip(ep.remote_ip, kProtoTcp, seg, now);
+  payload.copy_to(bytes.data() + n);
+  bytes.resize(n + payload.size());
+  finish_tcp_checksum(ep.local_ip, ep.remote_ip, bytes);
+  send_ip(ep.remote_ip, kProtoTcp, bytes, now);
+}
+
+std::size_t Stack::tso_extent(const Payload& payload, std::size_t seg, std::size_t header) const {
+  const Offloads off = port_.offloads();
+  // What one frame may carry: an IPv4 packet, cut into kTsoMaxSegments at most.
+  const std::size_t limit = std::min(std::size_t{65535} - kIpv4MinHeader - header, kTsoMaxSegments * seg);
+  // Pieces as far as the chain may go: no more than the device takes; none
+  // at an odd offset (devices sum a chained frame segment by segment); no
+  // copied piece larger than a buffer (a segment's bytes).
+  std::size_t pieces = 0, at = 0;
+  bool stop = false;
+  payload.for_each_piece([&](ByteSpan piece, void* dev) {
+    stop = stop || at >= limit || ++pieces + 1 > off.tso_segments || at % 2 != 0 || (!dev && piece.size() > seg);
+    if (!stop) at += piece.size();
+  });
+  if (at >= payload.size() && payload.size() <= limit) return payload.size() > seg ? payload.size() : 0;
+  at = std::min(at, limit) / seg * seg;
+  return at >= 2 * seg ? at : 0;
 }
 
 void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader& h, const Payload& payload,
-                           bool chain) {
+                           bool chain, std::size_t tso_seg) {
   Ethernet e;
   e.dst = dst;
   e.src = cfg_.mac;
@@ -309,7 +367,14 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
       store_be<std::uint16_t>(tcp.data() + 16, static_cast<std::uint16_t>(~checksum_fold(sum)));
     }
   }
-  if (off.tx_tcp) {  // the device sums the segment: the field holds the pseudo-header's sum
+  std::size_t segments = 1;
+  if (tso_seg > 0) {  // cut by the device: the pseudo-header's sum without a length, as DPDK has it
+    segments = (payload.size() + tso_seg - 1) / tso_seg;
+    store_be<std::uint16_t>(tcp.data() + 16, tcp_pseudo_sum(ep.local_ip, ep.remote_ip, 0));
+    ++stats_.tso_frames;
+    stats_.tso_segments += segments;
+    stats_.csum_offloaded += segments;
+  } else if (off.tx_tcp) {  // the device sums the segment: the field holds the pseudo-header's sum
     store_be<std::uint16_t>(tcp.data() + 16, tcp_pseudo_sum(ep.local_ip, ep.remote_ip, tcp_len));
     ++stats_.csum_offloaded;
   } else if (!chain) {
@@ -317,7 +382,8 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
   }
   Ipv4 ip;
   ip.total_length = static_cast<std::uint16_t>(kIpv4MinHeader + tcp_len);
-  ip.id = ip_id_++;
+  ip.id = ip_id_;
+  ip_id_ = static_cast<std::uint16_t>(ip_id_ + segments);  // the device numbers the segments it cuts
   ip.protocol = kProtoTcp;
   ip.src = cfg_.ip;
   ip.dst = ep.remote_ip;
@@ -329,7 +395,7 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
     std::fill(frame.begin() + static_cast<std::ptrdiff_t>(len), frame.begin() + 60, std::uint8_t{0});
     len = 60;
   }
-  port_.send_built(len, off.tx_ipv4 || off.tx_tcp ? eh : 0);
+  port_.send_built(len, off.tx_ipv4 || off.tx_tcp ? eh : 0, tso_seg);
 }
 
 void Stack::send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now) {

@@ -29,6 +29,11 @@ namespace lnetr::tcp {
 struct Offloads {
   bool tx_ipv4 = false;  // fills the IPv4 header checksum of frames sent
   bool tx_tcp = false;   // fills the TCP checksum, from the pseudo-header sum in the field
+  // TCP segmentation offload: the device cuts a chained frame given a
+  // segment size into frames of at most this many bytes (Ethernet header
+  // included), each with its own headers and checksums; 0: no TSO.
+  std::uint16_t tso_frame = 0;
+  std::uint16_t tso_segments = 0;  // chain segments such a frame may have
 };
 
 class Port {
@@ -47,8 +52,11 @@ class Port {
   // Send the first `len` bytes of what alloc_frame() returned: an IPv4
   // packet after `l2_len` bytes of Ethernet header whose checksums are
   // left to the device as offloads() says (l2_len 0: nothing is).
-  virtual void send_built(std::size_t len, std::size_t l2_len = 0) {
+  // `tso_seg` > 0: a chained frame for the device to cut into segments of
+  // that many payload bytes (Offloads::tso_frame).
+  virtual void send_built(std::size_t len, std::size_t l2_len = 0, std::size_t tso_seg = 0) {
     (void)l2_len;
+    (void)tso_seg;
     if (len > 0) send(ByteSpan(scratch_.data(), len));
   }
   // Chained frames (zero copy): the most segments a frame may have (1: no
@@ -100,6 +108,9 @@ struct StackStats {
   std::uint64_t csum_offloaded = 0;      // segments sent with their checksums left to the device
   std::uint64_t csum_odd_chains = 0;     // chained segments summed here all the same (a piece at an odd offset)
   std::uint64_t csum_verified = 0;       // segments received whose checksum the device had verified
+  std::uint64_t tso_frames = 0;          // frames sent for the device to cut into segments (TSO)
+  std::uint64_t tso_segments = 0;        // ... the segments they were cut into
+  std::uint64_t tso_cut_here = 0;        // segments of a transmit the device could not take whole, cut here
 };
 
 class Stack {
@@ -145,10 +156,20 @@ class Stack {
   void send_rst_for(const Ipv4& ip, const TcpHeader& seg);
   // Send an IPv4 packet (header built here) carrying `l4` to `dst`.
   void send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now);
-  void transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload& payload, Time now);
+  // `seg` > 0: the payload may hold several segments of at most that many
+  // bytes (ConnConfig::tso_bytes), sent whole for the device to cut where
+  // it can (TSO), else cut here.
+  void transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload& payload, Time now,
+                    std::size_t seg = 0);
+  // The first bytes of `payload` that may go as one frame for the device
+  // to cut into `seg`-byte segments, a multiple of `seg` (all of it if it
+  // ends there); 0 if not even two segments may.
+  std::size_t tso_extent(const Payload& payload, std::size_t seg, std::size_t header) const;
   // transmit_tcp's frame to a resolved neighbour: headers built in place,
   // the payload copied after them or (chain) referenced.
-  void transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader& h, const Payload& payload, bool chain);
+  void transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader& h, const Payload& payload, bool chain,
+                      std::size_t tso_seg = 0);
+  ConnConfig conn_config() const;
   void send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body);
   void arp_request(std::uint32_t ip);
   bool on_subnet(std::uint32_t ip) const noexcept;

@@ -15,6 +15,9 @@ path runs one worker on the same core.
     af_packet       the same on net_af_packet ports (large payloads kept in their
                     received frames and chained from there into frames sent: zero_copy)
     af_packet_copy  the same with zero_copy: 0 (every byte copied in and out)
+    tap             the same on net_tap ports bridged to the veths: checksums and
+                    TCP segmentation left to the device (the PMD's software GSO)
+    tap_no_tso      the same with tso: 0 (checksums offloaded, one segment a frame)
     ceiling_af_xdp  dpdk-testpmd io-forwarding between the same two veths
                     (net_af_xdp), an iperf3 TCP stream from a to b across it
     ceiling_af_packet  the same with net_af_packet
@@ -53,7 +56,8 @@ from lnetr_router import Router, Topology, brw, ip  # noqa: E402
 from lnetr_test import Processes, parse_yaml, peer_binary  # noqa: E402
 from router_bench import busy_cpu_seconds, cpu_model, say  # noqa: E402
 
-PATHS = ["kernel", "af_xdp", "af_packet", "af_packet_copy", "ceiling_af_xdp", "ceiling_af_packet"]
+PATHS = ["kernel", "af_xdp", "af_packet", "af_packet_copy", "tap", "tap_no_tso", "ceiling_af_xdp",
+         "ceiling_af_packet"]
 WORKER_CORE = 1
 LOADS = [  # name, op, size, concurrency
     ("put0_c64", "write", 0, 64),
@@ -102,6 +106,11 @@ class Bench:
             self.pattern_errors += stats.get("pattern_errors", 1)
             self.server = None
         thing.proc.stop() if isinstance(thing, Router) else thing.stop(signal.SIGINT)
+        if path.startswith("tap"):
+            thing.unbridge_taps()
+        # The next path's router may answer from another MAC (net_tap's).
+        for side in ("a", "b"):
+            ip("-n", self.topo.ns[side], "neigh", "flush", "all")
         if path == "kernel":
             self.router_addresses(False)
         self.current = None
@@ -127,13 +136,16 @@ class Bench:
         if path == "kernel":
             self.router_addresses(True)
             t.dpdk = False
-        pmd = "net_" + path.replace("_copy", "")
+        pmd = "net_" + path.replace("_copy", "").replace("_no_tso", "")
         router = Router(t, self.workdir, cores=(WORKER_CORE,), poll="adaptive", pmd=pmd,
-                        zero_copy=not path.endswith("_copy"))
+                        zero_copy=not path.endswith("_copy"),
+                        tso=not path.endswith("_no_tso") if pmd == "net_tap" else None)
         t.dpdk = True
         err = router.start(self.procs)
         if err:
             raise RuntimeError(err)
+        if pmd == "net_tap":
+            router.bridge_taps()
         self.current = (path, router)
         self.server = self.procs.start([peer_binary(), "--nid", t.b_nid] + t.peer_options("b") + ["server"],
                                        host=t.host("b"))
@@ -169,6 +181,10 @@ class Bench:
         copied = worker_sum(st1, "bytes_copied") - worker_sum(st0, "bytes_copied")
         referenced = worker_sum(st1, "bytes_referenced") - worker_sum(st0, "bytes_referenced")
         rx_referenced = worker_sum(st1, "rx_bytes_referenced") - worker_sum(st0, "rx_bytes_referenced")
+        def port_sum(st, key):
+            return sum(p.get(key, 0) for p in st.get("ports", []))
+        tso_frames = port_sum(st1, "tso_frames") - port_sum(st0, "tso_frames")
+        tso_segments = port_sum(st1, "tso_segments") - port_sum(st0, "tso_segments")
         dp = router.cpu_seconds() - dp0
         us1, sy1 = user_system_seconds(router.proc.pid)
         return {"dataplane_user_us_per_kib": (us1 - us0) * 1e6 / (fwd / 1024) if fwd else None,
@@ -179,7 +195,8 @@ class Bench:
                 "dataplane_cpu_us_per_kib": dp * 1e6 / (fwd / 1024) if fwd else None,
                 "bytes_copied_per_forwarded_byte": copied / fwd if fwd else None,
                 "bytes_referenced_per_forwarded_byte": referenced / fwd if fwd else None,
-                "rx_bytes_referenced_per_forwarded_byte": rx_referenced / fwd if fwd else None}
+                "rx_bytes_referenced_per_forwarded_byte": rx_referenced / fwd if fwd else None,
+                "tso_frames": tso_frames, "tso_segments_per_frame": tso_segments / tso_frames if tso_frames else None}
 
     def round(self, order):
         samples = {}
@@ -216,6 +233,8 @@ METRICS = [  # (label, getter, unit)
      lambda s: s.get("write1m_c8", {}).get("bytes_referenced_per_forwarded_byte"), ""),
     ("bytes received by reference / forwarded, 1 MiB write",
      lambda s: s.get("write1m_c8", {}).get("rx_bytes_referenced_per_forwarded_byte"), ""),
+    ("TCP segments per frame sent, 1 MiB write",
+     lambda s: s.get("write1m_c8", {}).get("tso_segments_per_frame"), ""),
     ("machine busy cores, 1 MiB write", lambda s: s.get("write1m_c8", {}).get("machine_busy_cores"), "cores"),
 ]
 
@@ -244,6 +263,14 @@ def summarise(rounds, paths):
         if ratios:
             ceil[p] = {"ceiling": c, "median_ratio": statistics.median(ratios)}
     summary["write_to_ceiling"] = ceil
+    # Segmentation offload on and off, on the same tap ports, per round.
+    tso = {}
+    for label, get, _ in METRICS:
+        ratios = [get(r["tap"]) / get(r["tap_no_tso"]) for r in rounds
+                  if "tap" in r and "tap_no_tso" in r and get(r["tap"]) is not None and get(r["tap_no_tso"])]
+        if ratios:
+            tso[label] = statistics.median(ratios)
+    summary["tap_to_tap_no_tso"] = tso
     return summary
 
 
@@ -251,7 +278,7 @@ def print_table(summary, paths):
     say("\nmedians over the rounds (in brackets: median of the per-round ratios to kernel)")
     say("%-40s %6s" % ("", "") + "".join("%19s" % p for p in paths))
     for label, row in summary.items():
-        if label == "write_to_ceiling":
+        if label in ("write_to_ceiling", "tap_to_tap_no_tso"):
             continue
         cells = []
         for p in paths:
@@ -262,6 +289,8 @@ def print_table(summary, paths):
         say("%-40s %6s" % (label, row["unit"]) + "".join(cells))
     for p, c in summary["write_to_ceiling"].items():
         say("1 MiB write on %-10s / %s: %.2f" % (p, c["ceiling"], c["median_ratio"]))
+    for label, r in summary["tap_to_tap_no_tso"].items():
+        say("tap / tap_no_tso, %-40s %.2f" % (label, r))
 
 
 def main():

@@ -227,7 +227,8 @@ class Router:
     """lnetr-dataplane in namespace r of a Topology, and its control socket."""
 
     def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1),
-                 metrics="off", pmd="net_af_packet", impair=None, zero_copy=True, queues=1, conns_per_peer=1):
+                 metrics="off", pmd="net_af_packet", impair=None, zero_copy=True, queues=1, conns_per_peer=1,
+                 tso=None):
         self.topo = topo
         self.sock = os.path.join(workdir, "dp.sock")
         self.api_sock = os.path.join(workdir, "control.sock")
@@ -235,13 +236,13 @@ class Router:
         with open(self.config, "w") as f:
             f.write(ROUTER_CONFIG.format(if_ra=topo.if_ra, if_rb=topo.if_rb, sock=self.sock, routing=routing,
                                          check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag, api_sock=self.api_sock,
-                                         metrics=metrics, ports=self._ports(topo, pmd, impair, zero_copy, queues),
+                                         metrics=metrics, ports=self._ports(topo, pmd, impair, zero_copy, queues, tso),
                                          conns_per_peer=conns_per_peer,
                                          cores=", ".join(map(str, cores)), main_core=cores[0]))
         self.proc = None
 
     @staticmethod
-    def _ports(topo, pmd, impair, zero_copy=True, queues=1):
+    def _ports(topo, pmd, impair, zero_copy=True, queues=1, tso=None):
         """The dataplane.ports section when the topology has DPDK ends: each
         port named as its interface, so the nets' NIs are served by it."""
         if not topo.dpdk:
@@ -258,6 +259,8 @@ class Router:
                 out += "      queues: %d\n" % queues
             if not zero_copy:
                 out += "      zero_copy: 0\n"
+            if tso is not None:
+                out += "      tso: %d\n" % tso
             if impair:
                 out += "      impair:\n" + "".join("        %s: %s\n" % kv for kv in sorted(impair.items()))
         return out
@@ -286,6 +289,13 @@ class Router:
                 ip("-n", r, "link", "set", dev, "master", br)
                 ip("-n", r, "link", "set", dev, "up")
             ip("-n", r, "link", "set", br, "up")
+
+    def unbridge_taps(self):
+        """Undo bridge_taps once the dataplane is gone (its taps went with it)."""
+        for side in ("a", "b"):
+            if self.topo.dpdk_side(side):
+                subprocess.run(["ip", "-n", self.topo.ns["r"], "link", "del", "br" + side],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def start(self, procs, timeout=30):
         """Start it through `procs` (a Processes); None, or why it did not start."""

@@ -35,6 +35,7 @@ class DpdkRouterTestCase(PeerTestCase):
     zero_copy = True
     queues = 1  # per port
     conns_per_peer = 1  # the router's and the peers'
+    tso = None  # the ports' `tso` (None: not given)
 
     def setUp(self):
         super().setUp()
@@ -47,12 +48,22 @@ class DpdkRouterTestCase(PeerTestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.router = Router(self.topo, self.dir, cores=self.cores, poll="busy" if len(self.cores) == 1 else "adaptive",
                              pmd=self.pmd, impair=self.impair, metrics=self.metrics, zero_copy=self.zero_copy,
-                             queues=self.queues, conns_per_peer=self.conns_per_peer)
+                             queues=self.queues, conns_per_peer=self.conns_per_peer, tso=self.tso)
         err = self.router.start(self.procs)
         if err:
             self.fail(err)
         if self.pmd == "net_tap":
             self.router.bridge_taps()
+
+    def drop_randomly(self, chain, probability):
+        """iptables in both peers' namespaces: drop TCP on eth0 at random,
+        going out (chain OUTPUT) or coming in (INPUT)."""
+        for side in ("a", "b"):
+            cp = self.topo.host(side).run(["iptables", "-A", chain, "-o" if chain == "OUTPUT" else "-i", "eth0", "-p",
+                                           "tcp", "-m", "statistic", "--mode", "random", "--probability",
+                                           str(probability), "-j", "DROP"], timeout=30)
+            if cp.returncode != 0:
+                self.skipTest("iptables statistic match unavailable: " + cp.stderr)
 
     def peer_options(self, side):
         return self.topo.peer_options(side, self.check_interval) + ["--conns-per-peer", str(self.conns_per_peer)]
@@ -355,12 +366,20 @@ class DpdkRoutingCopying(DpdkRouterTestCase):
 
 class DpdkRoutingTap(DpdkRouterTestCase):
     """The same router on net_tap ports, whose tap interfaces are bridged to
-    the veths.  net_tap offers IPv4 and TCP checksum offload: lnetr leaves
-    the checksums of what it sends to the device and skips summing what the
-    device verified, and every byte still arrives intact."""
+    the veths.  net_tap offers IPv4 and TCP checksum offload and TCP
+    segmentation offload: lnetr leaves the checksums of what it sends to the
+    device, skips summing what the device verified, and hands it frames of
+    several segments to cut, and every byte still arrives intact at the
+    kernel peers (`tso: 1`: net_tap's segmentation is the PMD's own
+    software, so lnetr does not use it unless asked)."""
     pmd = "net_tap"
+    tso = True
 
-    def test_checksums_offloaded_to_the_device(self):
+    def setUp(self):
+        super().setUp()
+        self.drop_randomly("INPUT", 0.005)  # some of the segments the device cut are lost
+
+    def test_checksums_and_segmentation_offloaded_to_the_device(self):
         self.brw_all_sizes(1000)
         st = self.assert_router_idle()
         self.assertEqual(st["socklnd"]["closed"]["bad_message"], 0)
@@ -375,6 +394,29 @@ class DpdkRoutingTap(DpdkRouterTestCase):
             self.assertGreater(p["tx_chained"], 1000, p)
             # (each port sends one way's: the PUTs' payloads, or the GETs')
             self.assertGreater(p["bytes_referenced"], 0.9 * (1000 // len(SIZES)) * (65536 + 1048576), p)
+            # Segmentation offload: frames of several segments, cut by the
+            # device (each on the wire a segment of at most the MTU).
+            self.assertTrue(p["tso"], p)
+            self.assertGreater(p["tso_frames"], 100, p)
+            self.assertGreater(p["tso_segments"], 2 * p["tso_frames"], p)
+            self.assertGreater(p["tcp"]["retransmits"], 0, p)  # repaired, one segment at a time
+        self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+
+
+class DpdkRoutingTapDefault(DpdkRouterTestCase):
+    """net_tap ports without `tso` given: the PMD's segmentation is software
+    and costs more than lnetr's own, so it stays off; lnetr sends one
+    segment a frame, checksums still offloaded."""
+    pmd = "net_tap"
+
+    def test_no_segmentation_offload_unless_asked(self):
+        self.brw_all_sizes(100)
+        st = self.assert_router_idle()
+        for p in st["ports"]:
+            self.assertFalse(p["tso"], p)
+            self.assertEqual((p["tso_frames"], p["tso_segments"], p["tso_cut_here"]), (0, 0, 0), p)
+            self.assertEqual(p["checksum_offload"], {"tx_ipv4": True, "tx_tcp": True, "rx": True}, p)
+            self.assertGreater(p["tx_chained"], 10, p)
 
 
 class DpdkRoutingImpaired(DpdkRouterTestCase):
@@ -384,12 +426,7 @@ class DpdkRoutingImpaired(DpdkRouterTestCase):
 
     def setUp(self):
         super().setUp()
-        for side in ("a", "b"):
-            host = self.topo.host(side)
-            cp = host.run(["iptables", "-A", "OUTPUT", "-o", "eth0", "-p", "tcp", "-m", "statistic", "--mode",
-                           "random", "--probability", "0.01", "-j", "DROP"], timeout=30)
-            if cp.returncode != 0:
-                self.skipTest("iptables statistic match unavailable: " + cp.stderr)
+        self.drop_randomly("OUTPUT", 0.01)
 
     def test_every_message_delivered_intact_over_lossy_links(self):
         self.brw_all_sizes(2000, timeout=60)

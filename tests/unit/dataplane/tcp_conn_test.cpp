@@ -228,6 +228,42 @@ TEST(TcpConn, BulkDataBothWaysAcrossTheSequenceWrap) {
   EXPECT_GT(w.ends[0].conn->cwnd(), 10u * 1448);  // slow start grew it
 }
 
+// Segmentation offload (ConnConfig::tso_bytes): new data leaves in
+// transmits of several segments' bytes (for the stack or the device to
+// cut), as much as the windows allow at once and no more than tso_bytes;
+// what is resent goes one segment at a time; segments_out counts the
+// segments the transmits are cut into.
+TEST(TcpConn, WithSegmentationOffloadNewDataLeavesInTransmitsOfSeveralSegments) {
+  Wire w;
+  ConnConfig a;
+  a.tso_bytes = 65535 - 20 - 60;
+  w.open(a, {});
+  std::vector<std::size_t> lens, resent;  // payload sizes of A's data transmits, of its resends
+  std::uint32_t next = 1001;            // the sequence after the highest sent
+  bool lost = false;
+  w.drop = [&](int from, const TcpHeader& h) {
+    if (from != 0 || h.payload.empty()) return false;
+    (seq_lt(h.seq, next) ? resent : lens).push_back(h.payload.size());
+    if (seq_gt(h.seq + static_cast<std::uint32_t>(h.payload.size()), next))
+      next = h.seq + static_cast<std::uint32_t>(h.payload.size());
+    if (lens.size() == 3 && !lost) return lost = true;  // the third transmit, once
+    return false;
+  };
+  const auto data = pattern(1 << 20, 5);
+  transfer(w, 0, data);
+  EXPECT_EQ(w.ends[1].got, data);
+  ASSERT_GE(lens.size(), 3u);
+  EXPECT_EQ(lens[0], 10u * 1460);  // the initial window (RFC 6928: 10 MSS, in bytes) in one transmit
+  EXPECT_LE(*std::max_element(lens.begin(), lens.end()), a.tso_bytes);
+  EXPECT_GT(*std::max_element(lens.begin(), lens.end()), 20u * 1448);  // as the window grew
+  EXPECT_LT(lens.size(), data.size() / 1448 / 4);
+  ASSERT_FALSE(resent.empty());
+  for (std::size_t n : resent) EXPECT_LE(n, 1448u);
+  const auto& st = w.ends[0].conn->stats();
+  EXPECT_EQ(st.retransmits, resent.size());
+  EXPECT_GE(st.segments_out, data.size() / 1448);
+}
+
 TEST(TcpConn, AcksEverySecondSegmentOrAfterTheDelay) {
   Wire w;
   w.open();

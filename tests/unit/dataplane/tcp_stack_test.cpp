@@ -67,7 +67,11 @@ struct Side : Port {
     if (dev) referenced.emplace_back(data, dev);
     return dev ? Appended::referenced : Appended::copied;
   }
-  void send_built(std::size_t len, std::size_t l2_len) override {
+  // A device with segmentation offload (as a NIC's, or net_tap's software
+  // segmentation): it cuts the frames handed to it with a segment size.
+  std::size_t tso_frames = 0, tso_segments = 0, tso_pseudo_right = 0, tso_longest = 0;
+  std::size_t drop_every = 0;  // every n-th frame cut is lost (0: none)
+  void send_built(std::size_t len, std::size_t l2_len, std::size_t tso_seg) override {
     building.resize(len);
     const std::size_t head = len;
     std::vector<ByteSpan> segs;
@@ -78,6 +82,10 @@ struct Side : Port {
     chained.clear();
     longest_chain = std::max(longest_chain, segs.size());
     chained_frames += !segs.empty();
+    if (tso_seg > 0) {
+      EXPECT_LE(segs.size() + 1, off.tso_segments);
+      return cut(l2_len, tso_seg);
+    }
     if (l2_len > 0 && !segs.empty()) {
       // A device that sums a chained frame segment by segment, each as if it
       // began at an even offset (as net_tap does).
@@ -109,6 +117,39 @@ struct Side : Port {
     }
     send(building);
   }
+  void cut(std::size_t l2_len, std::size_t seg) {
+    EXPECT_GT(off.tso_frame, 0u);
+    EXPECT_GT(l2_len, 0u);
+    ++tso_frames;
+    const MutableByteSpan ip = MutableByteSpan(building).subspan(l2_len);
+    const std::uint32_t src = load_be<std::uint32_t>(ip.data() + 12), dst = load_be<std::uint32_t>(ip.data() + 16);
+    const std::size_t tcp_len = (ip[20 + 12] >> 4) * 4u, head = l2_len + 20 + tcp_len;
+    EXPECT_EQ(load_be<std::uint16_t>(ip.data() + 2), building.size() - l2_len);
+    EXPECT_LE(head + seg, off.tso_frame);
+    tso_pseudo_right += load_be<std::uint16_t>(ip.data() + 20 + 16) == tcp_pseudo_sum(src, dst, 0);
+    tso_longest = std::max(tso_longest, building.size() - head);
+    const std::uint32_t seq = load_be<std::uint32_t>(ip.data() + 24);
+    const std::uint16_t id = load_be<std::uint16_t>(ip.data() + 4);
+    const std::uint8_t flags = ip[20 + 13];
+    const std::vector<std::uint8_t> whole = std::move(building);
+    EXPECT_LE((whole.size() - head + seg - 1) / seg, 64u);  // as net_tap's software segmentation takes
+    for (std::size_t at = head, i = 0; at < whole.size(); at += seg, ++i) {
+      const std::size_t k = std::min(seg, whole.size() - at);
+      std::vector<std::uint8_t> f(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(head));
+      f.insert(f.end(), whole.begin() + static_cast<std::ptrdiff_t>(at), whole.begin() + static_cast<std::ptrdiff_t>(at + k));
+      const MutableByteSpan fip = MutableByteSpan(f).subspan(l2_len);
+      store_be<std::uint16_t>(fip.data() + 2, static_cast<std::uint16_t>(f.size() - l2_len));
+      store_be<std::uint16_t>(fip.data() + 4, static_cast<std::uint16_t>(id + i));
+      store_be<std::uint32_t>(fip.data() + 24, seq + static_cast<std::uint32_t>(at - head));
+      if (at + k < whole.size()) fip[20 + 13] = static_cast<std::uint8_t>(flags & ~(tcp_flag::psh | tcp_flag::fin));
+      store_be<std::uint16_t>(fip.data() + 10, 0);
+      store_be<std::uint16_t>(fip.data() + 10, checksum(fip.first(20)));
+      finish_tcp_checksum(src, dst, fip.subspan(20));
+      ++tso_segments;
+      if (drop_every > 0 && tso_segments % drop_every == 0) continue;
+      send(f);
+    }
+  }
 };
 
 struct Link {
@@ -124,7 +165,8 @@ struct Link {
   Side sides[2];
   Owner accepted;  // B's owner of what it accepts
 
-  explicit Link(std::optional<std::uint16_t> vlan = std::nullopt, bool timestamps = true) {
+  explicit Link(std::optional<std::uint16_t> vlan = std::nullopt, bool timestamps = true,
+                std::uint32_t initial_cwnd_segments = 10) {
     for (int i = 0; i < 2; ++i) {
       sides[i].link = this;
       sides[i].index = i;
@@ -134,6 +176,7 @@ struct Link {
       c.vlan = vlan;
       c.conn.max_syn_retries = 2;
       c.conn.timestamps = timestamps;
+      c.conn.initial_cwnd_segments = initial_cwnd_segments;
       sides[i].stack = std::make_unique<Stack>(c, sides[i]);
     }
     sides[1].stack->listen(988, [this](const Endpoints&) -> Upper* { return &accepted; });
@@ -344,6 +387,86 @@ TEST(TcpStack, VlanTaggedLinksWork) {
   auto eth = decode_ethernet(l.sides[0].sent.back());
   ASSERT_TRUE(eth);
   EXPECT_EQ(eth->vlan, 100);
+}
+
+// A device with segmentation offload: a connection's new data leaves in
+// frames the device cuts (here, as net_tap, into frames of at most the MTU
+// counting the Ethernet header), each segment with its own headers and
+// checksums; what the device cannot take whole (a piece at an odd offset,
+// a chain longer than it takes) is cut here.  Every byte arrives once and
+// in order, also when cut segments are lost, and FIN rides on the last.
+TEST(TcpStack, LargeTransmitsAreCutIntoSegmentsByADeviceWithSegmentationOffload) {
+  for (const std::size_t drop : {std::size_t{0}, std::size_t{23}})
+    for (const std::uint16_t most : {std::uint16_t{64}, std::uint16_t{3}}) {
+      SCOPED_TRACE("every " + std::to_string(drop) + "th segment lost, chains of " + std::to_string(most));
+      Link l;
+      Side& a = l.sides[0];
+      a.chain = true;
+      a.off = {true, true, 1500, most};
+      a.drop_every = drop;
+      Owner mine;
+      Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+      ASSERT_NE(c, nullptr);
+      // Queued before the connection opens, so that transmits grow with
+      // the congestion window: three bytes copied, then loans of 1,001
+      // bytes and of 1,000 bytes (one queue piece each).  The first
+      // transmit has a piece at an odd offset (3); the later ones start
+      // where a segment ended and find the boundaries at even offsets.
+      const auto lent = pattern(300001);
+      int dev = 0;
+      const std::vector<std::uint8_t> three = {1, 2, 3};
+      ASSERT_EQ(c->send(three, l.now), 3u);
+      for (std::size_t off = 0; off < lent.size();) {
+        const std::size_t k = std::min<std::size_t>(off == 0 ? 1001 : 1000, lent.size() - off);
+        ASSERT_EQ(c->lend(ByteSpan(lent).subspan(off, k), l.now, &dev), k);
+        off += k;
+      }
+      l.run(l.now + 1ms);
+      ASSERT_TRUE(mine.established);
+      c->close(l.now);  // FIN after the data
+      l.run(l.now + 3s);
+      std::vector<std::uint8_t> want(three);
+      want.insert(want.end(), lent.begin(), lent.end());
+      EXPECT_EQ(l.accepted.got, want);  // B checked every checksum
+      EXPECT_TRUE(l.accepted.peer_closed);
+      EXPECT_EQ(l.b().stats().dropped_malformed, 0u);
+      const StackStats& s = l.a().stats();
+      EXPECT_EQ(s.tso_frames, a.tso_frames);
+      EXPECT_EQ(s.tso_segments, a.tso_segments);
+      EXPECT_EQ(a.tso_pseudo_right, a.tso_frames);
+      EXPECT_GT(s.tso_cut_here, 0u);  // the bytes around offset 3 at least
+      if (most == 64) {
+        EXPECT_GT(a.tso_frames, 0u);
+        EXPECT_GT(s.tso_segments, 150u);  // most of the 300 KB went cut by the device
+        EXPECT_GT(a.tso_longest, 8u * 1434);  // (as much as the congestion window let go at once)
+      } else {
+        EXPECT_LE(a.tso_longest, 2000u);  // two pieces of 1,000 bytes at most
+      }
+      EXPECT_EQ(c->stats().retransmits > 0, drop > 0);
+      // Every frame on the wire holds at most one segment of at most the MSS.
+      for (const auto& f : a.sent) EXPECT_LE(f.size(), 14u + 20 + 32 + 1448);
+    }
+}
+
+// A device cutting small frames (576 bytes): a connection's transmit of
+// about 64 KB (its first, with an initial window of 100 segments) is more
+// than 64 of them, so it goes as several frames of 64 segments at most.
+TEST(TcpStack, ATransmitOfMoreSegmentsThanAFrameIsCutIntoGoesAsSeveralFrames) {
+  Link l(std::nullopt, true, 100);
+  Side& a = l.sides[0];
+  a.chain = true;
+  a.off = {true, true, 576, 64};
+  Owner mine;
+  Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+  ASSERT_NE(c, nullptr);
+  const auto lent = pattern(1 << 20);
+  int dev = 0;
+  ASSERT_EQ(c->lend(lent, l.now, &dev), lent.size());
+  l.run(l.now + 3s);
+  EXPECT_EQ(l.accepted.got, lent);
+  EXPECT_GT(a.tso_frames, 0u);
+  EXPECT_EQ(a.tso_longest, 64u * 510);  // 576 less 66 bytes of headers, 64 times
+  EXPECT_EQ(l.b().stats().dropped_malformed, 0u);
 }
 
 }  // namespace

@@ -839,6 +839,8 @@ TEST(ConfigPorts, Defaults) {
   EXPECT_FALSE(p.vlan.value);
   EXPECT_TRUE(p.zero_copy.value);
   EXPECT_FALSE(p.zero_copy.given());
+  EXPECT_TRUE(p.tso.value);
+  EXPECT_FALSE(p.tso.given());
   EXPECT_EQ(p.impair.seed.value, 1u);
   EXPECT_EQ(p.impair.loss.value, 0.0);
   EXPECT_EQ(p.impair.duplicate.value, 0.0);
@@ -865,6 +867,12 @@ TEST(ConfigPorts, Defaults) {
   EXPECT_EQ(to_string(off.source), "lnetr.yaml:11:18: dataplane.ports[0].zero_copy");
   EXPECT_THAT(load_errors(with_ports(kPort0, "      zero_copy: yes\n")),
               ElementsAre("lnetr.yaml:11:18: dataplane.ports[0].zero_copy: expected 0 or 1, got \"yes\""));
+  // Segmentation offload turned off, and a value it does not take.
+  const auto no_tso = load_ok(with_ports(kPort0, "      tso: 0\n")).config.dataplane.ports[0].tso;
+  EXPECT_FALSE(no_tso.value);
+  EXPECT_EQ(to_string(no_tso.source), "lnetr.yaml:11:12: dataplane.ports[0].tso");
+  EXPECT_THAT(load_errors(with_ports(kPort0, "      tso: on\n")),
+              ElementsAre("lnetr.yaml:11:12: dataplane.ports[0].tso: expected 0 or 1, got \"on\""));
   // Explicit zero impairments are inactive.
   EXPECT_FALSE(load_ok(with_ports(kPort0, "      impair: {loss: 0, duplicate: 0.0, reorder: 0e0, delay_us: 0}\n"))
                    .config.dataplane.ports[0]
