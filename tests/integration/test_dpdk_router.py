@@ -374,6 +374,7 @@ class DpdkRoutingTap(DpdkRouterTestCase):
     software, so lnetr does not use it unless asked)."""
     pmd = "net_tap"
     tso = True
+    metrics = "127.0.0.1:9798"  # inside namespace r
 
     def setUp(self):
         super().setUp()
@@ -401,6 +402,12 @@ class DpdkRoutingTap(DpdkRouterTestCase):
             self.assertGreater(p["tso_segments"], 2 * p["tso_frames"], p)
             self.assertGreater(p["tcp"]["retransmits"], 0, p)  # repaired, one segment at a time
         self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+        # lnetr-control exports them (the router is idle: nothing moves between the two reads).
+        series = self.scrape()
+        for p in st["ports"]:
+            labels = frozenset({("port", p["name"])})
+            self.assertEqual(series[("lnetr_port_tso_frames_total", labels)], p["tso_frames"])
+            self.assertEqual(series[("lnetr_port_tso_segments_total", labels)], p["tso_segments"])
 
 
 class DpdkRoutingTapDefault(DpdkRouterTestCase):
