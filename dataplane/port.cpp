@@ -164,7 +164,9 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
       (info.tx_offload_capa & kTso)) {
     conf.txmode.offloads |= kTso;
     p->tx_offloads_.tso_frame = static_cast<std::uint16_t>(cfg.mtu + (tap ? 0 : 14 + (cfg.vlan ? 4 : 0)));
-    p->tx_offloads_.tso_segments = info.tx_desc_lim.nb_seg_max ? info.tx_desc_lim.nb_seg_max : 64;
+    p->tx_offloads_.tso_segments = info.tx_desc_lim.nb_seg_max ? std::min<std::uint16_t>(info.tx_desc_lim.nb_seg_max, 255) : 64;
+    const std::uint16_t per_segment = info.tx_desc_lim.nb_mtu_seg_max;  // descriptors, the header's among them
+    p->tx_offloads_.tso_segment_pieces = per_segment > 1 ? static_cast<std::uint16_t>(per_segment - 1) : 0;
   }
   // Several queues: RSS on IPv4 addresses with lnetr's key, where the
   // device has it (its redirection table is filled once started).  Two
@@ -480,33 +482,44 @@ tcp::Port::Appended PortQueue::append_segment(ByteSpan data, void* dev) {
   if (!building_ || data.size() > UINT16_MAX) return Appended::none;
   // Memory the device cannot address is copied into the frame.
   if (dev && port_.needs_iova() && BufferRef::of(dev)->iova_of(data.data()) == RTE_BAD_IOVA) dev = nullptr;
-  rte_mbuf* m = rte_pktmbuf_alloc(dev ? port_.attach_pool() : port_.pool());
-  if (!m) {
-    ++stats_.tx_dropped;
-    return Appended::none;
-  }
-  const auto len = static_cast<std::uint16_t>(data.size());
+  auto link = [this](rte_mbuf* m) {
+    rte_mbuf* tail = building_tail_ ? building_tail_ : building_;
+    tail->next = m;
+    building_tail_ = m;
+    ++building_->nb_segs;
+    building_->pkt_len += m->data_len;
+  };
   if (dev) {  // the router buffer's own memory, one more reference to it
+    rte_mbuf* m = rte_pktmbuf_alloc(port_.attach_pool());
+    if (!m) {
+      ++stats_.tx_dropped;
+      return Appended::none;
+    }
+    const auto len = static_cast<std::uint16_t>(data.size());
     BufferRef* ref = BufferRef::of(dev);
     auto* p = const_cast<std::uint8_t*>(data.data());
     rte_mbuf_ext_refcnt_update(&ref->shinfo, 1);
     rte_pktmbuf_attach_extbuf(m, p, ref->iova_of(p), len, &ref->shinfo);
     m->data_len = len;
-  } else {
-    char* p = rte_pktmbuf_append(m, len);
-    if (!p) {
+    link(m);
+    return Appended::referenced;
+  }
+  // Copied, into as many buffers as it takes (a piece of a frame the
+  // device cuts into segments may be longer than one buffer).  A failure
+  // abandons the frame, with what was linked to it.
+  for (std::size_t at = 0; at < data.size();) {
+    rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
+    const std::size_t k = m ? std::min<std::size_t>(data.size() - at, rte_pktmbuf_tailroom(m)) : 0;
+    if (k == 0) {
       ++stats_.tx_dropped;
       rte_pktmbuf_free(m);
       return Appended::none;
     }
-    std::memcpy(p, data.data(), len);
+    std::memcpy(rte_pktmbuf_append(m, static_cast<std::uint16_t>(k)), data.data() + at, k);
+    link(m);
+    at += k;
   }
-  rte_mbuf* tail = building_tail_ ? building_tail_ : building_;
-  tail->next = m;
-  building_tail_ = m;
-  ++building_->nb_segs;
-  building_->pkt_len += len;
-  return dev ? Appended::referenced : Appended::copied;
+  return Appended::copied;
 }
 
 void PortQueue::send_built(std::size_t len, std::size_t l2_len, std::size_t tso_seg) {

@@ -156,7 +156,7 @@ void Conn::push(Time now) {
     }
     const bool last = len == unsent;
     send_segment(snd_nxt_, len, static_cast<std::uint8_t>(tcp_flag::ack | (last ? tcp_flag::psh : 0)), now);
-    if (!ts_ok_ && !timed_) timed_ = {snd_nxt_ + static_cast<std::uint32_t>(len), now};
+    if (!ts_ok_ && !timed_ && snd_nxt_ == snd_max_) timed_ = {snd_nxt_ + static_cast<std::uint32_t>(len), now};  // Karn: new data only
     snd_nxt_ += static_cast<std::uint32_t>(len);
     if (seq_gt(snd_nxt_, snd_max_)) snd_max_ = snd_nxt_;
     if (!rto_at_) arm_rto(now);

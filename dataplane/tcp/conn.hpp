@@ -113,10 +113,13 @@ struct ConnConfig {
   Time delayed_ack = std::chrono::milliseconds(40);
   Time time_wait = std::chrono::seconds(60);
   std::uint32_t initial_cwnd_segments = 10;  // RFC 6928
-  // Segmentation offload: new data may go out in transmits of up to this
-  // many bytes, which the stack or the device cuts into segments of at
-  // most payload_mss() (TSO); retransmissions stay one segment each.  0:
-  // one segment per transmit.
+  // Segmentation offload: data may go out in transmits of up to this many
+  // bytes, which the stack or the device cuts into segments of at most
+  // payload_mss() (TSO); fast retransmits, SACK recovery and probes stay
+  // one segment each (after a timeout, sending again from the first
+  // unacknowledged byte is like sending new data).  0: one segment per
+  // transmit.  segments_out counts payload_mss() segments (a device may
+  // cut smaller ones: StackStats::tso_segments).
   std::uint32_t tso_bytes = 0;
   // Keepalive (RFC 1122 4.2.3.6, Linux's SO_KEEPALIVE): after this long
   // with nothing heard and nothing outstanding, probe every interval; that

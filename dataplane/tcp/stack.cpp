@@ -26,6 +26,9 @@ constexpr std::uint32_t kTsoBytes = 65535 - 20 - 60;
 // The most segments one such frame is cut into (net_tap's software
 // segmentation takes no more than 64).
 constexpr std::size_t kTsoMaxSegments = 64;
+// Segments smaller than this are not left to the device (Intel NICs
+// refuse an MSS under 256).
+constexpr std::size_t kTsoMinSegment = 256;
 
 // An initial sequence number: a clock ticking every 4 us plus a hash of the
 // connection's addresses (RFC 6528's shape; the hash need not be secret on
@@ -258,7 +261,8 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload&
     const Offloads off = port_.offloads();
     const std::size_t header = kTcpMinHeader + tcp_options_size(h.options, false);
     const std::size_t overhead = Ethernet{{}, {}, cfg_.vlan, kEtherIpv4}.header_size() + kIpv4MinHeader + header;
-    const std::size_t tso_seg = off.tso_frame > overhead ? std::min(seg, off.tso_frame - overhead) & ~std::size_t{1} : 0;
+    std::size_t tso_seg = off.tso_frame > overhead ? std::min(seg, off.tso_frame - overhead) & ~std::size_t{1} : 0;
+    if (tso_seg < kTsoMinSegment) tso_seg = 0;
     for (std::size_t at = 0; at < payload.size();) {
       const Payload rest = payload.sub(at, payload.size() - at);
       const std::size_t whole = resolved && tso_seg > 0 ? tso_extent(rest, tso_seg, header) : 0;
@@ -299,14 +303,22 @@ std::size_t Stack::tso_extent(const Payload& payload, std::size_t seg, std::size
   const Offloads off = port_.offloads();
   // What one frame may carry: an IPv4 packet, cut into kTsoMaxSegments at most.
   const std::size_t limit = std::min(std::size_t{65535} - kIpv4MinHeader - header, kTsoMaxSegments * seg);
-  // Pieces as far as the chain may go: no more than the device takes; none
-  // at an odd offset (devices sum a chained frame segment by segment); no
-  // copied piece larger than a buffer (a segment's bytes).
-  std::size_t pieces = 0, at = 0;
+  // Pieces as far as the chain may go: no more than the device takes, in
+  // all and within each segment it cuts (`window`: the segment the piece
+  // starts in, `in_window` the pieces in it); none at an odd offset
+  // (devices sum a chained frame segment by segment); no copied piece
+  // larger than a buffer (a segment's bytes).
+  std::size_t pieces = 0, at = 0, window = 0, in_window = 0;
   bool stop = false;
   payload.for_each_piece([&](ByteSpan piece, void* dev) {
-    stop = stop || at >= limit || ++pieces + 1 > off.tso_segments || at % 2 != 0 || (!dev && piece.size() > seg);
-    if (!stop) at += piece.size();
+    if (stop) return;
+    if (at / seg != window) window = at / seg, in_window = 0;
+    ++in_window;
+    stop = at >= limit || ++pieces + 1 > off.tso_segments || at % 2 != 0 || (!dev && piece.size() > seg) ||
+           (off.tso_segment_pieces > 0 && in_window > off.tso_segment_pieces);
+    if (stop) return;
+    at += piece.size();
+    if (!piece.empty() && (at - 1) / seg != window) window = (at - 1) / seg, in_window = 1;  // it runs on into a later segment
   });
   if (at >= payload.size() && payload.size() <= limit) return payload.size() > seg ? payload.size() : 0;
   at = std::min(at, limit) / seg * seg;
@@ -352,7 +364,7 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
     // Some devices sum a chained frame segment by segment as if each began
     // at an even offset (net_tap does): one with a segment at an odd
     // offset is summed here instead.
-    if (odd && off.tx_tcp) {
+    if (odd && off.tx_tcp && tso_seg == 0) {  // (tso_extent keeps such pieces out of frames the device cuts)
       off = {};
       ++stats_.csum_odd_chains;
     }

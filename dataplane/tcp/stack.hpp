@@ -34,6 +34,9 @@ struct Offloads {
   // included), each with its own headers and checksums; 0: no TSO.
   std::uint16_t tso_frame = 0;
   std::uint16_t tso_segments = 0;  // chain segments such a frame may have
+  // chain segments one cut segment's payload may span (0: any; Intel NICs
+  // take 8 descriptors per segment, its header's included)
+  std::uint16_t tso_segment_pieces = 0;
 };
 
 class Port {

@@ -9,7 +9,9 @@
 // device reference, which every piece sent from them keeps.  Segments may
 // lie in "received frames" the connection can keep (out of order) within a
 // budget: each is freed when its last reference goes, and none is left
-// once the connection is gone.
+// once the connection is gone.  Half the inputs (the peer's ISS odd) run
+// with segmentation offload: new data may leave several segments at once,
+// never more than tso_bytes (nor more than one segment without it).
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
@@ -67,6 +69,8 @@ struct Sink : Upper, Output {
   std::size_t delivered = 0;
   Lender* lender = nullptr;
   Frames* frames = nullptr;
+  const Conn* conn = nullptr;
+  std::size_t most = 0;  // ConnConfig::tso_bytes
   void on_acked(std::size_t n) override {
     lender->acked += n;
     FUZZ_CHECK(lender->acked <= lender->queued);
@@ -90,6 +94,7 @@ struct Sink : Upper, Output {
     std::uint8_t buf[kTcpMaxHeader];
     FUZZ_CHECK(encode_tcp(h, buf) > 0);
     FUZZ_CHECK(payload.size() <= 65535);
+    FUZZ_CHECK(payload.size() <= std::max(most, conn->payload_mss()));
     std::size_t total = 0;
     std::uint32_t sum = 0;  // every byte read
     payload.for_each_piece([&](ByteSpan piece, void* dev) {
@@ -119,13 +124,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Sink sink;
   sink.lender = &lender;
   sink.frames = &frames;
+  const std::uint32_t peer_iss = r.u32();
   ConnConfig cfg;
   cfg.send_buffer = 20000;
   cfg.frames = &frames;
+  if (peer_iss & 1) cfg.tso_bytes = 65535 - 20 - 60;
+  sink.most = cfg.tso_bytes;
   auto conn = std::make_unique<Conn>(Endpoints{1, 2, 988, 1023}, cfg, sink, sink);
   Conn& c = *conn;
+  sink.conn = conn.get();
   Time now = 1000s;
-  const std::uint32_t peer_iss = r.u32();
   TcpHeader syn;
   syn.flags = tcp_flag::syn;
   syn.seq = peer_iss;

@@ -84,6 +84,18 @@ struct Side : Port {
     chained_frames += !segs.empty();
     if (tso_seg > 0) {
       EXPECT_LE(segs.size() + 1, off.tso_segments);
+      if (off.tso_segment_pieces > 0) {  // the pieces each cut segment spans
+        std::vector<std::size_t> per(1);
+        std::size_t at = 0;
+        for (ByteSpan s : segs) {
+          for (std::size_t w = at / tso_seg; w <= (at + s.size() - 1) / tso_seg; ++w) {
+            if (per.size() <= w) per.resize(w + 1);
+            ++per[w];
+          }
+          at += s.size();
+        }
+        for (std::size_t n : per) EXPECT_LE(n, off.tso_segment_pieces);
+      }
       return cut(l2_len, tso_seg);
     }
     if (l2_len > 0 && !segs.empty()) {
@@ -396,13 +408,18 @@ TEST(TcpStack, VlanTaggedLinksWork) {
 // a chain longer than it takes) is cut here.  Every byte arrives once and
 // in order, also when cut segments are lost, and FIN rides on the last.
 TEST(TcpStack, LargeTransmitsAreCutIntoSegmentsByADeviceWithSegmentationOffload) {
+  struct Device {
+    std::uint16_t most, per_segment;  // chain segments in a frame, within each segment cut (0: any)
+  };
   for (const std::size_t drop : {std::size_t{0}, std::size_t{23}})
-    for (const std::uint16_t most : {std::uint16_t{64}, std::uint16_t{3}}) {
-      SCOPED_TRACE("every " + std::to_string(drop) + "th segment lost, chains of " + std::to_string(most));
+    for (const Device d : {Device{64, 0}, Device{3, 0}, Device{64, 2}}) {
+      const std::uint16_t most = d.most;
+      SCOPED_TRACE("every " + std::to_string(drop) + "th segment lost, chains of " + std::to_string(most) +
+                   ", pieces per segment " + std::to_string(d.per_segment));
       Link l;
       Side& a = l.sides[0];
       a.chain = true;
-      a.off = {true, true, 1500, most};
+      a.off = {true, true, 1500, most, d.per_segment};
       a.drop_every = drop;
       Owner mine;
       Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
@@ -435,12 +452,15 @@ TEST(TcpStack, LargeTransmitsAreCutIntoSegmentsByADeviceWithSegmentationOffload)
       EXPECT_EQ(s.tso_segments, a.tso_segments);
       EXPECT_EQ(a.tso_pseudo_right, a.tso_frames);
       EXPECT_GT(s.tso_cut_here, 0u);  // the bytes around offset 3 at least
-      if (most == 64) {
+      if (most == 64 && d.per_segment == 0) {
         EXPECT_GT(a.tso_frames, 0u);
         EXPECT_GT(s.tso_segments, 150u);  // most of the 300 KB went cut by the device
         EXPECT_GT(a.tso_longest, 8u * 1434);  // (as much as the congestion window let go at once)
-      } else {
+      } else if (most == 3) {
         EXPECT_LE(a.tso_longest, 2000u);  // two pieces of 1,000 bytes at most
+      } else {
+        EXPECT_GT(a.tso_frames, 0u);  // runs of segments spanning two pieces each
+        EXPECT_GT(s.tso_cut_here, 100u);  // and segments spanning three, cut here
       }
       EXPECT_EQ(c->stats().retransmits > 0, drop > 0);
       // Every frame on the wire holds at most one segment of at most the MSS.
