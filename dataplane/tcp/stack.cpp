@@ -21,7 +21,8 @@ Stack::~Stack() = default;
 namespace {
 
 // A connection's transmits of new data, where the device cuts segments
-// (TSO): as many whole segments as an IPv4 packet holds at a standard MSS.
+// (TSO): what an IPv4 packet holds with the longest TCP header (46
+// segments at a 1,448-byte MSS).
 constexpr std::uint32_t kTsoBytes = 65535 - 20 - 60;
 // The most segments one such frame is cut into (net_tap's software
 // segmentation takes no more than 64).
