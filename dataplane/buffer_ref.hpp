@@ -1,4 +1,4 @@
-// A router buffer's device reference (sock::Tx::payload_dev): DPDK's shared
+// A router buffer's device reference (lnd::Tx::payload_dev): DPDK's shared
 // info of an external buffer, whose count of references is the buffer's
 // owner (one) plus every frame a port has chained from the buffer and the
 // device has not freed yet.  A port with chained frames sends a large

@@ -120,7 +120,7 @@ unsigned Forwarder::send_pings() {
 
 // A REPLY carrying our gateway-ping cookie: read its ping info (if it
 // answers the latest request of a gateway we own, or of an operator's ping).
-sock::RxVerdict Forwarder::take_ping_reply(sock::Rx& rx) {
+lnd::RxVerdict Forwarder::take_ping_reply(lnd::Rx& rx) {
   const WireHandle w = rx.hdr.reply().dst_wmd;
   const std::uint64_t slot = w.object_cookie >> 48;
   const std::uint64_t seq = w.object_cookie & kPingSeqMask;
@@ -158,7 +158,7 @@ sock::RxVerdict Forwarder::take_ping_reply(sock::Rx& rx) {
     big.resize(rx.hdr.payload_length);
     rx.sink = MutableByteSpan(big.data(), big.size());
   }
-  return sock::RxVerdict::accept;
+  return lnd::RxVerdict::accept;
 }
 
 // The payload a ping reply of `length` bytes was read into.
@@ -240,7 +240,7 @@ RouterMsg* Forwarder::alloc_msg() {
   RouterMsg* m = free_msgs_;
   free_msgs_ = m->next;
   --msgs_free_;
-  sock::RefChain chain = std::move(m->chain);  // (empty: its storage is reused)
+  lnd::RefChain chain = std::move(m->chain);  // (empty: its storage is reused)
   *m = RouterMsg{};
   m->chain = std::move(chain);
   m->home = index_;
@@ -281,7 +281,7 @@ std::uint32_t Forwarder::ni_index(const Nid& nid) const noexcept {
   return 0;
 }
 
-void Forwarder::note_ping(const sock::Rx& rx) {
+void Forwarder::note_ping(const lnd::Rx& rx) {
   if (!is_ping(rx.hdr) || locals_.is_local(rx.hdr.src_nid)) return;
   const std::int64_t now = sock::Clock::now().time_since_epoch().count();
   for (std::size_t i = 0; i < ni_nids_.size(); ++i)
@@ -295,7 +295,7 @@ void Forwarder::count_drop(DropReason why, std::uint32_t bytes) {
 }
 
 // Read the payload and throw it away (a drop, or a push to be ACKed).
-sock::RxVerdict Forwarder::discard(sock::Rx& rx, bool ack_push) {
+lnd::RxVerdict Forwarder::discard(lnd::Rx& rx, bool ack_push) {
   if (ack_push) {
     RouterMsg* m = alloc_msg();
     m->kind = RouterMsg::Kind::discard;
@@ -303,10 +303,10 @@ sock::RxVerdict Forwarder::discard(sock::Rx& rx, bool ack_push) {
     rx.cookie = m;
   }
   rx.discard = true;
-  return sock::RxVerdict::accept;
+  return lnd::RxVerdict::accept;
 }
 
-sock::RxVerdict Forwarder::on_head(sock::Rx& rx) {
+lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   PeerNi& src = peer_ni(rx.from);
   src.alive = true;
   if (src.gateway != nullptr) {
@@ -322,7 +322,7 @@ sock::RxVerdict Forwarder::on_head(sock::Rx& rx) {
     case Disposition::reject:
       ++src.drop_count;
       count_drop(DropReason::protocol, rx.hdr.payload_length);
-      return sock::RxVerdict::reject;
+      return lnd::RxVerdict::reject;
     case Disposition::drop:
       ++src.drop_count;
       count_drop(v.reason, rx.hdr.payload_length);
@@ -364,12 +364,12 @@ sock::RxVerdict Forwarder::on_head(sock::Rx& rx) {
   if (!src.rtr.take()) {
     m->stage = RouterMsg::Stage::wait_rtr;
     src.rtr_wait.push(m);
-    return sock::RxVerdict::defer;
+    return lnd::RxVerdict::defer;
   }
-  if (!grant_buffer(m)) return sock::RxVerdict::defer;
+  if (!grant_buffer(m)) return lnd::RxVerdict::defer;
   rx.sink = m->rx.sink;
   rx.chain = m->rx.chain;
-  return sock::RxVerdict::accept;
+  return lnd::RxVerdict::accept;
 }
 
 // `m` holds its router credit: take a pool credit and a buffer, or queue.
@@ -462,7 +462,7 @@ void Forwarder::release_now(RouterMsg* m) {
   give_rtr(*src);
 }
 
-void Forwarder::on_received(sock::Rx& rx) {
+void Forwarder::on_received(lnd::Rx& rx) {
   auto* m = static_cast<RouterMsg*>(rx.cookie);
   if (!m) return;  // dropped or a ping (already answered)
   if (m->kind == RouterMsg::Kind::ping_reply) {
@@ -482,7 +482,7 @@ void Forwarder::on_received(sock::Rx& rx) {
   route(m);
 }
 
-void Forwarder::on_rx_aborted(sock::Rx& rx) {
+void Forwarder::on_rx_aborted(lnd::Rx& rx) {
   auto* m = static_cast<RouterMsg*>(rx.cookie);
   if (!m) return;
   if (m->kind == RouterMsg::Kind::ping_reply) long_replies_.erase(m);
@@ -521,7 +521,7 @@ std::size_t Forwarder::own_ping_info(MutableByteSpan out) const {
   return size ? *size : 0;
 }
 
-void Forwarder::answer_ping(const sock::Rx& rx) {
+void Forwarder::answer_ping(const lnd::Rx& rx) {
   RouterMsg* m = alloc_msg();
   m->kind = RouterMsg::Kind::local;
   const ByteSpan info(m->inline_.data(), own_ping_info(m->inline_));
@@ -661,7 +661,7 @@ void Forwarder::transmit(RouterMsg* m) {
   if (rc < 0) on_sent(m->tx, rc);
 }
 
-void Forwarder::on_sent(sock::Tx& tx, int status) {
+void Forwarder::on_sent(lnd::Tx& tx, int status) {
   auto* m = static_cast<RouterMsg*>(tx.cookie);
   if (m->kind == RouterMsg::Kind::ping) {
     if (status == 0) {

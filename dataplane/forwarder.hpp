@@ -39,8 +39,8 @@ class ForwarderPorts {
   // The buffer's IO address (for a device reading it), or RTE_BAD_IOVA.
   virtual std::uint64_t buffer_iova(const std::uint8_t* buf) = 0;
   // socklnd: send to the next hop; resume a deferred receive.
-  virtual int send(const Nid& next_hop, sock::Tx& tx) = 0;
-  virtual void resume(sock::Rx& rx) = 0;
+  virtual int send(const Nid& next_hop, lnd::Tx& tx) = 0;
+  virtual void resume(lnd::Rx& rx) = 0;
   // The ring to another worker (never full: sized for every message a
   // worker can have in flight).
   virtual void post(std::uint32_t worker, const RingItem& item) = 0;
@@ -49,7 +49,7 @@ class ForwarderPorts {
   ~ForwarderPorts() = default;
 };
 
-class Forwarder final : public sock::Upper {
+class Forwarder final : public lnd::Upper {
  public:
   Forwarder(std::uint16_t index, const Setup& setup, SharedState& shared, const RouteTableView& routes,
             ForwarderPorts& ports);
@@ -82,11 +82,11 @@ class Forwarder final : public sock::Upper {
   // flush_local()); the number of pushes.
   unsigned push_ping_info();
 
-  // sock::Upper
-  sock::RxVerdict on_head(sock::Rx& rx) override;
-  void on_received(sock::Rx& rx) override;
-  void on_rx_aborted(sock::Rx& rx) override;
-  void on_sent(sock::Tx& tx, int status) override;
+  // lnd::Upper
+  lnd::RxVerdict on_head(lnd::Rx& rx) override;
+  void on_received(lnd::Rx& rx) override;
+  void on_rx_aborted(lnd::Rx& rx) override;
+  void on_sent(lnd::Tx& tx, int status) override;
   void on_peer_down(const Nid& peer) override;
 
   // State, for introspection and tests.
@@ -106,7 +106,7 @@ class Forwarder final : public sock::Upper {
  private:
   // Receive side (home).
   PeerNi& peer_ni(const Nid& nid);
-  sock::RxVerdict discard(sock::Rx& rx, bool ack_push);
+  lnd::RxVerdict discard(lnd::Rx& rx, bool ack_push);
   bool grant_buffer(RouterMsg* m);
   void take_buffer(RouterMsg* m);
   void resume(RouterMsg* m);
@@ -116,9 +116,9 @@ class Forwarder final : public sock::Upper {
   void release_now(RouterMsg* m);
   void count_drop(DropReason why, std::uint32_t bytes);
   void route(RouterMsg* m);
-  void answer_ping(const sock::Rx& rx);
+  void answer_ping(const lnd::Rx& rx);
   std::size_t own_ping_info(MutableByteSpan out) const;
-  sock::RxVerdict take_ping_reply(sock::Rx& rx);
+  lnd::RxVerdict take_ping_reply(lnd::Rx& rx);
   void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);
   ByteSpan ping_reply_bytes(RouterMsg* m, std::uint32_t length);
   void map_gateways();
@@ -142,7 +142,7 @@ class Forwarder final : public sock::Upper {
   // Descriptors.
   RouterMsg* alloc_msg();
   void free_msg(RouterMsg* m);
-  void note_ping(const sock::Rx& rx);
+  void note_ping(const lnd::Rx& rx);
   std::uint32_t ni_index(const Nid& nid) const noexcept;
   WorkerCounters& counters() noexcept { return shared_.counters[index_]; }
 

@@ -30,7 +30,7 @@
 #include "dataplane/buffer_ref.hpp"
 #include "dataplane/shm/abi.hpp"
 #include "lnd/socklnd/engine.hpp"
-#include "lnd/socklnd/ref_chain.hpp"
+#include "lnd/ref_chain.hpp"
 #include "router/forward.hpp"
 
 namespace lnetr::dp {
@@ -71,10 +71,10 @@ struct RouterMsg {
   BufferRef buf_ref;            // buf's device reference: frames chained from it
   // A large payload received by reference: runs of it left in the frames
   // they arrived in (ref_chain.hpp), the rest in buf.  Let go at home.
-  sock::RefChain chain;
+  lnd::RefChain chain;
   RouterMsg* next = nullptr;    // queue link
-  sock::Rx rx;                  // home's receive
-  sock::Tx tx;                  // the sender's transmit
+  lnd::Rx rx;                  // home's receive
+  lnd::Tx tx;                  // the sender's transmit
   std::array<std::uint8_t, 512> inline_{};  // a local REPLY's payload (ping info)
 };
 

@@ -26,7 +26,7 @@
 
 #include "dataplane/setup.hpp"
 #include "dataplane/tcp/stack.hpp"
-#include "lnd/socklnd/ref_chain.hpp"
+#include "lnd/ref_chain.hpp"
 
 namespace lnetr::dp {
 
@@ -130,7 +130,7 @@ class EthPort {
 
 // One queue pair of a port: what one worker's stack sends and receives
 // through.  Used by that worker only.
-class PortQueue final : public tcp::Port, public sock::FrameRefs {
+class PortQueue final : public tcp::Port, public lnd::FrameRefs {
  public:
   PortQueue(EthPort& port, std::uint16_t queue);
   ~PortQueue() override;
@@ -156,7 +156,7 @@ class PortQueue final : public tcp::Port, public sock::FrameRefs {
   void release_sent();
   // Send what send() gathered.  Returns the frames sent.
   unsigned flush();
-  // sock::FrameRefs: received frames kept for payloads received by
+  // lnd::FrameRefs: received frames kept for payloads received by
   // reference, at most frames_budget() at a time (beyond it bytes are
   // copied: the RX ring must always find free mbufs, or the ACKs that
   // would release the kept frames could not arrive).  Taken and dropped by

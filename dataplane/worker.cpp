@@ -333,9 +333,9 @@ void Worker::put_buffer(PoolClass c, std::uint8_t* buf) { rte_mempool_put(pool_[
 
 std::uint64_t Worker::buffer_iova(const std::uint8_t* buf) { return rte_mempool_virt2iova(buf); }
 
-int Worker::send(const Nid& next_hop, sock::Tx& tx) { return node_->send(next_hop, tx); }
+int Worker::send(const Nid& next_hop, lnd::Tx& tx) { return node_->send(next_hop, tx); }
 
-void Worker::resume(sock::Rx& rx) { node_->resume(rx); }
+void Worker::resume(lnd::Rx& rx) { node_->resume(rx); }
 
 void Worker::post(std::uint32_t worker, const RingItem& item) {
   // A ring keeps room for every message homed at either end (accepted

@@ -102,8 +102,8 @@ class Worker final : public ForwarderPorts {
   std::uint8_t* get_buffer(PoolClass c) override;
   void put_buffer(PoolClass c, std::uint8_t* buf) override;
   std::uint64_t buffer_iova(const std::uint8_t* buf) override;
-  int send(const Nid& next_hop, sock::Tx& tx) override;
-  void resume(sock::Rx& rx) override;
+  int send(const Nid& next_hop, lnd::Tx& tx) override;
+  void resume(lnd::Rx& rx) override;
   void post(std::uint32_t worker, const RingItem& item) override;
 
  private:

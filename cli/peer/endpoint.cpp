@@ -356,13 +356,13 @@ void Endpoint::maybe_complete(Op& op) {
 
 // ---- receiving --------------------------------------------------------------------
 
-void Endpoint::drop(sock::Rx& rx, DropReason why) {
+void Endpoint::drop(lnd::Rx& rx, DropReason why) {
   ++stats_.drops[static_cast<std::size_t>(why)];
   rx.discard = true;
   rx.cookie = kDropped;
 }
 
-sock::RxVerdict Endpoint::on_head(sock::Rx& rx) {
+lnd::RxVerdict Endpoint::on_head(lnd::Rx& rx) {
   const LnetHeader& h = rx.hdr;
   rx.cookie = nullptr;
   if (!node_->is_local(h.dest_nid)) {
@@ -370,10 +370,10 @@ sock::RxVerdict Endpoint::on_head(sock::Rx& rx) {
     // closes the connection); for another net: a router's job, not ours.
     if (h.dest_nid.net() == rx.ni.net()) {
       ++stats_.protocol_errors;
-      return sock::RxVerdict::reject;
+      return lnd::RxVerdict::reject;
     }
     drop(rx, DropReason::not_for_us);
-    return sock::RxVerdict::accept;
+    return lnd::RxVerdict::accept;
   }
   switch (h.type) {
     case MsgType::ack: {
@@ -383,7 +383,7 @@ sock::RxVerdict Endpoint::on_head(sock::Rx& rx) {
       } else {
         rx.cookie = op;
       }
-      return sock::RxVerdict::accept;
+      return lnd::RxVerdict::accept;
     }
     case MsgType::reply: {
       Op* op = handles_.find(h.reply().dst_wmd);
@@ -397,10 +397,10 @@ sock::RxVerdict Endpoint::on_head(sock::Rx& rx) {
         rx.sink = op->sink.first(h.payload_length);
         rx.cookie = op;
       }
-      return sock::RxVerdict::accept;
+      return lnd::RxVerdict::accept;
     }
     case MsgType::get:
-      return sock::RxVerdict::accept;  // no payload: answered in on_received()
+      return lnd::RxVerdict::accept;  // no payload: answered in on_received()
     case MsgType::put: {
       const PutFields p = h.put();
       if (p.ptl_index == kLnetReservedPortal && p.match_bits != kPingMatchBits) {
@@ -412,15 +412,15 @@ sock::RxVerdict Endpoint::on_head(sock::Rx& rx) {
         rx.sink = b->span(h.payload_length);
         rx.cookie = b;
       }
-      return sock::RxVerdict::accept;
+      return lnd::RxVerdict::accept;
     }
     case MsgType::hello:
       break;
   }
-  return sock::RxVerdict::reject;  // check_header() lets no HELLO through
+  return lnd::RxVerdict::reject;  // check_header() lets no HELLO through
 }
 
-void Endpoint::on_received(sock::Rx& rx) {
+void Endpoint::on_received(lnd::Rx& rx) {
   const LnetHeader& h = rx.hdr;
   stats_.rx.count(h.type, h.payload_length);
   if (rx.from != h.src_nid) routes_.heard_routed_from(rx.from);
@@ -498,7 +498,7 @@ void Endpoint::on_received(sock::Rx& rx) {
   }
 }
 
-void Endpoint::on_rx_aborted(sock::Rx& rx) {
+void Endpoint::on_rx_aborted(lnd::Rx& rx) {
   if (rx.cookie == kDropped || rx.cookie == nullptr) return;
   ++stats_.drops[static_cast<std::size_t>(DropReason::rx_aborted)];
   if (rx.hdr.type == MsgType::reply) {
@@ -508,7 +508,7 @@ void Endpoint::on_rx_aborted(sock::Rx& rx) {
   }
 }
 
-void Endpoint::on_sent(sock::Tx& tx, int status) {
+void Endpoint::on_sent(lnd::Tx& tx, int status) {
   auto* s = static_cast<Sendable*>(tx.cookie);
   if (status == 0) stats_.tx.count(tx.hdr.type, tx.payload.size());
   if (s->kind == Sendable::Kind::op) {
@@ -537,14 +537,14 @@ void Endpoint::on_peer_down(const Nid&) {
 
 // ---- answering --------------------------------------------------------------------
 
-void Endpoint::answer_ping(const sock::Rx& rx) {
+void Endpoint::answer_ping(const lnd::Rx& rx) {
   ++stats_.pings_answered;
   const ByteSpan payload = ping_reply_payload(rx.hdr, ping_info_);
   const LnetHeader hdr = make_reply(rx.hdr, rx.hdr.dest_nid, static_cast<std::uint32_t>(payload.size()));
   send_response(rx, hdr, payload, nullptr);
 }
 
-void Endpoint::answer_test_get(const sock::Rx& rx) {
+void Endpoint::answer_test_get(const lnd::Rx& rx) {
   ++stats_.gets_served;
   const GetFields g = rx.hdr.get();
   const std::uint32_t len = std::min(g.sink_length, kLnetMtu);
@@ -571,13 +571,13 @@ void Endpoint::answer_test_get(const sock::Rx& rx) {
   send_response(rx, hdr, b->span(len), b);
 }
 
-void Endpoint::answer_put(const sock::Rx& rx, std::uint32_t mlength) {
+void Endpoint::answer_put(const lnd::Rx& rx, std::uint32_t mlength) {
   send_response(rx, make_ack(rx.hdr, rx.hdr.dest_nid, mlength), {}, nullptr);
 }
 
 // Answers go to the previous hop: the requester itself, or the gateway the
 // request came through (as Linux prefers for responses).
-void Endpoint::send_response(const sock::Rx& rx, const LnetHeader& hdr, ByteSpan payload, Buffer* buf) {
+void Endpoint::send_response(const lnd::Rx& rx, const LnetHeader& hdr, ByteSpan payload, Buffer* buf) {
   Response* r = take_response();
   r->tx.hdr = hdr;
   r->tx.payload = payload;

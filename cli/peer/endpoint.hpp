@@ -2,7 +2,7 @@
 // behaviour, and the operations its commands originate.
 //
 // The Endpoint owns the epoll Poller, the socklnd Node and Acceptor, and
-// implements sock::Upper above them.  It is, like a Linux node with routing
+// implements lnd::Upper above them.  It is, like a Linux node with routing
 // off:
 //   a ping target   GET portal 0 + ping match bits -> REPLY with our ping
 //                   info from src_offset, truncated to sink_length;
@@ -114,7 +114,7 @@ struct Sendable {
   enum class Kind : std::uint8_t { op, response };
   explicit Sendable(Kind k) : kind(k) {}
   Kind kind;
-  sock::Tx tx;
+  lnd::Tx tx;
 };
 
 class Op;
@@ -201,7 +201,7 @@ struct EndpointStats {
   std::uint64_t response_failures = 0;  // REPLY/ACK we owed that could not be sent
 };
 
-class Endpoint final : public sock::Upper, private OpListener {
+class Endpoint final : public lnd::Upper, private OpListener {
  public:
   explicit Endpoint(EndpointConfig cfg);
   ~Endpoint();
@@ -256,11 +256,11 @@ class Endpoint final : public sock::Upper, private OpListener {
   class SignalHandler;
   struct GatewayCheck;
 
-  // sock::Upper
-  sock::RxVerdict on_head(sock::Rx& rx) override;
-  void on_received(sock::Rx& rx) override;
-  void on_rx_aborted(sock::Rx& rx) override;
-  void on_sent(sock::Tx& tx, int status) override;
+  // lnd::Upper
+  lnd::RxVerdict on_head(lnd::Rx& rx) override;
+  void on_received(lnd::Rx& rx) override;
+  void on_rx_aborted(lnd::Rx& rx) override;
+  void on_sent(lnd::Tx& tx, int status) override;
   void on_peer_down(const Nid& peer) override;
   // OpListener (router checker)
   void op_done(Op& op) override;
@@ -270,14 +270,14 @@ class Endpoint final : public sock::Upper, private OpListener {
   void deliver();
   void finish(Op& op, OpError e, int status);
   void maybe_complete(Op& op);
-  void drop(sock::Rx& rx, DropReason why);
+  void drop(lnd::Rx& rx, DropReason why);
   const Nid* next_hop_for(const Nid& dest) noexcept;
 
   // Target side.
-  void answer_ping(const sock::Rx& rx);
-  void answer_test_get(const sock::Rx& rx);
-  void answer_put(const sock::Rx& rx, std::uint32_t mlength);
-  void send_response(const sock::Rx& rx, const LnetHeader& hdr, ByteSpan payload, Buffer* buf);
+  void answer_ping(const lnd::Rx& rx);
+  void answer_test_get(const lnd::Rx& rx);
+  void answer_put(const lnd::Rx& rx, std::uint32_t mlength);
+  void send_response(const lnd::Rx& rx, const LnetHeader& hdr, ByteSpan payload, Buffer* buf);
   Response* take_response();
   Buffer* take_buffer(std::size_t size);
   void give_buffer(Buffer* b) noexcept;

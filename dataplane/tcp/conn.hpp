@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "dataplane/tcp/send_queue.hpp"
-#include "lnd/socklnd/ref_chain.hpp"
+#include "lnd/ref_chain.hpp"
 #include "dataplane/tcp/wire.hpp"
 
 namespace lnetr::tcp {
@@ -130,7 +130,7 @@ struct ConnConfig {
   bool tail_loss_probe = true;  // RFC 8985 §7 (needs SACK)
   // Where bytes held out of order may keep the received frame they lie in
   // (TcpHeader::frame) instead of being copied; null: always copied.
-  sock::FrameRefs* frames = nullptr;
+  lnd::FrameRefs* frames = nullptr;
   // Of those, at most this many per connection (a hole that never fills
   // must not keep a whole queue's frames from the other connections).
   std::uint32_t max_held_frames = 1024;

@@ -128,7 +128,7 @@ class Stack {
   using Acceptor = std::function<Upper*(const Endpoints&)>;
   // Where new connections' out-of-order bytes may keep their received
   // frames (ConnConfig::frames); null: copied.
-  void set_frame_refs(sock::FrameRefs* frames) noexcept { cfg_.conn.frames = frames; }
+  void set_frame_refs(lnd::FrameRefs* frames) noexcept { cfg_.conn.frames = frames; }
   void listen(std::uint16_t port, Acceptor accept);
   void unlisten(std::uint16_t port) { listeners_.erase(port); }
   // Open a connection from `local_port` (0: a free one) to ip:port.

@@ -60,7 +60,7 @@ class SockTransport::ReceiveQueue {
   }
   // Copy the first `n` bytes (n <= size()) to `dst` and drop them; frames
   // used up are let go through `refs`.
-  void pop_to(std::uint8_t* dst, std::size_t n, sock::FrameRefs* refs) {
+  void pop_to(std::uint8_t* dst, std::size_t n, lnd::FrameRefs* refs) {
     while (n > 0) {
       Run& r = runs_[run_head_];
       const std::size_t k = std::min(n, r.len);
@@ -75,7 +75,7 @@ class SockTransport::ReceiveQueue {
   // bytes at `where`: runs in frames by reference (their references pass
   // to the chain), runs in the ring copied to `where`.  Returns the bytes
   // copied.
-  std::size_t move_to(std::uint8_t* where, std::size_t n, sock::RefChain& chain, sock::FrameRefs* refs) {
+  std::size_t move_to(std::uint8_t* where, std::size_t n, lnd::RefChain& chain, lnd::FrameRefs* refs) {
     std::size_t copied = 0;
     while (n > 0) {
       Run& r = runs_[run_head_];
@@ -97,7 +97,7 @@ class SockTransport::ReceiveQueue {
     return copied;
   }
   // Drop everything.
-  void clear(sock::FrameRefs* refs) noexcept {
+  void clear(lnd::FrameRefs* refs) noexcept {
     for (std::size_t i = run_head_; i < runs_.size(); ++i)
       if (runs_[i].frame) refs->release(runs_[i].frame);
     runs_.clear();
@@ -120,7 +120,7 @@ class SockTransport::ReceiveQueue {
     }
     runs_.push_back(r);
   }
-  void consume(Run& r, std::size_t k, sock::FrameRefs* refs) noexcept {
+  void consume(Run& r, std::size_t k, lnd::FrameRefs* refs) noexcept {
     size_ -= k;
     if (k < r.len) {
       if (r.frame) r.data += k;
@@ -264,7 +264,7 @@ class SockTransport::Link final : public Upper {
   // of it on_data() has filled that recv() has not reported yet.
   std::uint8_t* lent_ = nullptr;
   std::size_t lent_len_ = 0, lent_filled_ = 0;
-  sock::RefChain* chain_ = nullptr;  // where bytes left in their frames are recorded, if anywhere
+  lnd::RefChain* chain_ = nullptr;  // where bytes left in their frames are recorded, if anywhere
   // Sending: bytes the stream took, and the position before which socklnd's
   // lent memory is released; whether some of it is still held.
   std::uint64_t taken_ = 0, released_ = 0;
@@ -308,7 +308,7 @@ class SockTransport::LinkStream final : public sock::Stream {
     return true;
   }
 
-  bool lend(std::uint8_t* dst, std::size_t len, sock::RefChain* chain) noexcept override {
+  bool lend(std::uint8_t* dst, std::size_t len, lnd::RefChain* chain) noexcept override {
     Link& l = *l_;
     if (l.lent_filled_ > 0 || len == 0 || (!l.rq_.empty() && !chain)) return false;
     l.lent_ = dst;

@@ -45,7 +45,7 @@ class SockTransport final : public sock::Transport {
 
   // Received frames a stream may keep for a payload received by reference
   // (null: none, every byte is copied).  Outlives the transport.
-  void set_frame_refs(sock::FrameRefs* frames) noexcept { frames_ = frames; }
+  void set_frame_refs(lnd::FrameRefs* frames) noexcept { frames_ = frames; }
 
   // The worker's clock for what streams do until the next poll().
   void set_now(Time now) noexcept { now_ = now; }
@@ -72,7 +72,7 @@ class SockTransport final : public sock::Transport {
   Accept accept_;
   std::uint32_t rx_buffer_;
   Time now_{0};
-  sock::FrameRefs* frames_ = nullptr;
+  lnd::FrameRefs* frames_ = nullptr;
   TransportStats stats_;
   std::vector<std::unique_ptr<Link>> links_;
   std::vector<Link*> ready_;     // links with events to deliver

@@ -485,7 +485,7 @@ void Conn::do_write() {
       while (t->piece_at + t->pieces[t->piece].len <= pay_done) t->piece_at += t->pieces[t->piece++].len;
       std::size_t skip = pay_done - t->piece_at;
       for (std::size_t i = t->piece; i < t->pieces.size() && niov < kIovMax; ++i, skip = 0) {
-        const RefChain::Piece& p = t->pieces[i];
+        const lnd::RefChain::Piece& p = t->pieces[i];
         lend[niov] = large;
         dev[niov] = large ? p.dev : nullptr;
         iov[niov++] = {const_cast<std::uint8_t*>(p.data) + skip, p.len - skip};
@@ -876,7 +876,7 @@ int Node::send(const Nid& dest, Tx& tx) {
 }
 
 void Node::resume(Rx& rx) {
-  Conn* c = rx.conn;
+  Conn* c = static_cast<Conn*>(rx.conn);
   if (!c || c->closed() || c->rx_state_ != Conn::RxState::deferred) return;
   c->rx_ = rx;
   c->rx_state_ = Conn::RxState::payload;

@@ -40,12 +40,19 @@
 #include "lnd/socklnd/poller.hpp"
 #include "lnd/socklnd/stream.hpp"
 #include "lnd/socklnd/wire.hpp"
+#include "lnd/message.hpp"
 #include "router/lnet_header.hpp"
 #include "router/nid.hpp"
 
 namespace lnetr::sock {
 
-using Clock = std::chrono::steady_clock;
+using Clock = lnd::Clock;
+// The LND-neutral message types (lnd/message.hpp).
+using lnd::Rx;
+using lnd::RxVerdict;
+using lnd::Tx;
+using lnd::Upper;
+static_assert(kMsgHeaderSize <= lnd::kSockHeaderMax);
 
 enum class AcceptMode : std::uint8_t { secure, all, none };
 
@@ -123,33 +130,6 @@ class Conn;
 class Peer;
 class Node;
 
-// A message to send: filled by the Upper, owned by it, lent to the engine
-// from Node::send() until Upper::on_sent().
-struct Tx {
-  LnetHeader hdr;
-  ByteSpan payload;  // hdr.payload_length bytes, in the Upper's memory
-  // The payload memory's device reference, if any (Stream::sendv_lent): a
-  // DPDK port may then send the memory itself, which its owner keeps until
-  // the device has let go of it (the dataplane counts those references).
-  void* payload_dev = nullptr;
-  // Or the payload as runs, each with its device reference (a payload
-  // received by reference, ref_chain.hpp): sent from there when set.
-  std::span<const RefChain::Piece> pieces;
-  void* cookie = nullptr;
-
-  // Engine's part.
-  Tx* next = nullptr;
-  std::uint32_t wire_len = 0;  // socklnd + LNet header bytes in wire[]
-  std::uint32_t sent = 0;      // bytes of wire[] + payload written so far
-  std::array<std::uint8_t, kMsgHeaderSize + kLnetHeader16Size> wire{};
-  Clock::time_point queued_at{};
-  std::uint64_t stream_end = 0;  // written to a lending stream: its position after the last byte
-  Clock::time_point written_at{};  // ... and when (unreleased for sock_timeout: the peer is stuck)
-  std::size_t piece = 0, piece_at = 0;  // pieces: the one being written, and its payload offset
-
-  std::size_t total() const noexcept { return wire_len + payload.size(); }
-};
-
 // An intrusive FIFO of Tx.
 struct TxQueue {
   Tx* head = nullptr;
@@ -160,44 +140,6 @@ struct TxQueue {
   void push(Tx* t) noexcept;
   void push_front(Tx* t) noexcept;
   Tx* pop() noexcept;
-};
-
-// One received message, from its head to the end of its payload.
-struct Rx {
-  Conn* conn = nullptr;
-  Nid from;  // the peer (previous hop)
-  Nid ni;    // the local NI it arrived on
-  LnetHeader hdr;
-  // Set by Upper::on_head(), or by Node::resume() after a deferral.
-  MutableByteSpan sink;  // hdr.payload_length bytes
-  // With a sink: the stream may leave payload bytes where they arrived and
-  // record them here instead (Stream::lend).
-  RefChain* chain = nullptr;
-  bool discard = false;
-  void* cookie = nullptr;
-};
-
-enum class RxVerdict : std::uint8_t {
-  accept,  // rx.sink (or rx.discard) set: read the payload now
-  defer,   // no resources: stop reading this connection until resume()
-  reject,  // protocol error: close the connection
-};
-
-class Upper {
- public:
-  virtual RxVerdict on_head(Rx& rx) = 0;
-  virtual void on_received(Rx& rx) = 0;
-  // The connection died after on_head() accepted or deferred `rx`.
-  virtual void on_rx_aborted(Rx& rx) = 0;
-  // status 0: every byte handed to the transport (a lending stream: and
-  // released by it); else -errno.
-  virtual void on_sent(Tx& tx, int status) = 0;
-  // A peer's last connection is gone and none is being made (Linux's
-  // "peer down" notification to LNet).
-  virtual void on_peer_down(const Nid& peer) = 0;
-
- protected:
-  ~Upper() = default;
 };
 
 // A connection accepted and handshaken as far as the acceptor goes (request

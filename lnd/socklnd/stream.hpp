@@ -17,7 +17,7 @@
 #include <memory>
 
 #include "lnd/socklnd/poller.hpp"
-#include "lnd/socklnd/ref_chain.hpp"
+#include "lnd/ref_chain.hpp"
 
 namespace lnetr::sock {
 
@@ -44,7 +44,7 @@ class Stream {
   // bytes where they were received and record them there instead; recv()
   // reports them the same.  False if the stream does not do this (kernel
   // sockets).
-  virtual bool lend(std::uint8_t* dst, std::size_t len, RefChain* chain) noexcept {
+  virtual bool lend(std::uint8_t* dst, std::size_t len, lnd::RefChain* chain) noexcept {
     (void)dst;
     (void)len;
     (void)chain;

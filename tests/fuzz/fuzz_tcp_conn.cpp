@@ -41,7 +41,7 @@ struct Lender {
 
 // Received frames: reference counts, a budget, and the memory freed with
 // the last reference.
-struct Frames final : sock::FrameRefs {
+struct Frames final : lnd::FrameRefs {
   std::map<void*, std::pair<int, std::unique_ptr<std::uint8_t[]>>> live;
   std::size_t held = 0, budget = 8;
   bool retain(void* f) noexcept override {

@@ -10,8 +10,8 @@
 
 namespace lnetr::test {
 
-inline sock::Tx make_put(const Nid& from, const Nid& to, const std::vector<std::uint8_t>& payload) {
-  sock::Tx t;
+inline lnd::Tx make_put(const Nid& from, const Nid& to, const std::vector<std::uint8_t>& payload) {
+  lnd::Tx t;
   t.hdr.dest_nid = to;
   t.hdr.src_nid = from;
   t.hdr.payload_length = static_cast<std::uint32_t>(payload.size());

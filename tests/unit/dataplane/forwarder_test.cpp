@@ -34,11 +34,11 @@ class FakePorts final : public ForwarderPorts {
  public:
   struct Sent {
     Nid to;
-    sock::Tx* tx;
+    lnd::Tx* tx;
   };
   std::map<PoolClass, int> buffers_out;
   std::vector<Sent> sent;
-  std::vector<sock::Rx> resumed;
+  std::vector<lnd::Rx> resumed;
   std::deque<std::pair<std::uint32_t, RingItem>> posted;
   std::vector<std::unique_ptr<std::uint8_t[]>> memory;
 
@@ -49,11 +49,11 @@ class FakePorts final : public ForwarderPorts {
   }
   void put_buffer(PoolClass c, std::uint8_t*) override { --buffers_out[c]; }
   std::uint64_t buffer_iova(const std::uint8_t*) override { return RTE_BAD_IOVA; }
-  int send(const Nid& to, sock::Tx& tx) override {
+  int send(const Nid& to, lnd::Tx& tx) override {
     sent.push_back({to, &tx});
     return 0;
   }
-  void resume(sock::Rx& rx) override { resumed.push_back(rx); }
+  void resume(lnd::Rx& rx) override { resumed.push_back(rx); }
   void post(std::uint32_t worker, const RingItem& item) override { posted.emplace_back(worker, item); }
 };
 
@@ -85,7 +85,7 @@ struct Rig {
   RouteTable routes;
   FakePorts ports;
   std::unique_ptr<Forwarder> fwd;
-  std::deque<sock::Rx> rxs;  // stable addresses, as a connection's rx_
+  std::deque<lnd::Rx> rxs;  // stable addresses, as a connection's rx_
 
   explicit Rig(Setup s, std::vector<RouteSpec> specs = {})
       : setup(std::move(s)), shared(setup.nis.size(), setup.ncpts()), routes(make_routes(setup, specs)) {
@@ -95,10 +95,10 @@ struct Rig {
   }
 
   // A message from `from` (arriving on `ni`) for `dest`.
-  sock::Rx& head(const Nid& from, const Nid& ni, const Nid& dest, std::uint32_t len,
+  lnd::Rx& head(const Nid& from, const Nid& ni, const Nid& dest, std::uint32_t len,
                  MsgType type = MsgType::put) {
     rxs.emplace_back();
-    sock::Rx& rx = rxs.back();
+    lnd::Rx& rx = rxs.back();
     rx.from = from;
     rx.ni = ni;
     rx.hdr.src_nid = from;
@@ -115,8 +115,8 @@ struct Rig {
   // Forward a small message from kA to a host on tcp7; the next hop it went
   // to (the send completed).
   Nid next_hop_to_tcp7() {
-    sock::Rx& rx = head(kA, kNiA, *parse_nid("10.7.0.5@tcp7"), 10);
-    EXPECT_EQ(fwd->on_head(rx), sock::RxVerdict::accept);
+    lnd::Rx& rx = head(kA, kNiA, *parse_nid("10.7.0.5@tcp7"), 10);
+    EXPECT_EQ(fwd->on_head(rx), lnd::RxVerdict::accept);
     fwd->on_received(rx);
     EXPECT_EQ(ports.sent.size(), 1u);
     const Nid to = ports.sent.empty() ? Nid{} : ports.sent[0].to;
@@ -124,9 +124,9 @@ struct Rig {
     return to;
   }
   // Forward a message of `len` bytes from kA to kB; the send it became.
-  sock::Tx& forward_to_b(std::uint32_t len) {
-    sock::Rx& rx = head(kA, kNiA, kB, len);
-    EXPECT_EQ(fwd->on_head(rx), sock::RxVerdict::accept);
+  lnd::Tx& forward_to_b(std::uint32_t len) {
+    lnd::Rx& rx = head(kA, kNiA, kB, len);
+    EXPECT_EQ(fwd->on_head(rx), lnd::RxVerdict::accept);
     fwd->on_received(rx);
     EXPECT_EQ(ports.sent.size(), 1u);
     return *ports.sent.back().tx;
@@ -134,7 +134,7 @@ struct Rig {
   // Complete the oldest outstanding send.
   void complete(int status = 0) {
     ASSERT_FALSE(ports.sent.empty());
-    sock::Tx* tx = ports.sent.front().tx;
+    lnd::Tx* tx = ports.sent.front().tx;
     ports.sent.erase(ports.sent.begin());
     fwd->on_sent(*tx, status);
   }
@@ -164,8 +164,8 @@ TEST(Rss, PlacementHashIsDpdksToeplitz) {
 
 TEST(Forwarder, ForwardsToALocalNetAndGivesEverythingBack) {
   Rig r(make_setup());
-  sock::Rx& rx = r.head(kA, kNiA, kB, 5000);
-  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+  lnd::Rx& rx = r.head(kA, kNiA, kB, 5000);
+  ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
   ASSERT_EQ(rx.sink.size(), 5000u);
   EXPECT_EQ(r.ports.buffers_out[PoolClass::large], 1);
   EXPECT_EQ(r.pool(PoolClass::large).credits.cur, 1);
@@ -190,7 +190,7 @@ TEST(Forwarder, ForwardsToALocalNetAndGivesEverythingBack) {
 // transmit credits do not.
 TEST(Forwarder, ABufferADeviceStillHoldsIsFreedOnlyOnceTheDeviceLetsGo) {
   Rig r(make_setup());
-  sock::Tx& tx = r.forward_to_b(65536);
+  lnd::Tx& tx = r.forward_to_b(65536);
   ASSERT_NE(tx.payload_dev, nullptr);  // a routed payload carries its buffer's reference
   BufferRef* ref = BufferRef::of(tx.payload_dev);
   EXPECT_EQ(ref->base, tx.payload.data());
@@ -226,8 +226,8 @@ TEST(Forwarder, PoolClassFollowsThePayload) {
   s.nis[0].peer_buffer_credits = 8;
   Rig r(s);
   for (std::uint32_t len : {0u, 1u, 4096u, 4097u}) {
-    sock::Rx& rx = r.head(kA, kNiA, kB, len);
-    ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+    lnd::Rx& rx = r.head(kA, kNiA, kB, len);
+    ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
     r.fwd->on_received(rx);
   }
   EXPECT_EQ(r.pool(PoolClass::tiny).credits.cur, 7);
@@ -240,17 +240,17 @@ TEST(Forwarder, PoolClassFollowsThePayload) {
 
 TEST(Forwarder, RouterCreditsQueuePerPeerAndWakeInOrder) {
   Rig r(make_setup());  // peer_buffer_credits 2
-  sock::Rx& m1 = r.head(kA, kNiA, kB, 100);
-  sock::Rx& m2 = r.head(kA, kNiA, kB, 100);
-  sock::Rx& m3 = r.head(kA, kNiA, kB, 100);
-  EXPECT_EQ(r.fwd->on_head(m1), sock::RxVerdict::accept);
-  EXPECT_EQ(r.fwd->on_head(m2), sock::RxVerdict::accept);
-  EXPECT_EQ(r.fwd->on_head(m3), sock::RxVerdict::defer);  // back-pressure on A's connection
+  lnd::Rx& m1 = r.head(kA, kNiA, kB, 100);
+  lnd::Rx& m2 = r.head(kA, kNiA, kB, 100);
+  lnd::Rx& m3 = r.head(kA, kNiA, kB, 100);
+  EXPECT_EQ(r.fwd->on_head(m1), lnd::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(m2), lnd::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(m3), lnd::RxVerdict::defer);  // back-pressure on A's connection
   EXPECT_EQ(r.peer(kA).rtr.cur, -1);
   EXPECT_EQ(r.peer(kA).rtr.min, -1);
   // Another peer is not held up by A's shortage.
-  sock::Rx& other = r.head(kA2, kNiA, kB, 100);
-  EXPECT_EQ(r.fwd->on_head(other), sock::RxVerdict::accept);
+  lnd::Rx& other = r.head(kA2, kNiA, kB, 100);
+  EXPECT_EQ(r.fwd->on_head(other), lnd::RxVerdict::accept);
   r.fwd->on_received(m1);
   r.complete();  // m1 sent: its router credit goes to m3
   ASSERT_EQ(r.ports.resumed.size(), 1u);
@@ -268,11 +268,11 @@ TEST(Forwarder, BufferPoolShortageQueuesAcrossPeers) {
   dp::Setup s = make_setup();
   s.nis[0].peer_buffer_credits = 8;
   Rig r(s);  // 2 large buffers
-  std::vector<sock::Rx*> rx;
+  std::vector<lnd::Rx*> rx;
   for (int i = 0; i < 3; ++i) rx.push_back(&r.head(i % 2 ? kA2 : kA, kNiA, kB, 65536));
-  EXPECT_EQ(r.fwd->on_head(*rx[0]), sock::RxVerdict::accept);
-  EXPECT_EQ(r.fwd->on_head(*rx[1]), sock::RxVerdict::accept);
-  EXPECT_EQ(r.fwd->on_head(*rx[2]), sock::RxVerdict::defer);
+  EXPECT_EQ(r.fwd->on_head(*rx[0]), lnd::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(*rx[1]), lnd::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(*rx[2]), lnd::RxVerdict::defer);
   EXPECT_EQ(r.pool(PoolClass::large).credits.cur, -1);
   EXPECT_EQ(r.ports.buffers_out[PoolClass::large], 2);
   r.fwd->on_received(*rx[0]);
@@ -293,10 +293,10 @@ TEST(Forwarder, PeerAndNiTransmitCreditsQueue) {
   s.buffers = {8, 8, 2};
   Rig r(s);
   const Nid b2 = nid("10.2.0.3@tcp1");
-  std::vector<sock::Rx*> rx;
+  std::vector<lnd::Rx*> rx;
   for (int i = 0; i < 5; ++i) {
     rx.push_back(&r.head(kA, kNiA, i < 3 ? kB : b2, 10));
-    ASSERT_EQ(r.fwd->on_head(*rx.back()), sock::RxVerdict::accept);
+    ASSERT_EQ(r.fwd->on_head(*rx.back()), lnd::RxVerdict::accept);
     r.fwd->on_received(*rx.back());
   }
   // B takes 2 (peer credits), its third waits for a peer credit; b2's first
@@ -312,14 +312,14 @@ TEST(Forwarder, PeerAndNiTransmitCreditsQueue) {
 
 TEST(Forwarder, AbortedWaitersPassTheirCreditsOn) {
   Rig r(make_setup());
-  sock::Rx& m1 = r.head(kA, kNiA, kB, 100);
-  sock::Rx& m2 = r.head(kA, kNiA, kB, 100);
-  sock::Rx& m3 = r.head(kA, kNiA, kB, 100);
-  sock::Rx& m4 = r.head(kA, kNiA, kB, 100);
-  EXPECT_EQ(r.fwd->on_head(m1), sock::RxVerdict::accept);
-  EXPECT_EQ(r.fwd->on_head(m2), sock::RxVerdict::accept);
-  EXPECT_EQ(r.fwd->on_head(m3), sock::RxVerdict::defer);
-  EXPECT_EQ(r.fwd->on_head(m4), sock::RxVerdict::defer);
+  lnd::Rx& m1 = r.head(kA, kNiA, kB, 100);
+  lnd::Rx& m2 = r.head(kA, kNiA, kB, 100);
+  lnd::Rx& m3 = r.head(kA, kNiA, kB, 100);
+  lnd::Rx& m4 = r.head(kA, kNiA, kB, 100);
+  EXPECT_EQ(r.fwd->on_head(m1), lnd::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(m2), lnd::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(m3), lnd::RxVerdict::defer);
+  EXPECT_EQ(r.fwd->on_head(m4), lnd::RxVerdict::defer);
   r.fwd->on_rx_aborted(m3);  // its connection died while it waited
   r.fwd->on_rx_aborted(m2);  // and one that was being received
   EXPECT_EQ(r.drops(DropReason::send_failed), 2u);
@@ -334,8 +334,8 @@ TEST(Forwarder, AbortedWaitersPassTheirCreditsOn) {
 
 TEST(Forwarder, FailedSendIsDroppedAndCreditsReturn) {
   Rig r(make_setup());
-  sock::Rx& rx = r.head(kA, kNiA, kB, 100);
-  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+  lnd::Rx& rx = r.head(kA, kNiA, kB, 100);
+  ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
   r.fwd->on_received(rx);
   r.complete(-ECONNRESET);
   EXPECT_EQ(r.drops(DropReason::send_failed), 1u);
@@ -347,25 +347,25 @@ TEST(Forwarder, FailedSendIsDroppedAndCreditsReturn) {
 TEST(Forwarder, DropsAndRejectsFollowLnetParse) {
   Rig r(make_setup());
   // No route to tcp9: dropped on arrival, without a buffer.
-  sock::Rx& noroute = r.head(kA, kNiA, nid("10.9.0.1@tcp9"), 3000);
-  EXPECT_EQ(r.fwd->on_head(noroute), sock::RxVerdict::accept);
+  lnd::Rx& noroute = r.head(kA, kNiA, nid("10.9.0.1@tcp9"), 3000);
+  EXPECT_EQ(r.fwd->on_head(noroute), lnd::RxVerdict::accept);
   EXPECT_TRUE(noroute.discard);
   EXPECT_EQ(r.drops(DropReason::no_route), 1u);
   // Addressed to a node on the arrival net: a protocol error.
-  sock::Rx& samenet = r.head(kA, kNiA, kA2, 0);
-  EXPECT_EQ(r.fwd->on_head(samenet), sock::RxVerdict::reject);
+  lnd::Rx& samenet = r.head(kA, kNiA, kA2, 0);
+  EXPECT_EQ(r.fwd->on_head(samenet), lnd::RxVerdict::reject);
   EXPECT_EQ(r.drops(DropReason::protocol), 1u);
   // Routing disabled: dropped, counted.
   r.shared.routing = RoutingState::disabled;
-  sock::Rx& disabled = r.head(kA, kNiA, kB, 10);
-  EXPECT_EQ(r.fwd->on_head(disabled), sock::RxVerdict::accept);
+  lnd::Rx& disabled = r.head(kA, kNiA, kB, 10);
+  EXPECT_EQ(r.fwd->on_head(disabled), lnd::RxVerdict::accept);
   EXPECT_TRUE(disabled.discard);
   EXPECT_EQ(r.drops(DropReason::routing_disabled), 1u);
   EXPECT_EQ(r.shared.counters[0].drop_length.get(), 3010u);
   // Stopping still forwards (to drain).
   r.shared.routing = RoutingState::stopping;
-  sock::Rx& draining = r.head(kA, kNiA, kB, 10);
-  EXPECT_EQ(r.fwd->on_head(draining), sock::RxVerdict::accept);
+  lnd::Rx& draining = r.head(kA, kNiA, kB, 10);
+  EXPECT_EQ(r.fwd->on_head(draining), lnd::RxVerdict::accept);
   EXPECT_FALSE(draining.discard);
   r.fwd->on_received(draining);
   r.complete();
@@ -374,8 +374,8 @@ TEST(Forwarder, DropsAndRejectsFollowLnetParse) {
 
 TEST(Forwarder, GatewayRoutesAndDeadPeers) {
   Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 1}, {Net{2, 7}, kGw2, 1, 0}});
-  sock::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
-  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+  lnd::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
   r.fwd->on_received(rx);
   ASSERT_EQ(r.ports.sent.size(), 1u);
   EXPECT_EQ(r.ports.sent[0].to, kGw2);  // priority 0 beats 1
@@ -383,16 +383,16 @@ TEST(Forwarder, GatewayRoutesAndDeadPeers) {
   r.complete();
   // A next hop reported down (peer_timeout > 0): the other gateway instead.
   r.fwd->on_peer_down(kGw2);
-  sock::Rx& again = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
-  ASSERT_EQ(r.fwd->on_head(again), sock::RxVerdict::accept);
+  lnd::Rx& again = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  ASSERT_EQ(r.fwd->on_head(again), lnd::RxVerdict::accept);
   r.fwd->on_received(again);
   ASSERT_EQ(r.ports.sent.size(), 1u);
   EXPECT_EQ(r.ports.sent[0].to, kGw1);
   r.complete();
   // Both down: fail fast.
   r.fwd->on_peer_down(kGw1);
-  sock::Rx& lost = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
-  ASSERT_EQ(r.fwd->on_head(lost), sock::RxVerdict::accept);
+  lnd::Rx& lost = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  ASSERT_EQ(r.fwd->on_head(lost), lnd::RxVerdict::accept);
   r.fwd->on_received(lost);
   EXPECT_TRUE(r.ports.sent.empty());
   EXPECT_EQ(r.drops(DropReason::peer_down), 1u);
@@ -401,7 +401,7 @@ TEST(Forwarder, GatewayRoutesAndDeadPeers) {
 
 TEST(Forwarder, AdoptedSnapshotRoutesFromThenOn) {
   Rig r(make_setup());  // no routes: tcp7 is unreachable
-  sock::Rx& lost = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  lnd::Rx& lost = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
   r.fwd->on_head(lost);
   r.fwd->on_received(lost);
   EXPECT_EQ(r.drops(DropReason::no_route), 1u);
@@ -443,21 +443,21 @@ Board watching(Rig& r, std::uint32_t i, const Nid& gw) {
 }
 
 // The REPLY a gateway sends to `get` with its ping info listing `nis`.
-sock::Rx& ping_reply(Rig& r, const sock::Tx& get, const std::vector<PingNi>& list, std::vector<std::uint8_t>& bytes,
+lnd::Rx& ping_reply(Rig& r, const lnd::Tx& get, const std::vector<PingNi>& list, std::vector<std::uint8_t>& bytes,
                      std::uint32_t features = ping_feature::ni_status | ping_feature::multi_rail) {
   bytes.assign(kPingHeaderSize + (list.size() + 1) * kPingNid4EntrySize, 0);
   auto n = encode_ping_info({features, kPidLustre, 3, list}, bytes);
   EXPECT_TRUE(n);
   bytes.resize(n ? *n : 0);
-  sock::Rx& rx = r.head(get.hdr.dest_nid, get.hdr.src_nid, get.hdr.src_nid, 0);
+  lnd::Rx& rx = r.head(get.hdr.dest_nid, get.hdr.src_nid, get.hdr.src_nid, 0);
   rx.hdr = make_reply(get.hdr, get.hdr.dest_nid, static_cast<std::uint32_t>(bytes.size()));
   return rx;
 }
 
 // Deliver `rx` with `payload` as socklnd would: head, bytes into the sink, end.
-void deliver(Rig& r, sock::Rx& rx, const std::vector<std::uint8_t>& payload, sock::RxVerdict expect) {
+void deliver(Rig& r, lnd::Rx& rx, const std::vector<std::uint8_t>& payload, lnd::RxVerdict expect) {
   ASSERT_EQ(r.fwd->on_head(rx), expect);
-  if (expect != sock::RxVerdict::accept || rx.discard) return r.fwd->on_received(rx);
+  if (expect != lnd::RxVerdict::accept || rx.discard) return r.fwd->on_received(rx);
   ASSERT_EQ(rx.sink.size(), payload.size());
   std::copy(payload.begin(), payload.end(), rx.sink.begin());
   r.fwd->on_received(rx);
@@ -471,7 +471,7 @@ TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
   ASSERT_EQ(r.fwd->send_pings(), 1u);
   EXPECT_EQ(r.fwd->send_pings(), 0u);  // once per request
   ASSERT_EQ(r.ports.sent.size(), 1u);
-  const sock::Tx get = *r.ports.sent[0].tx;
+  const lnd::Tx get = *r.ports.sent[0].tx;
   EXPECT_EQ(r.ports.sent[0].to, kGw1);
   EXPECT_TRUE(is_ping(get.hdr));
   EXPECT_EQ(get.hdr.src_nid, kNiB);  // our NI on the gateway's net
@@ -482,8 +482,8 @@ TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
 
   std::vector<std::uint8_t> info;
   const Nid far = nid("10.7.0.1@tcp7");
-  sock::Rx& rx = ping_reply(r, get, {{kGw1, kNiStatusUp}, {far, kNiStatusDown}}, info);
-  deliver(r, rx, info, sock::RxVerdict::accept);
+  lnd::Rx& rx = ping_reply(r, get, {{kGw1, kNiStatusUp}, {far, kNiStatusDown}}, info);
+  deliver(r, rx, info, lnd::RxVerdict::accept);
   const shm::PingResult res = shm::load_result(b.slots[2]);
   EXPECT_EQ(res.seq, 1u);
   EXPECT_EQ(res.outcome, shm::PingOutcome::answered);
@@ -502,16 +502,16 @@ TEST(Forwarder, ALongPingReplyIsReadWholeAndSummarisedPerNet) {
   Board b = watching(r, 1, kGw1);
   b.ask(1);
   ASSERT_EQ(r.fwd->send_pings(), 1u);
-  const sock::Tx get = *r.ports.sent[0].tx;
+  const lnd::Tx get = *r.ports.sent[0].tx;
   r.complete();
   // 100 NIs: ours first, then 60 on tcp7 (only the last UP), 39 on tcp8 (all DOWN).
   std::vector<PingNi> nis{{kGw1, kNiStatusUp}};
   for (int i = 0; i < 60; ++i) nis.push_back({Nid::make(Net{2, 7}, 0x0a070000u + i), i == 59 ? kNiStatusUp : kNiStatusDown});
   for (int i = 0; i < 39; ++i) nis.push_back({Nid::make(Net{2, 8}, 0x0a080000u + i), kNiStatusDown});
   std::vector<std::uint8_t> info;
-  sock::Rx& rx = ping_reply(r, get, nis, info);
+  lnd::Rx& rx = ping_reply(r, get, nis, info);
   ASSERT_GT(info.size(), 512u);
-  deliver(r, rx, info, sock::RxVerdict::accept);
+  deliver(r, rx, info, lnd::RxVerdict::accept);
   const shm::PingResult res = shm::load_result(b.slots[1]);
   ASSERT_EQ(res.outcome, shm::PingOutcome::answered);
   EXPECT_EQ(res.n_nis, shm::kPingNis);
@@ -527,10 +527,10 @@ TEST(Forwarder, ALongPingReplyIsReadWholeAndSummarisedPerNet) {
   // One cut off mid-payload gives its buffer back: nothing posted.
   b.ask(1);
   r.fwd->send_pings();
-  const sock::Tx again = *r.ports.sent[0].tx;
+  const lnd::Tx again = *r.ports.sent[0].tx;
   r.complete();
-  sock::Rx& cut = ping_reply(r, again, nis, info);
-  ASSERT_EQ(r.fwd->on_head(cut), sock::RxVerdict::accept);
+  lnd::Rx& cut = ping_reply(r, again, nis, info);
+  ASSERT_EQ(r.fwd->on_head(cut), lnd::RxVerdict::accept);
   EXPECT_EQ(cut.sink.size(), info.size());
   EXPECT_EQ(r.fwd->long_replies(), 1u);
   r.fwd->on_rx_aborted(cut);
@@ -546,15 +546,15 @@ TEST(Forwarder, RoutedTrafficFromAGatewayIsCountedAsHeard) {
   r.fwd->send_pings();  // the gateway's peer now points at its entry
   r.complete();
   // From a node behind it (source net tcp7): it forwards.
-  sock::Rx& routed = r.head(kGw1, kNiB, kA, 10);
+  lnd::Rx& routed = r.head(kGw1, kNiB, kA, 10);
   routed.hdr.src_nid = nid("10.7.0.5@tcp7");
-  ASSERT_EQ(r.fwd->on_head(routed), sock::RxVerdict::accept);
+  ASSERT_EQ(r.fwd->on_head(routed), lnd::RxVerdict::accept);
   r.fwd->on_received(routed);
   r.complete();
   EXPECT_EQ(b.slots[0].heard.load(), 1u);
   // Its own message (source net its own) is not forwarding.
-  sock::Rx& own = r.head(kGw1, kNiB, kA, 10);
-  ASSERT_EQ(r.fwd->on_head(own), sock::RxVerdict::accept);
+  lnd::Rx& own = r.head(kGw1, kNiB, kA, 10);
+  ASSERT_EQ(r.fwd->on_head(own), lnd::RxVerdict::accept);
   r.fwd->on_received(own);
   r.complete();
   EXPECT_EQ(b.slots[0].heard.load(), 1u);
@@ -566,7 +566,7 @@ TEST(Forwarder, LateOrForeignGatewayAnswersAreDroppedAndFailuresPosted) {
   Board b = watching(r, 0, kGw1);
   b.ask(0);
   r.fwd->send_pings();
-  const sock::Tx first = *r.ports.sent[0].tx;
+  const lnd::Tx first = *r.ports.sent[0].tx;
   r.complete();
   b.ask(0);
   r.fwd->send_pings();
@@ -576,25 +576,25 @@ TEST(Forwarder, LateOrForeignGatewayAnswersAreDroppedAndFailuresPosted) {
   EXPECT_EQ(res.outcome, shm::PingOutcome::send_failed);
   // The answer to the first request comes late: dropped, nothing posted.
   std::vector<std::uint8_t> info;
-  sock::Rx& late = ping_reply(r, first, {{kGw1, kNiStatusUp}}, info);
-  ASSERT_EQ(r.fwd->on_head(late), sock::RxVerdict::accept);
+  lnd::Rx& late = ping_reply(r, first, {{kGw1, kNiStatusUp}}, info);
+  ASSERT_EQ(r.fwd->on_head(late), lnd::RxVerdict::accept);
   EXPECT_TRUE(late.discard);
   r.fwd->on_received(late);
   EXPECT_EQ(shm::load_result(b.slots[0]).outcome, shm::PingOutcome::send_failed);
   // Neither is a REPLY from another NID with our cookie.
   b.ask(0);
   r.fwd->send_pings();
-  const sock::Tx third = *r.ports.sent[0].tx;
+  const lnd::Tx third = *r.ports.sent[0].tx;
   r.complete();
-  sock::Rx& forged = ping_reply(r, third, {{kGw2, kNiStatusUp}}, info);
+  lnd::Rx& forged = ping_reply(r, third, {{kGw2, kNiStatusUp}}, info);
   forged.hdr.src_nid = kGw2;
-  ASSERT_EQ(r.fwd->on_head(forged), sock::RxVerdict::accept);
+  ASSERT_EQ(r.fwd->on_head(forged), lnd::RxVerdict::accept);
   EXPECT_TRUE(forged.discard);
   r.fwd->on_received(forged);
   // A reply that is not a ping info is reported as such.
-  sock::Rx& bad = ping_reply(r, third, {{kGw1, kNiStatusUp}}, info);
+  lnd::Rx& bad = ping_reply(r, third, {{kGw1, kNiStatusUp}}, info);
   info[0] ^= 0xff;  // magic
-  deliver(r, bad, info, sock::RxVerdict::accept);
+  deliver(r, bad, info, lnd::RxVerdict::accept);
   res = shm::load_result(b.slots[0]);
   EXPECT_EQ(res.seq, 3u);
   EXPECT_EQ(res.outcome, shm::PingOutcome::bad_reply);
@@ -612,16 +612,16 @@ TEST(Forwarder, AnOperatorsPingOfARemoteNidGoesThroughAGatewayAndAnyWorkerTakesT
   b.ask(k);
   ASSERT_EQ(r.fwd->send_pings(), 1u);
   ASSERT_EQ(r.ports.sent.size(), 1u);
-  sock::Tx get = *r.ports.sent[0].tx;
+  lnd::Tx get = *r.ports.sent[0].tx;
   EXPECT_EQ(r.ports.sent[0].to, kGw1);  // through the gateway ...
   EXPECT_EQ(get.hdr.dest_nid, far);     // ... to the remote NID
   EXPECT_EQ(get.hdr.src_nid, kNiB);     // from our NI on the gateway's net
   EXPECT_TRUE(is_ping(get.hdr));
   r.complete();
   std::vector<std::uint8_t> info;
-  sock::Rx& rx = ping_reply(r, get, {{far, kNiStatusUp}}, info);
+  lnd::Rx& rx = ping_reply(r, get, {{far, kNiStatusUp}}, info);
   rx.from = kGw1;
-  deliver(r, rx, info, sock::RxVerdict::accept);
+  deliver(r, rx, info, lnd::RxVerdict::accept);
   shm::PingResult res = shm::load_result(b.slots[k]);
   EXPECT_EQ(res.seq, 1u);
   EXPECT_EQ(res.outcome, shm::PingOutcome::answered);
@@ -636,24 +636,24 @@ TEST(Forwarder, AnOperatorsPingOfARemoteNidGoesThroughAGatewayAndAnyWorkerTakesT
   GetFields g = get.hdr.get();
   g.return_wmd.object_cookie = (std::uint64_t{k} << 48) | 2;
   get.hdr.set(g);
-  sock::Rx& other = ping_reply(r, get, {{far, kNiStatusUp}}, info);
+  lnd::Rx& other = ping_reply(r, get, {{far, kNiStatusUp}}, info);
   other.from = kGw2;
-  deliver(r, other, info, sock::RxVerdict::accept);
+  deliver(r, other, info, lnd::RxVerdict::accept);
   res = shm::load_result(b.slots[k]);
   EXPECT_EQ(res.seq, 2u);
   EXPECT_EQ(res.outcome, shm::PingOutcome::answered);
   EXPECT_EQ(res.sent_ns, 0);
   // One from another NID, or for an older request, is not taken.
-  sock::Rx& stale = ping_reply(r, get, {{far, kNiStatusUp}}, info);
+  lnd::Rx& stale = ping_reply(r, get, {{far, kNiStatusUp}}, info);
   b.ask(k);
-  ASSERT_EQ(r.fwd->on_head(stale), sock::RxVerdict::accept);
+  ASSERT_EQ(r.fwd->on_head(stale), lnd::RxVerdict::accept);
   EXPECT_TRUE(stale.discard);
   r.fwd->on_received(stale);
-  sock::Rx& forged = ping_reply(r, get, {{kB, kNiStatusUp}}, info);
+  lnd::Rx& forged = ping_reply(r, get, {{kB, kNiStatusUp}}, info);
   g.return_wmd.object_cookie = (std::uint64_t{k} << 48) | 3;
   get.hdr.set(g);
   forged.hdr = make_reply(get.hdr, kB, static_cast<std::uint32_t>(info.size()));
-  ASSERT_EQ(r.fwd->on_head(forged), sock::RxVerdict::accept);
+  ASSERT_EQ(r.fwd->on_head(forged), lnd::RxVerdict::accept);
   EXPECT_TRUE(forged.discard);
   r.fwd->on_received(forged);
   EXPECT_EQ(shm::load_result(b.slots[k]).seq, 2u);
@@ -670,7 +670,7 @@ TEST(Forwarder, AGatewayWhoseConnectionsFailIsSkippedUntilHeardFrom) {
   r.fwd->adopt(r.routes.view());  // maps the snapshot's gateways to the board
   b.ask(0);
   r.fwd->send_pings();
-  const sock::Tx get = *r.ports.sent[0].tx;
+  const lnd::Tx get = *r.ports.sent[0].tx;
   r.complete();
   auto next_hop = [&r] { return r.next_hop_to_tcp7(); };
   EXPECT_EQ(next_hop(), kGw1);  // priority 0
@@ -681,8 +681,8 @@ TEST(Forwarder, AGatewayWhoseConnectionsFailIsSkippedUntilHeardFrom) {
   EXPECT_EQ(r.drops(DropReason::peer_down), 0u);
   // Its answer to a ping makes it usable again.
   std::vector<std::uint8_t> info;
-  sock::Rx& rx = ping_reply(r, get, {{kGw1, kNiStatusUp}}, info);
-  deliver(r, rx, info, sock::RxVerdict::accept);
+  lnd::Rx& rx = ping_reply(r, get, {{kGw1, kNiStatusUp}}, info);
+  deliver(r, rx, info, lnd::RxVerdict::accept);
   EXPECT_EQ(b.slots[0].down.load(), 0u);
   EXPECT_EQ(next_hop(), kGw1);
   r.expect_idle();
@@ -690,8 +690,8 @@ TEST(Forwarder, AGatewayWhoseConnectionsFailIsSkippedUntilHeardFrom) {
 
 TEST(Forwarder, AFailedSendToAGatewayGoesThroughAnotherInsteadOfBeingDropped) {
   Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
-  sock::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 3000);
-  ASSERT_EQ(r.fwd->on_head(rx), sock::RxVerdict::accept);
+  lnd::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 3000);
+  ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
   r.fwd->on_received(rx);
   ASSERT_EQ(r.ports.sent.size(), 1u);
   EXPECT_EQ(r.ports.sent[0].to, kGw1);
@@ -706,13 +706,13 @@ TEST(Forwarder, AFailedSendToAGatewayGoesThroughAnotherInsteadOfBeingDropped) {
   EXPECT_TRUE(r.ports.sent.empty());
   EXPECT_EQ(r.drops(DropReason::send_failed), 1u);
   // A message for a peer on a local net is never re-routed.
-  sock::Rx& first = r.head(kA, kNiA, kB, 10);
-  ASSERT_EQ(r.fwd->on_head(first), sock::RxVerdict::accept);
+  lnd::Rx& first = r.head(kA, kNiA, kB, 10);
+  ASSERT_EQ(r.fwd->on_head(first), lnd::RxVerdict::accept);
   r.fwd->on_received(first);
   r.complete();
   r.fwd->on_peer_down(kB);
-  sock::Rx& direct = r.head(kA, kNiA, kB, 10);
-  ASSERT_EQ(r.fwd->on_head(direct), sock::RxVerdict::accept);
+  lnd::Rx& direct = r.head(kA, kNiA, kB, 10);
+  ASSERT_EQ(r.fwd->on_head(direct), lnd::RxVerdict::accept);
   r.fwd->on_received(direct);
   EXPECT_EQ(r.drops(DropReason::peer_down), 1u);
   EXPECT_EQ(r.shared.counters[0].reroutes.get(), 1u);
@@ -729,14 +729,14 @@ TEST(Forwarder, CrossCptMessagesGoHomeToBeFreed) {
   Nid src = kA, dst = kB;
   for (std::uint32_t a = 2; cpt_of(src, 2) != 0; ++a) src = Nid::make(kA.net(), 0x0a010000 + a);
   for (std::uint32_t a = 2; cpt_of(dst, 2) != 1; ++a) dst = Nid::make(kB.net(), 0x0a020000 + a);
-  sock::Rx rx;
+  lnd::Rx rx;
   rx.from = src;
   rx.ni = kNiA;
   rx.hdr.src_nid = src;
   rx.hdr.dest_nid = dst;
   rx.hdr.set(PutFields{});
   rx.hdr.payload_length = 64;
-  ASSERT_EQ(f0.on_head(rx), sock::RxVerdict::accept);
+  ASSERT_EQ(f0.on_head(rx), lnd::RxVerdict::accept);
   f0.on_received(rx);
   ASSERT_EQ(p0.posted.size(), 1u);  // to worker 1's ring
   EXPECT_EQ(p0.posted[0].first, 1u);
@@ -767,14 +767,14 @@ TEST(Forwarder, AReroutedMessageGoesOnThroughItsHome) {
   FakePorts p0, p1, p2;
   Forwarder f0(0, s, shared, routes.view(), p0), f1(1, s, shared, routes.view(), p1),
       f2(2, s, shared, routes.view(), p2);
-  sock::Rx rx;
+  lnd::Rx rx;
   rx.from = src;
   rx.ni = kNiA;
   rx.hdr.src_nid = src;
   rx.hdr.dest_nid = nid("10.7.0.5@tcp7");
   rx.hdr.set(PutFields{});
   rx.hdr.payload_length = 64;
-  ASSERT_EQ(f0.on_head(rx), sock::RxVerdict::accept);
+  ASSERT_EQ(f0.on_head(rx), lnd::RxVerdict::accept);
   f0.on_received(rx);
   ASSERT_EQ(p0.posted.size(), 1u);
   EXPECT_EQ(p0.posted[0].first, 1u);  // to gw1's worker
@@ -804,13 +804,13 @@ TEST(Forwarder, AReroutedMessageGoesOnThroughItsHome) {
 
 TEST(Forwarder, AnswersPingsWithItsNisAndRoutingState) {
   Rig r(make_setup());
-  sock::Rx& ping = r.head(kA, kNiA, kNiA, 0, MsgType::get);
+  lnd::Rx& ping = r.head(kA, kNiA, kNiA, 0, MsgType::get);
   ping.hdr = make_get({kPidLustre, kA}, {kPidLustre, kNiA}, kLnetReservedPortal, kPingMatchBits, {7, 8},
                       kPingSinkLnetctl);
-  EXPECT_EQ(r.fwd->on_head(ping), sock::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(ping), lnd::RxVerdict::accept);
   EXPECT_EQ(r.fwd->flush_local(), 1u);
   ASSERT_EQ(r.ports.sent.size(), 1u);
-  const sock::Tx& reply = *r.ports.sent[0].tx;
+  const lnd::Tx& reply = *r.ports.sent[0].tx;
   EXPECT_EQ(r.ports.sent[0].to, kA);
   EXPECT_EQ(reply.hdr.type, MsgType::reply);
   EXPECT_EQ(reply.hdr.src_nid, kNiA);
@@ -827,7 +827,7 @@ TEST(Forwarder, AnswersPingsWithItsNisAndRoutingState) {
   // while routing is disabled the RTE_DISABLED bit is set.
   r.shared.ni[1].last_ping_ns = 0;
   r.shared.routing = RoutingState::disabled;
-  sock::Rx& ping2 = r.head(kA, kNiA, kNiA, 0, MsgType::get);
+  lnd::Rx& ping2 = r.head(kA, kNiA, kNiA, 0, MsgType::get);
   ping2.hdr = ping.hdr;
   r.fwd->on_head(ping2);
   r.fwd->flush_local();
@@ -841,22 +841,22 @@ TEST(Forwarder, AnswersPingsWithItsNisAndRoutingState) {
 
 TEST(Forwarder, AcksPushesAfterTheirPayload) {
   Rig r(make_setup());
-  sock::Rx& push = r.head(kA, kNiA, kNiA, 48);
+  lnd::Rx& push = r.head(kA, kNiA, kNiA, 48);
   push.hdr = make_put({kPidLustre, kA}, {kPidLustre, kNiA}, kLnetReservedPortal, kPingMatchBits, {3, 4}, 0, 48);
-  EXPECT_EQ(r.fwd->on_head(push), sock::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(push), lnd::RxVerdict::accept);
   EXPECT_TRUE(push.discard);
   EXPECT_EQ(r.fwd->flush_local(), 0u);  // nothing before the payload is in
   r.fwd->on_received(push);
   EXPECT_EQ(r.fwd->flush_local(), 1u);
-  const sock::Tx& ack = *r.ports.sent[0].tx;
+  const lnd::Tx& ack = *r.ports.sent[0].tx;
   EXPECT_EQ(ack.hdr.type, MsgType::ack);
   EXPECT_EQ(ack.hdr.ack().dst_wmd, (WireHandle{3, 4}));
   EXPECT_EQ(ack.hdr.ack().mlength, 48u);
   EXPECT_EQ(ack.hdr.ack().match_bits, kPingMatchBits);
   r.complete();
   // Anything else for the router itself is dropped.
-  sock::Rx& other = r.head(kA, kNiA, kNiA, 10);
-  EXPECT_EQ(r.fwd->on_head(other), sock::RxVerdict::accept);
+  lnd::Rx& other = r.head(kA, kNiA, kNiA, 10);
+  EXPECT_EQ(r.fwd->on_head(other), lnd::RxVerdict::accept);
   EXPECT_TRUE(other.discard);
   EXPECT_EQ(r.drops(DropReason::not_for_us), 1u);
   r.expect_idle();
@@ -865,11 +865,11 @@ TEST(Forwarder, AcksPushesAfterTheirPayload) {
 TEST(Forwarder, PushesItsPingInfoToPeersThatPushedToIt) {
   Rig r(make_setup());
   // kB only forwards through us; kA pushed (it runs discovery).
-  sock::Rx& fwd = r.head(kB, kNiB, kA, 0);
-  ASSERT_EQ(r.fwd->on_head(fwd), sock::RxVerdict::accept);
+  lnd::Rx& fwd = r.head(kB, kNiB, kA, 0);
+  ASSERT_EQ(r.fwd->on_head(fwd), lnd::RxVerdict::accept);
   r.fwd->on_received(fwd);
   r.complete();
-  sock::Rx& push = r.head(kA, kNiA, kNiA, 48);
+  lnd::Rx& push = r.head(kA, kNiA, kNiA, 48);
   push.hdr = make_put({kPidLustre, kA}, {kPidLustre, kNiA}, kLnetReservedPortal, kPingMatchBits, {3, 4}, 0, 48);
   r.fwd->on_head(push);
   r.fwd->on_received(push);
@@ -880,7 +880,7 @@ TEST(Forwarder, PushesItsPingInfoToPeersThatPushedToIt) {
   ASSERT_EQ(r.fwd->flush_local(), 1u);
   ASSERT_EQ(r.ports.sent.size(), 1u);
   EXPECT_EQ(r.ports.sent[0].to, kA);
-  const sock::Tx& out = *r.ports.sent[0].tx;
+  const lnd::Tx& out = *r.ports.sent[0].tx;
   EXPECT_TRUE(is_push(out.hdr));
   EXPECT_EQ(out.hdr.src_nid, kNiA);
   EXPECT_FALSE(out.hdr.put().ack_wmd.is_none());
@@ -891,12 +891,12 @@ TEST(Forwarder, PushesItsPingInfoToPeersThatPushedToIt) {
   EXPECT_EQ(nis, (std::vector<std::pair<Nid, std::uint32_t>>{{kNiA, kNiStatusUp}, {kNiB, kNiStatusDown}}));
   EXPECT_EQ(r.shared.counters[0].pushes.get(), 1u);
   // Its ACK is taken quietly, not counted as a drop.
-  sock::Rx& ack = r.head(kA, kNiA, kNiA, 0);
+  lnd::Rx& ack = r.head(kA, kNiA, kNiA, 0);
   ack.hdr = make_ack(out.hdr, kA, out.hdr.payload_length);
   ack.hdr.src_nid = kA;
   ack.hdr.dest_nid = kNiA;
   r.complete();
-  EXPECT_EQ(r.fwd->on_head(ack), sock::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(ack), lnd::RxVerdict::accept);
   r.fwd->on_received(ack);
   EXPECT_EQ(r.drops(DropReason::not_for_us), 0u);
   r.expect_idle();

@@ -756,7 +756,7 @@ TEST(TcpConn, OutOfOrderDataIsHeldMergedAndWithinTheWindow) {
 // within a budget of frames held.  A frame's bytes are scribbled over
 // once nothing holds it (as a freed mbuf is reused), so a byte delivered
 // from a frame let go shows.
-struct CountedFrames final : sock::FrameRefs {
+struct CountedFrames final : lnd::FrameRefs {
   std::map<void*, int> refs;
   std::map<void*, std::vector<std::uint8_t>> bytes;  // the frames' memory
   std::size_t budget = 1000;

@@ -36,22 +36,22 @@ Bytes pattern(std::size_t n, std::uint8_t seed) {
   return b;
 }
 
-class Recorder final : public sock::Upper {
+class Recorder final : public lnd::Upper {
  public:
   struct Got {
     Nid from;
     Bytes payload;
   };
   std::vector<Got> got;
-  std::map<const sock::Tx*, int> sent;
+  std::map<const lnd::Tx*, int> sent;
   std::vector<Nid> down;
   std::deque<Bytes> buffers;
   // Payloads of 4 KiB+ received by reference where the stream may (as the
   // router's large ones): each read back out of its chain's pieces.
   bool chains = false;
-  std::deque<sock::RefChain> rx_chains;
+  std::deque<lnd::RefChain> rx_chains;
   std::size_t referenced = 0;  // payload bytes that came by reference
-  sock::RxVerdict on_head(sock::Rx& rx) override {
+  lnd::RxVerdict on_head(lnd::Rx& rx) override {
     buffers.emplace_back(rx.hdr.payload_length);
     rx.sink = buffers.back();
     rx.cookie = &buffers.back();
@@ -60,9 +60,9 @@ class Recorder final : public sock::Upper {
       rx_chains.back().reset(buffers.back().data(), buffers.back().size(), nullptr);
       rx.chain = &rx_chains.back();
     }
-    return sock::RxVerdict::accept;
+    return lnd::RxVerdict::accept;
   }
-  void on_received(sock::Rx& rx) override {
+  void on_received(lnd::Rx& rx) override {
     auto& buf = *static_cast<Bytes*>(rx.cookie);
     if (rx.chain) {
       Bytes whole;
@@ -73,9 +73,9 @@ class Recorder final : public sock::Upper {
     }
     got.push_back({rx.from, buf});
   }
-  void on_rx_aborted(sock::Rx&) override {}
-  std::function<void(sock::Tx&, int)> on_sent_hook;  // e.g. the owner reusing its buffer
-  void on_sent(sock::Tx& tx, int status) override {
+  void on_rx_aborted(lnd::Rx&) override {}
+  std::function<void(lnd::Tx&, int)> on_sent_hook;  // e.g. the owner reusing its buffer
+  void on_sent(lnd::Tx& tx, int status) override {
     sent[&tx] = status;
     if (on_sent_hook) on_sent_hook(tx, status);
   }
@@ -85,7 +85,7 @@ class Recorder final : public sock::Upper {
 // Received frames as a DPDK port keeps them (dataplane/port.hpp), on the
 // heap: each is freed by its last reference, at most `budget` references
 // are taken by retain(), and `live` counts the frames not yet freed.
-struct KeptFrames final : sock::FrameRefs {
+struct KeptFrames final : lnd::FrameRefs {
   struct Frame {
     Bytes bytes;
     int refs = 1;  // the delivery's
@@ -264,7 +264,7 @@ TEST(SockTransport, PutsOfEverySizeBothWaysIntact) {
   Host& b = w.hosts[1];
   const std::vector<std::size_t> sizes = {0, 1, 100, 4095, 4096, 65536, 1048575, 1 << 20};  // LNet carries at most 1 MiB
   std::deque<Bytes> payloads;
-  std::deque<sock::Tx> txs;
+  std::deque<lnd::Tx> txs;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     payloads.push_back(pattern(sizes[i], static_cast<std::uint8_t>(i)));
     txs.push_back(make_put(kA, kB, payloads.back()));
@@ -321,7 +321,7 @@ TEST(SockTransport, APeerThatRestartsResetsTheOldConnectionsAndIsReachedAgain) {
   Wire w;
   Host& a = w.hosts[0];
   Bytes p1 = pattern(1000, 1);
-  sock::Tx first = make_put(kA, kB, p1);
+  lnd::Tx first = make_put(kA, kB, p1);
   ASSERT_EQ(a.node->send(kB, first), 0);
   ASSERT_TRUE(w.pump([&] { return w.hosts[1].upper.got.size() == 1; }));
   // B crashes and comes back with the same address: its stack knows none
@@ -329,13 +329,13 @@ TEST(SockTransport, APeerThatRestartsResetsTheOldConnectionsAndIsReachedAgain) {
   w.hosts[1].crash();
   w.hosts[1].start(kB, {2, 0, 0, 0, 0, 0xb});
   Bytes p2 = pattern(200000, 2);
-  sock::Tx second = make_put(kA, kB, p2);
+  lnd::Tx second = make_put(kA, kB, p2);
   ASSERT_EQ(a.node->send(kB, second), 0);
   ASSERT_TRUE(w.pump([&] { return a.node->stats().closed[static_cast<std::size_t>(sock::CloseReason::peer_reset)] > 0; }));
   // A reconnects to the new B for a later message (sends fail with -EIO
   // while A backs off after a failed connect, as Linux's do).
   Bytes p3 = pattern(300000, 3);
-  sock::Tx third = make_put(kA, kB, p3);
+  lnd::Tx third = make_put(kA, kB, p3);
   ASSERT_TRUE(w.pump([&] { return a.upper.sent.count(&second) == 1; }));
   ASSERT_TRUE(w.pump([&] { return a.node->send(kB, third) == 0; }));
   ASSERT_TRUE(w.pump([&] {
@@ -348,7 +348,7 @@ TEST(SockTransport, ClosedStreamsAreFreed) {
   Wire w;
   Host& a = w.hosts[0];
   Bytes p = pattern(5000, 3);
-  sock::Tx t = make_put(kA, kB, p);
+  lnd::Tx t = make_put(kA, kB, p);
   ASSERT_EQ(a.node->send(kB, t), 0);
   ASSERT_TRUE(w.pump([&] { return w.hosts[1].upper.got.size() == 1; }));
   ASSERT_GT(a.transport->links(), 0u);
@@ -515,7 +515,7 @@ TEST(SockTransport, SentMessagesAreLentUntilAcknowledged) {
   Host& b = w.hosts[1];
   w.drop_every = 13;
   const Bytes payload = pattern(1 << 20, 9);
-  sock::Tx tx = make_put(kA, kB, payload);
+  lnd::Tx tx = make_put(kA, kB, payload);
   ASSERT_EQ(a.node->send(kB, tx), 0);
   ASSERT_TRUE(w.pump([&] { return lent_to_b(a) > 0; }));
   EXPECT_EQ(a.upper.sent.count(&tx), 0u) << "handed back while the connection still reads it";
@@ -584,7 +584,7 @@ TEST(SockTransport, AMessageUnacknowledgedForTheTimeoutClosesTheConnection) {
   Wire w(opts);
   Host& a = w.hosts[0];
   const Bytes payload = pattern(1 << 20, 4);
-  sock::Tx tx = make_put(kA, kB, payload);
+  lnd::Tx tx = make_put(kA, kB, payload);
   ASSERT_EQ(a.node->send(kB, tx), 0);
   ASSERT_TRUE(w.pump([&] { return lent_to_b(a) > 0; }));
   w.up = false;  // B is gone: nothing more crosses
@@ -607,7 +607,7 @@ TEST(SockTransport, AMessageIsHandedBackOnlyWhenNoneOfItIsLent) {
   Host& b = w.hosts[1];
   w.drop_short_once = true;
   std::size_t early = 0;
-  a.upper.on_sent_hook = [&](sock::Tx& tx, int status) {
+  a.upper.on_sent_hook = [&](lnd::Tx& tx, int status) {
     if (status != 0) return;
     early += lent_to_b(a) > 0;
     auto* p = const_cast<std::uint8_t*>(tx.payload.data());
@@ -618,7 +618,7 @@ TEST(SockTransport, AMessageIsHandedBackOnlyWhenNoneOfItIsLent) {
   for (int i = 0; i < 100; ++i) {
     Bytes payload = pattern(1 + rng() % 20000, static_cast<std::uint8_t>(i));
     const Bytes expect = payload;
-    sock::Tx tx = make_put(kA, kB, payload);
+    lnd::Tx tx = make_put(kA, kB, payload);
     ASSERT_EQ(a.node->send(kB, tx), 0);
     const std::size_t before = b.upper.got.size();
     ASSERT_TRUE(w.pump([&] { return a.upper.sent.count(&tx) == 1 && b.upper.got.size() == before + 1; })) << i;
@@ -668,10 +668,10 @@ struct KeptPair {
     });
   }
   Bytes sink;
-  sock::RefChain chain;
+  lnd::RefChain chain;
 };
 
-Bytes whole(sock::RefChain& chain) {
+Bytes whole(lnd::RefChain& chain) {
   Bytes out;
   for (const auto& p : chain.pieces()) out.insert(out.end(), p.data, p.data + p.len);
   return out;
@@ -684,7 +684,7 @@ TEST(SockTransport, APayloadLentWithAChainStaysInItsFrames) {
   KeptPair t(7002);
   ASSERT_TRUE(t.client && t.server);
   KeptFrames& kept = t.kept;
-  sock::RefChain& chain = t.chain;
+  lnd::RefChain& chain = t.chain;
   const Bytes data = pattern(1 << 20, 3);
   ASSERT_TRUE(t.receive_by_reference(data));
   EXPECT_EQ(whole(chain), data);
@@ -706,7 +706,7 @@ TEST(SockTransport, FramesBeyondTheBudgetAreCopied) {
   KeptPair t(7003, 50);
   ASSERT_TRUE(t.client && t.server);
   KeptFrames& kept = t.kept;
-  sock::RefChain& chain = t.chain;
+  lnd::RefChain& chain = t.chain;
   const Bytes data = pattern(1 << 20, 4);
   ASSERT_TRUE(t.receive_by_reference(data));
   EXPECT_EQ(whole(chain), data);
@@ -734,7 +734,7 @@ TEST(SockTransport, QueuedFramesPassToALaterChainOrAreCopiedOut) {
   EXPECT_TRUE(std::equal(head.begin(), head.end(), data.begin()));
   // The next 200,000 into a sink lent with a chain: all queued already.
   Bytes sink(200000);
-  sock::RefChain chain;
+  lnd::RefChain chain;
   chain.reset(sink.data(), sink.size(), nullptr);
   ASSERT_TRUE(server->lend(sink.data(), sink.size(), &chain));
   ASSERT_EQ(server->recv(sink.data(), sink.size()), 200000);
@@ -756,7 +756,7 @@ TEST(SockTransport, AReadElsewhereTakesBackWhatTheChainHeld) {
   ASSERT_TRUE(t.client && t.server);
   const Bytes data = pattern(100000, 6);
   Bytes sink(data.size());
-  sock::RefChain chain;
+  lnd::RefChain chain;
   chain.reset(sink.data(), sink.size(), nullptr);
   ASSERT_TRUE(t.server->lend(sink.data(), sink.size(), &chain));  // nothing queued: a plain loan
   ASSERT_TRUE(t.send(data));
@@ -780,7 +780,7 @@ TEST(SockTransport, SocklndReceivesLargePayloadsByReference) {
   b.upper.chains = true;
   const std::vector<std::size_t> sizes = {0, 1, 4096, 4097, 65536, 1 << 20, 1 << 20, 300000};
   std::deque<Bytes> payloads;
-  std::deque<sock::Tx> txs;
+  std::deque<lnd::Tx> txs;
   std::size_t large = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     payloads.push_back(pattern(sizes[i], static_cast<std::uint8_t>(i)));

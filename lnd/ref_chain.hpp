@@ -22,7 +22,7 @@
 
 #include "router/bytes.hpp"
 
-namespace lnetr::sock {
+namespace lnetr::lnd {
 
 // How a stream keeps received frames: one more reference, or one fewer.
 class FrameRefs {
@@ -159,4 +159,4 @@ class RefChain {
   bool built_ = false;
 };
 
-}  // namespace lnetr::sock
+}  // namespace lnetr::lnd

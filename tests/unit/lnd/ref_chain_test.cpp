@@ -1,13 +1,13 @@
-// A payload received by reference (lnd/socklnd/ref_chain.hpp): its runs in
+// A payload received by reference (lnd/ref_chain.hpp): its runs in
 // order with the buffer's between them, references let go exactly once.
-#include "lnd/socklnd/ref_chain.hpp"
+#include "lnd/ref_chain.hpp"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <numeric>
 
-namespace lnetr::sock {
+namespace lnetr::lnd {
 namespace {
 
 struct Counted final : FrameRefs {
@@ -120,4 +120,4 @@ TEST_F(RefChainTest, AMoveCarriesTheReferencesAndDropsTheTargets) {
 }
 
 }  // namespace
-}  // namespace lnetr::sock
+}  // namespace lnetr::lnd
