@@ -444,6 +444,29 @@ Result<std::size_t> encode_msg(const Msg& m, MutableByteSpan out, ByteOrder o, C
   return size;
 }
 
+Result<std::size_t> encode_immediate_head(const MsgHeader& h, const LnetHeader& hdr, std::uint32_t payload_length,
+                                          MutableByteSpan out, ByteOrder o) noexcept {
+  if (payload_length > kImmediateMaxPayload || payload_length != hdr.payload_length)
+    return fail(WireError::bad_length);
+  if (out.size() < kImmediatePayloadOffset) return fail(WireError::truncated);
+  // Encoded as an IMMEDIATE without payload, then given the full length.
+  LnetHeader empty = hdr;
+  empty.payload_length = 0;
+  Msg m{h, Immediate{empty, {}}};
+  m.hdr.type = MsgType::immediate;
+  auto r = encode_msg(m, out.first(kImmediatePayloadOffset), o);
+  if (!r) return r;
+  auto lnet = encode_header(hdr, out.subspan(body_off::lnet_hdr), HeaderForm::nid4);
+  if (!lnet) return fail(lnet.error());
+  store(out.data() + hdr_off::nob, static_cast<std::uint32_t>(kImmediatePayloadOffset + payload_length), o);
+  return kImmediatePayloadOffset;
+}
+
+void store_checksum(MutableByteSpan msg, ByteOrder o, CharSign sign) noexcept {
+  if (msg.size() < hdr_off::cksum + 4) return;
+  store(msg.data() + hdr_off::cksum, msg_checksum(ByteSpan(msg.data(), msg.size()), sign), o);
+}
+
 bool is_protocol_probe(ByteSpan in) noexcept {
   return in.size() >= kMagicVersionSize && match_magic(in.data(), kLnetProtoMagic).matched;
 }

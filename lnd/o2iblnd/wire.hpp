@@ -324,6 +324,19 @@ std::size_t wire_size(const Msg& m) noexcept;
 Result<std::size_t> encode_msg(const Msg& m, MutableByteSpan out, ByteOrder order = kNativeOrder,
                                Checksum cksum = Checksum::off, CharSign sign = CharSign::signed_char) noexcept;
 
+// The first 120 bytes of an IMMEDIATE whose `payload_length` bytes of
+// payload the sender gathers from elsewhere (a second scatter/gather
+// entry): the header with ibm_nob = 120 + payload_length and ibm_cksum 0,
+// and the LNet header.  Returns 120.  Errors as encode_msg()'s (bad_length:
+// payload_length above 3976 or not hdr.payload_length).
+Result<std::size_t> encode_immediate_head(const MsgHeader& h, const LnetHeader& hdr, std::uint32_t payload_length,
+                                          MutableByteSpan out, ByteOrder order = kNativeOrder) noexcept;
+
+// Set ibm_cksum of the encoded message `msg` (exactly its ibm_nob bytes, in
+// `order`) to its checksum.
+void store_checksum(MutableByteSpan msg, ByteOrder order = kNativeOrder,
+                    CharSign sign = CharSign::signed_char) noexcept;
+
 // True if CM private data starts with LNET_PROTO_MAGIC (either order) rather
 // than an o2iblnd message: a "future protocol" probe, which the passive side
 // answers with a FATAL reject carrying version 0x12 (o2iblnd.md §4.2).

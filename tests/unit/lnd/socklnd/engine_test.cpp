@@ -21,7 +21,7 @@
 
 #include "lnd/socklnd/acceptor.hpp"
 #include "lnd/socklnd/socket.hpp"
-#include "tests/support/socklnd_tx.hpp"
+#include "tests/support/lnd_tx.hpp"
 
 namespace lnetr::sock {
 namespace {

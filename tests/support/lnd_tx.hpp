@@ -1,4 +1,4 @@
-// A socklnd PUT to send in tests: an LNet PUT header (portal 4, match bits
+// A PUT to send in tests (any LND): an LNet PUT header (portal 4, match bits
 // 0x1234, no ACK) from `from` to `to` carrying `payload` (borrowed: it must
 // outlive the Tx's sending).
 #pragma once
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lnd/socklnd/engine.hpp"
+#include "lnd/message.hpp"
 
 namespace lnetr::test {
 
