@@ -1075,14 +1075,14 @@ void Node::on_completion(const WorkCompletion& wc) {
       rx_complete(static_cast<RxDesc*>(ptr), wc);
       break;
     case kWidTx:
-      tx_complete(static_cast<TxDesc*>(ptr), wc.status);
+      tx_complete(static_cast<TxDesc*>(ptr), wc);
       break;
     case kWidRdma: {
       // Unsignaled: only a failure completes one.  The SEND after it
       // completes (flushed) and finishes the descriptor.
       auto* d = static_cast<TxDesc*>(ptr);
       if (wc.status != 0 && d->conn && d->conn->state == ConnState::established)
-        close_conn(d->conn, CloseReason::tx_failed, -EIO);
+        close_conn(d->conn, wc.flushed ? CloseReason::peer_disconnected : CloseReason::tx_failed, -EIO);
       break;
     }
     default:
@@ -1091,11 +1091,12 @@ void Node::on_completion(const WorkCompletion& wc) {
 }
 
 // Linux's kiblnd_tx_complete.
-void Node::tx_complete(TxDesc* d, std::uint32_t status) {
+void Node::tx_complete(TxDesc* d, const WorkCompletion& wc) {
   Conn* c = d->conn;
-  const bool failed = status != 0;
+  const bool failed = wc.status != 0;
   if (failed) {
-    if (c->state == ConnState::established) close_conn(c, CloseReason::tx_failed, -EIO);
+    if (c->state == ConnState::established)
+      close_conn(c, wc.flushed ? CloseReason::peer_disconnected : CloseReason::tx_failed, -EIO);
   } else {
     c->peer->last_alive = clock_();
   }
@@ -1124,7 +1125,9 @@ void Node::rx_complete(RxDesc* rx, const WorkCompletion& wc) {
   }
   if (wc.status != 0) {
     if (c->state == ConnState::established) {
-      close_conn(c, CloseReason::rx_failed, -EIO);
+      // Flushed: the queue pair went to the error state under us (the peer
+      // disconnected); any other status is the receive's own failure.
+      close_conn(c, wc.flushed ? CloseReason::peer_disconnected : CloseReason::rx_failed, -EIO);
     } else {
       c->comms_error = -EIO;
     }

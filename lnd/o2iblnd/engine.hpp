@@ -312,7 +312,7 @@ class Node final : private TransportEvents {
 
   // Receiving.
   void post_rx(RxDesc* rx, PostCredit credit);
-  void tx_complete(TxDesc* d, std::uint32_t status);
+  void tx_complete(TxDesc* d, const WorkCompletion& wc);
   void rx_complete(RxDesc* rx, const WorkCompletion& wc);
   void fail_rx(Conn* c, CloseReason why, int error);
   void handle_rx(RxDesc* rx);

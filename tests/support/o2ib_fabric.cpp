@@ -24,7 +24,12 @@ std::string hex(std::uint64_t v) {
 
 SimTransport::SimTransport(Fabric& f, std::string name) : fabric_(f), name_(std::move(name)) { f.add(this); }
 
-SimTransport::~SimTransport() { fabric_.remove(this); }
+SimTransport::~SimTransport() {
+  // Its identifiers stay (the fabric owns them) but are gone: a peer's
+  // next send to them fails.
+  for (SimId* id : ids_) id->gone = true;
+  fabric_.remove(this);
+}
 
 void SimTransport::listen(std::uint32_t ip, std::uint16_t port, std::function<void(ConnRequest&&)> on_request) {
   listeners_.push_back({ip, port, std::move(on_request)});
@@ -42,31 +47,31 @@ void SimTransport::register_payload(void* addr, std::size_t len) {
 }
 
 std::size_t SimTransport::live_ids() const noexcept {
-  return static_cast<std::size_t>(std::count_if(ids_.begin(), ids_.end(), [](const auto& i) { return !i->destroyed; }));
+  return static_cast<std::size_t>(std::count_if(ids_.begin(), ids_.end(), [](const SimId* i) { return !i->destroyed; }));
 }
 
 std::vector<SimId*> SimTransport::ids() const {
   std::vector<SimId*> out;
-  for (const auto& i : ids_)
-    if (!i->destroyed) out.push_back(i.get());
+  for (SimId* i : ids_)
+    if (!i->destroyed) out.push_back(i);
   return out;
 }
 
 CmId* SimTransport::resolve(std::uint32_t src_ip, std::uint32_t dst_ip, std::uint16_t port, bool privileged, int,
                             int& error) {
   error = 0;
-  auto id = std::make_unique<SimId>();
+  SimId* id = fabric_.new_id();
   id->owner = this;
   id->local_ip = src_ip;
   id->remote_ip = dst_ip;
   id->remote_port = port;
   id->local_port = privileged ? next_port : static_cast<std::uint16_t>(next_port + 40000);
   next_port = next_port > 512 ? static_cast<std::uint16_t>(next_port - 1) : 1023;
-  SimId* raw = id.get();
-  ids_.push_back(std::move(id));
+  SimId* raw = id;
+  ids_.push_back(id);
   const bool known = fabric_.by_address(dst_ip) != nullptr;
   fabric_.post([this, raw, known] {
-    if (raw->destroyed || !events_) return;
+    if (raw->dead() || !events_) return;
     events_->on_resolved(raw, known ? 0 : -EHOSTUNREACH);
   });
   return raw;
@@ -93,26 +98,26 @@ int SimTransport::connect(CmId* cid, const ConnectParams& p) {
       if (x.ip == id->remote_ip && x.port == id->remote_port && x.on_request) l = &x;
   if (!l) {
     fabric_.post([this, id] {
-      if (!id->destroyed && events_) events_->on_rejected(id, RejectKind::invalid_service_id, {});
+      if (!id->dead() && events_) events_->on_rejected(id, RejectKind::invalid_service_id, {});
     });
     return 0;
   }
-  auto pid = std::make_unique<SimId>();
+  SimId* pid = fabric_.new_id();
   pid->owner = target;
   pid->local_ip = id->remote_ip;
   pid->local_port = id->remote_port;
   pid->remote_ip = id->local_ip;
   pid->remote_port = id->local_port;
   pid->peer = id;
-  id->peer = pid.get();
+  id->peer = pid;
   ConnRequest r;
-  r.id = pid.get();
+  r.id = pid;
   r.local_ip = id->remote_ip;
   r.remote_ip = id->local_ip;
   r.remote_port = id->local_port;
   r.len = std::min(p.private_data.size(), r.data.size());
   std::memcpy(r.data.data(), p.private_data.data(), r.len);
-  target->ids_.push_back(std::move(pid));
+  target->ids_.push_back(pid);
   auto on_request = l->on_request;
   fabric_.post([on_request, r]() mutable { on_request(std::move(r)); });
   return 0;
@@ -127,12 +132,12 @@ int SimTransport::accept(CmId* cid, const ConnectParams& p) {
   }
   std::vector<std::uint8_t> data(p.private_data.begin(), p.private_data.end());
   fabric_.post([pid, aid, data] {
-    if (aid->destroyed || pid->destroyed) return;
+    if (aid->dead() || pid->dead()) return;
     aid->connected = pid->connected = true;
     if (aid->owner->events_) aid->owner->events_->on_established(aid, ByteSpan(data.data(), data.size()));
     // The passive side learns it from the RTU, a step later.
     aid->owner->fabric_.post([pid] {
-      if (!pid->destroyed && pid->owner->events_) pid->owner->events_->on_established(pid, {});
+      if (!pid->dead() && pid->owner->events_) pid->owner->events_->on_established(pid, {});
     });
   });
   return 0;
@@ -144,7 +149,7 @@ int SimTransport::reject(CmId* cid, ByteSpan private_data) {
   if (!aid) return 0;
   std::vector<std::uint8_t> data(private_data.begin(), private_data.end());
   fabric_.post([aid, data] {
-    if (!aid->destroyed && aid->owner->events_)
+    if (!aid->dead() && aid->owner->events_)
       aid->owner->events_->on_rejected(aid, RejectKind::consumer, ByteSpan(data.data(), data.size()));
   });
   return 0;
@@ -155,7 +160,7 @@ void SimTransport::flush(SimId* id) {
     const RecvWr wr = id->recvs.front();
     id->recvs.pop_front();
     fabric_.post([id, wr] {
-      if (id->destroyed || !id->owner->events_) return;
+      if (id->dead() || !id->owner->events_) return;
       WorkCompletion wc;
       wc.wr_id = wr.wr_id;
       wc.op = WcOp::recv;
@@ -171,35 +176,50 @@ void SimTransport::flush(SimId* id) {
   for (auto& w : held) fabric_.post(std::move(w));
 }
 
+void SimTransport::vanish() {
+  for (SimId* id : ids_)
+    if (!id->destroyed) {
+      id->gone = true;
+      id->recvs.clear();
+      id->held_work.clear();
+    }
+}
+
 void SimTransport::disconnect(CmId* cid) {
   auto* id = static_cast<SimId*>(cid);
+  if (id->gone) return;
   if (!id->error) {
     id->error = true;
     flush(id);
   }
   SimId* peer = id->peer;
-  if (id->connected && peer && !peer->destroyed) {
-    if (!peer->error) {
-      peer->error = true;
-      peer->owner->flush(peer);
-    }
+  if (id->connected && peer && !peer->dead()) {
+    // The peer's CM takes the DREQ: DISCONNECTED, its queue pair in error.
     if (!peer->disconnected_sent) {
       peer->disconnected_sent = true;
       fabric_.post([peer] {
-        if (!peer->destroyed && peer->owner->events_) peer->owner->events_->on_disconnected(peer);
+        if (!peer->dead() && peer->owner->events_) peer->owner->events_->on_disconnected(peer);
       });
+    }
+    if (!peer->error) {
+      peer->error = true;
+      peer->owner->flush(peer);
     }
   }
   if (id->connected && !id->disconnected_sent) {
     id->disconnected_sent = true;
     fabric_.post([this, id] {
-      if (!id->destroyed && events_) events_->on_disconnected(id);
+      if (!id->dead() && events_) events_->on_disconnected(id);
     });
   }
 }
 
 void SimTransport::destroy(CmId* cid) {
   auto* id = static_cast<SimId*>(cid);
+  if (id->gone && !id->destroyed) {
+    id->destroyed = true;
+    return;
+  }
   if (id->destroyed) {
     violations.push_back("destroy twice");
     return;
@@ -209,7 +229,7 @@ void SimTransport::destroy(CmId* cid) {
                          std::to_string(id->sends_outstanding) + " sends posted");
   id->destroyed = true;
   id->recvs.clear();
-  if (id->peer && id->peer->peer == id && id->connected && !id->peer->destroyed && !id->peer->error) {
+  if (id->peer && id->peer->peer == id && id->connected && !id->peer->dead() && !id->peer->error) {
     // Destroying a connected identifier disconnects it.
     SimId* peer = id->peer;
     peer->error = true;
@@ -217,7 +237,7 @@ void SimTransport::destroy(CmId* cid) {
     if (!peer->disconnected_sent) {
       peer->disconnected_sent = true;
       fabric_.post([peer] {
-        if (!peer->destroyed && peer->owner->events_) peer->owner->events_->on_disconnected(peer);
+        if (!peer->dead() && peer->owner->events_) peer->owner->events_->on_disconnected(peer);
       });
     }
   }
@@ -244,6 +264,7 @@ bool SimTransport::remote_ok(std::uint32_t rkey, std::uint64_t addr, std::uint32
 
 int SimTransport::post_recv(CmId* cid, const RecvWr& wr) {
   auto* id = static_cast<SimId*>(cid);
+  if (id->gone) return 0;
   if (id->destroyed || !id->has_qp) {
     violations.push_back("post_recv without a queue pair");
     return -EINVAL;
@@ -259,7 +280,7 @@ int SimTransport::post_recv(CmId* cid, const RecvWr& wr) {
   if (id->error) {
     // Posted to a queue pair in error: flushed at once.
     fabric_.post([id, wr] {
-      if (id->destroyed || !id->owner->events_) return;
+      if (id->dead() || !id->owner->events_) return;
       WorkCompletion wc;
       wc.wr_id = wr.wr_id;
       wc.op = WcOp::recv;
@@ -275,6 +296,7 @@ int SimTransport::post_recv(CmId* cid, const RecvWr& wr) {
 
 int SimTransport::post_send(CmId* cid, const SendWr* wrs, std::size_t n) {
   auto* id = static_cast<SimId*>(cid);
+  if (id->gone) return 0;
   if (id->destroyed || !id->has_qp) {
     violations.push_back("post_send without a queue pair");
     return -EINVAL;
@@ -306,7 +328,7 @@ int SimTransport::post_send(CmId* cid, const SendWr* wrs, std::size_t n) {
   auto work = [id, chain] {
     auto complete = [](SimId* to, std::uint64_t wr_id, WcOp op, std::uint32_t status, std::uint32_t len) {
       to->owner->fabric_.post([to, wr_id, op, status, len] {
-        if (to->destroyed || !to->owner->events_) return;
+        if (to->dead() || !to->owner->events_) return;
         WorkCompletion wc;
         wc.wr_id = wr_id;
         wc.op = op;
@@ -321,17 +343,17 @@ int SimTransport::post_send(CmId* cid, const SendWr* wrs, std::size_t n) {
         a->error = true;
         a->owner->flush(a);
       }
-      if (SimId* b = a->peer; b && !b->destroyed && !b->error) {
+      if (SimId* b = a->peer; b && !b->dead() && !b->error) {
         b->error = true;
         b->owner->flush(b);
       }
     };
     for (const Wr& w : chain) {
       --id->sends_outstanding;
-      if (id->destroyed) continue;
+      if (id->dead()) continue;
       const WcOp op = w.wr.op == WrOp::send ? WcOp::send : WcOp::rdma_write;
       SimId* peer = id->peer;
-      if (id->error || !peer || peer->destroyed || peer->error) {
+      if (id->error || !peer || peer->dead() || peer->error) {
         fail_both(id);
         complete(id, w.wr.wr_id, op, kFlushErr, 0);
         continue;

@@ -50,7 +50,9 @@ struct SimId final : CmId {
   bool error = false;                   // queue pair in the error state
   bool connected = false;
   bool destroyed = false;
+  bool gone = false;  // its node vanished: no more events, no word to the peer
   bool disconnected_sent = false;
+  bool dead() const noexcept { return destroyed || gone; }
   bool held = false;   // its sends wait (a stalled peer)
   bool silent = false; // its sends vanish (a black hole): never complete
   std::vector<std::function<void()>> held_work;
@@ -99,6 +101,10 @@ class SimTransport final : public Transport {
 
   TransportEvents* events() const noexcept { return events_; }
   const std::string& name() const noexcept { return name_; }
+  // The node loses power: every identifier is gone at once, nothing more is
+  // delivered to it, its peers are told nothing (their next send fails);
+  // whatever the old engine still does with them is ignored.
+  void vanish();
   // Identifiers not destroyed (0 at rest once the engine closed everything).
   std::size_t live_ids() const noexcept;
   std::size_t live_regions() const noexcept { return regions_.size(); }
@@ -127,7 +133,7 @@ class SimTransport final : public Transport {
     std::function<void(ConnRequest&&)> on_request;
   };
   std::vector<Listener> listeners_;
-  std::vector<std::unique_ptr<SimId>> ids_;
+  std::vector<SimId*> ids_;  // owned by the fabric (they outlive us)
   std::map<std::uint32_t, Reg> regions_;  // by lkey
   std::vector<Reg> payload_;
   std::uint32_t next_key_ = 0x100;
@@ -140,6 +146,7 @@ class Fabric {
   void remove(SimTransport* t);
   SimTransport* by_address(std::uint32_t ip) const noexcept;
   void post(std::function<void()> fn) { work_.push_back(std::move(fn)); }
+  SimId* new_id() { return ids_.emplace_back(std::make_unique<SimId>()).get(); }
   // Run until nothing is left (or `max` steps); the steps run.
   std::size_t run(std::size_t max = 1'000'000);
   bool idle() const noexcept { return work_.empty(); }
@@ -149,6 +156,7 @@ class Fabric {
  private:
   std::vector<SimTransport*> transports_;
   std::deque<std::function<void()>> work_;
+  std::vector<std::unique_ptr<SimId>> ids_;  // every identifier ever made
 };
 
 // The 56-byte CONNREQ of `src` (incarnation `stamp`) to `dst`, as Linux

@@ -808,3 +808,554 @@ TEST_F(EngineTest, ChecksummedMessagesAreSentAndVerified) {
 
 }  // namespace
 }  // namespace lnetr::o2ib
+
+namespace lnetr::o2ib {
+namespace {
+
+// ---- the passive side's checks (o2iblnd.md §4.2) ---------------------------------------
+
+struct RejectCase {
+  const char* what;
+  std::function<std::vector<std::uint8_t>(const Nid& me, const Nid& b, std::uint64_t b_stamp)> request;
+  RejectReason why;
+  std::uint16_t version;
+  bool knows_ni;  // the reject carries B's incarnation and parameters
+  std::uint16_t port = 1023;
+};
+
+class RejectTest : public EngineTest, public ::testing::WithParamInterface<int> {};
+
+std::vector<RejectCase> reject_cases() {
+  using V = std::vector<std::uint8_t>;
+  return {
+      {"five bytes", [](const Nid&, const Nid&, std::uint64_t) { return V(5, 0x91); }, RejectReason::fatal,
+       kVersion2, false},
+      {"LNet protocol probe",
+       [](const Nid& me, const Nid& b, std::uint64_t) {
+         V v = sim::connreq(me, 1, b);
+         store<std::uint32_t>(v.data(), kLnetProtoMagic, ByteOrder::little);
+         return v;
+       },
+       RejectReason::fatal, kVersion2, false},
+      {"unknown version",
+       [](const Nid& me, const Nid& b, std::uint64_t) {
+         V v = sim::connreq(me, 1, b);
+         store<std::uint16_t>(v.data() + 4, 0x13, ByteOrder::little);
+         return v;
+       },
+       RejectReason::fatal, kVersion2, false},
+      {"bad checksum",
+       [](const Nid& me, const Nid& b, std::uint64_t) {
+         V v = sim::connreq(me, 1, b);
+         store<std::uint32_t>(v.data() + 12, 0x12345678, ByteOrder::little);
+         return v;
+       },
+       RejectReason::fatal, kVersion2, false},
+      {"NID not ours",
+       [](const Nid& me, const Nid&, std::uint64_t) { return sim::connreq(me, 1, nid("10.0.0.99@o2ib")); },
+       RejectReason::fatal, kVersion2, false},
+      {"stale destination stamp",
+       [](const Nid& me, const Nid& b, std::uint64_t s) { return sim::connreq(me, 1, b, s + 1); },
+       RejectReason::conn_stale, kVersion2, true},
+      {"CONNACK instead of CONNREQ",
+       [](const Nid& me, const Nid& b, std::uint64_t) {
+         V v = sim::connreq(me, 1, b);
+         v[6] = static_cast<std::uint8_t>(MsgType::connack);
+         return v;
+       },
+       RejectReason::fatal, kVersion2, true},
+      {"queue depth above peer_credits",
+       [](const Nid& me, const Nid& b, std::uint64_t) { return sim::connreq(me, 1, b, 0, {16, 257, 4096}); },
+       RejectReason::msg_queue_size, kVersion2, true},
+      {"V1 queue depth above 8",
+       [](const Nid& me, const Nid& b, std::uint64_t) {
+         return sim::connreq(me, 1, b, 0, {16, 257, 4096}, kVersion1);
+       },
+       RejectReason::fatal, kVersion1, true},
+      {"too many fragments",
+       [](const Nid& me, const Nid& b, std::uint64_t) { return sim::connreq(me, 1, b, 0, {8, 300, 4096}); },
+       RejectReason::rdma_frags, kVersion2, true},
+      {"message size above 4 KiB",
+       [](const Nid& me, const Nid& b, std::uint64_t) { return sim::connreq(me, 1, b, 0, {8, 257, 8192}); },
+       RejectReason::fatal, kVersion2, true},
+  };
+}
+
+TEST_P(RejectTest, RequestRefusedAsLinuxRefusesIt) {
+  const RejectCase c = reject_cases()[static_cast<std::size_t>(GetParam())];
+  SCOPED_TRACE(c.what);
+  Host& b = host("B", "10.0.0.2@o2ib");
+  RawPeer r(fabric, "10.0.0.1@o2ib");
+  r.connect(b.me, c.request(r.me, b.me, b.node->incarnation()), c.port);
+  settle();
+  ASSERT_TRUE(r.rejected);
+  EXPECT_FALSE(r.established);
+  EXPECT_EQ(r.reject_kind, RejectKind::consumer);
+  ASSERT_EQ(r.reject.size(), kRejectSize);
+  auto d = decode_reject(r.reject);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->rej.magic, kIbMagic);
+  EXPECT_EQ(d->rej.why, c.why);
+  EXPECT_EQ(d->rej.version, c.version);
+  if (c.version == kVersion2) {
+    ASSERT_TRUE(d->rej.cp);
+    EXPECT_EQ(d->rej.cp->max_msg_size, 4096u);
+    if (c.knows_ni) {
+      EXPECT_EQ(*d->rej.incarnation, b.node->incarnation());
+      EXPECT_EQ(d->rej.cp->queue_depth, 8);
+      EXPECT_EQ(d->rej.cp->max_frags, 257);
+    } else {
+      EXPECT_EQ(*d->rej.incarnation, 0u);
+      EXPECT_EQ(d->rej.cp->queue_depth, 0);
+      EXPECT_EQ(d->rej.cp->max_frags, 0);
+    }
+  }
+  EXPECT_EQ(b.node->stats().rejects_sent[static_cast<std::size_t>(c.why)], 1u);
+  EXPECT_EQ(b.node->connections(), 0u);
+  EXPECT_EQ(b.tr.live_ids(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, RejectTest, ::testing::Range(0, static_cast<int>(reject_cases().size())));
+
+TEST_F(EngineTest, ByteSwappedRequestIsUnderstood) {
+  Host& b = host("B", "10.0.0.2@o2ib");
+  RawPeer r(fabric, "10.0.0.1@o2ib");
+  Msg m;
+  m.hdr.type = MsgType::connreq;
+  m.hdr.srcnid = r.me;
+  m.hdr.srcstamp = r.stamp;
+  m.hdr.dstnid = b.me;
+  m.body = ConnParams{};
+  std::vector<std::uint8_t> big(kConnMsgSize);
+  (void)encode_msg(m, big, ByteOrder::big);
+  r.connect(b.me, big);
+  settle();
+  EXPECT_TRUE(r.established);
+  EXPECT_EQ(b.node->stats().conns_accepted, 1u);
+  r.close();
+  settle();
+}
+
+TEST_F(EngineTest, UnprivilegedPortRefusedWhenRequired) {
+  Options o;
+  o.require_privileged_port = true;
+  Host& b = host("B", "10.0.0.2@o2ib", {}, o);
+  RawPeer r(fabric, "10.0.0.1@o2ib");
+  r.connect(b.me, sim::connreq(r.me, 1, b.me), 2000);
+  settle();
+  ASSERT_TRUE(r.rejected);
+  EXPECT_EQ(decode_reject(r.reject)->rej.why, RejectReason::fatal);
+  RawPeer ok(fabric, "10.0.0.3@o2ib");
+  ok.connect(b.me, sim::connreq(ok.me, 1, b.me), 1000);
+  settle();
+  EXPECT_TRUE(ok.established);
+  ok.close();
+  settle();
+}
+
+TEST_F(EngineTest, RequestsBeforeTheNiIsUpAreEarly) {
+  Fabric& f = fabric;
+  (void)f;
+  Host& b = host("B", "10.0.0.2@o2ib");
+  b.ready = false;
+  b.restart(b.node->incarnation());
+  RawPeer r(fabric, "10.0.0.1@o2ib");
+  r.connect(b.me, sim::connreq(r.me, 1, b.me));
+  settle();
+  ASSERT_TRUE(r.rejected);
+  EXPECT_EQ(decode_reject(r.reject)->rej.why, RejectReason::early);
+}
+
+// ---- the connecting side's reactions (§4.4) ------------------------------------------------
+
+// B's listener refuses the first request with `rej` (built from it), then
+// lets the engine judge the next ones.
+void refuse_first(Host& b, std::function<Reject(std::uint64_t)> rej, std::vector<DecodedMsg>* seen) {
+  auto count = std::make_shared<int>(0);
+  b.intercept = [&b, rej, seen, count](ConnRequest& r) {
+    auto d = decode_msg(r.private_data());
+    if (d && seen) seen->push_back(*d);
+    if ((*count)++ > 0) return false;
+    std::array<std::uint8_t, kRejectSize> out{};
+    (void)encode_reject(rej(b.node->incarnation()), out);
+    b.tr.reject(r.id, ByteSpan(out.data(), out.size()));
+    b.tr.destroy(r.id);
+    return true;
+  };
+}
+
+// `reject` is built with B's incarnation; `check` sees A's second request
+// and B's incarnation.
+struct ReactionCase {
+  const char* what;
+  std::function<Reject(std::uint64_t)> reject;
+  bool reconnects;
+  std::function<void(const DecodedMsg& second, std::uint64_t b_incarnation)> check;
+  // Requests B sees in all.  A V1 peer's reject carries no incarnation, so
+  // the retry names the peer's as unknown (-1), as Linux does (a V1 peer
+  // ignores it); B, which speaks V2 too, refuses that as stale, and the
+  // third request carries B's incarnation.
+  std::size_t requests = 2;
+};
+
+class ReactionTest : public EngineTest, public ::testing::WithParamInterface<int> {};
+
+std::vector<ReactionCase> reaction_cases() {
+  // A reject as Linux sends it: with the rejecter's incarnation and
+  // parameters, or (a V1 peer) with neither.
+  auto rej = [](RejectReason why, std::uint16_t version = kVersion2, std::optional<ConnParams> cp = ConnParams{8, 257, 4096}) {
+    return [=](std::uint64_t incarnation) {
+      Reject r;
+      r.why = why;
+      r.version = version;
+      if (cp) r.incarnation = incarnation;
+      r.cp = cp;
+      return r;
+    };
+  };
+  return {
+      {"MSG_QUEUE_SIZE: retried with the peer's depth", rej(RejectReason::msg_queue_size, kVersion2, ConnParams{6, 257, 4096}),
+       true, [](const DecodedMsg& m, std::uint64_t) { EXPECT_EQ(m.msg.connparams()->queue_depth, 6); }},
+      {"RDMA_FRAGS: retried with the peer's fragments", rej(RejectReason::rdma_frags, kVersion2, ConnParams{8, 32, 4096}),
+       true, [](const DecodedMsg& m, std::uint64_t) { EXPECT_EQ(m.msg.connparams()->max_frags, 32); }},
+      {"CONN_STALE: retried with the peer's incarnation", rej(RejectReason::conn_stale), true,
+       [](const DecodedMsg& m, std::uint64_t b) { EXPECT_EQ(m.msg.hdr.dststamp, b); }},
+      {"FATAL from a V1 peer: retried with version 1", rej(RejectReason::fatal, kVersion1, std::nullopt), true,
+       [](const DecodedMsg& m, std::uint64_t) {
+         EXPECT_EQ(m.msg.hdr.version, kVersion1);
+         EXPECT_EQ(m.msg.hdr.dststamp, ~std::uint64_t{0});
+       },
+       3},
+      {"CONN_UNCOMPAT: retried with version 1", rej(RejectReason::conn_uncompat, kVersion1, std::nullopt), true,
+       [](const DecodedMsg& m, std::uint64_t) { EXPECT_EQ(m.msg.hdr.version, kVersion1); }, 3},
+      {"CONN_RACE: retried", rej(RejectReason::conn_race), true,
+       [](const DecodedMsg& m, std::uint64_t) { EXPECT_EQ(m.msg.hdr.version, kVersion2); }},
+      {"NO_RESOURCES: given up", rej(RejectReason::no_resources), false, nullptr},
+      {"FATAL: given up", rej(RejectReason::fatal), false, nullptr},
+      {"EARLY: given up", rej(RejectReason::early), false, nullptr},
+  };
+}
+
+TEST_P(ReactionTest, ConnectingSideReactsAsLinux) {
+  const ReactionCase c = reaction_cases()[static_cast<std::size_t>(GetParam())];
+  SCOPED_TRACE(c.what);
+  Host& a = host("A", "10.0.0.1@o2ib");
+  Host& b = host("B", "10.0.0.2@o2ib");
+  std::vector<DecodedMsg> seen;
+  refuse_first(b, c.reject, &seen);
+  const auto data = pattern(64, 3);
+  lnd::Tx t = put(a, b, data);
+  ASSERT_EQ(a.node->send(b.me, t), 0);
+  settle();
+  if (c.reconnects) {
+    ASSERT_EQ(seen.size(), c.requests);
+    c.check(seen[1], b.node->incarnation());
+    EXPECT_EQ(a.upper->status_of(t), 0);
+    ASSERT_EQ(b.upper->received.size(), 1u);
+    EXPECT_EQ(b.upper->received[0].payload, data);
+    EXPECT_EQ(a.node->stats().reconnects, c.requests - 1);
+  } else {
+    EXPECT_EQ(seen.size(), 1u);
+    EXPECT_EQ(a.upper->status_of(t), -ECONNREFUSED);
+    EXPECT_EQ(a.upper->peer_down.size(), 1u);
+    EXPECT_EQ(a.node->stats().reconnects, 0u);
+  }
+  EXPECT_EQ(a.node->stats().connect_failed[static_cast<std::size_t>(ConnectFailure::rejected)],
+            c.reconnects ? c.requests - 1 : 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ReactionTest, ::testing::Range(0, static_cast<int>(reaction_cases().size())));
+
+TEST_F(EngineTest, NegotiatedDepthIsUsedWithoutCreditOverrun) {
+  NiTunables deep;
+  deep.peer_credits = 32;
+  Host& a = host("A", "10.0.0.1@o2ib", deep);
+  Host& b = host("B", "10.0.0.2@o2ib");  // peer_credits 8: refuses 32
+  b.upper->policy = TestUpper::Policy::defer;
+  std::deque<lnd::Tx> txs;
+  const auto d = pattern(200, 1);
+  for (int i = 0; i < 40; ++i) {
+    txs.push_back(put(a, b, d, i));
+    ASSERT_EQ(a.node->send(b.me, txs.back()), 0);
+  }
+  settle();
+  EXPECT_EQ(b.node->stats().rejects_sent[static_cast<std::size_t>(RejectReason::msg_queue_size)], 1u);
+  EXPECT_EQ(a.node->peers()[0].conns[0].queue_depth, 8);
+  EXPECT_EQ(b.upper->deferred.size(), 8u);  // never more than B's buffers
+  b.upper->policy = TestUpper::Policy::accept;
+  while (!b.upper->deferred.empty()) {
+    b.upper->resume_all();
+    settle();
+  }
+  EXPECT_EQ(b.upper->received.size(), 40u);
+}
+
+TEST_F(EngineTest, ConnectionRaceLeavesTheHigherNidsConnection) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  Host& b = host("B", "10.0.0.2@o2ib");
+  lnd::Tx ta = put(a, b, pattern(10, 1), 1);
+  lnd::Tx tb = put(b, a, pattern(10, 2), 2);
+  ASSERT_EQ(a.node->send(b.me, ta), 0);
+  ASSERT_EQ(b.node->send(a.me, tb), 0);
+  settle();
+  EXPECT_EQ(a.upper->status_of(ta), 0);
+  EXPECT_EQ(b.upper->status_of(tb), 0);
+  EXPECT_EQ(a.upper->received.size(), 1u);
+  EXPECT_EQ(b.upper->received.size(), 1u);
+  // B's NID hash is the higher: it refused A's request and kept its own.
+  EXPECT_EQ(b.node->stats().rejects_sent[static_cast<std::size_t>(RejectReason::conn_race)], 1u);
+  EXPECT_EQ(a.node->stats().rejects_sent[static_cast<std::size_t>(RejectReason::conn_race)], 0u);
+  EXPECT_EQ(b.node->stats().conns_connected, 1u);
+  EXPECT_EQ(a.node->stats().conns_accepted, 1u);
+}
+
+// ---- restarts, timeouts, failures ------------------------------------------------------------
+
+TEST_F(EngineTest, RestartedPeerIsReconnectedWithItsNewIncarnation) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  Host& b = host("B", "10.0.0.2@o2ib");
+  lnd::Tx t1 = put(a, b, pattern(10, 1), 1);
+  ASSERT_EQ(a.node->send(b.me, t1), 0);
+  settle();
+  const std::uint64_t old = b.node->incarnation();
+  // B goes away without a word (power lost), then comes back.
+  b.tr.vanish();
+  b.restart(old + 1000);
+  // Its first message finds A still connected to the old B: A closes that
+  // connection and refuses as stale, B retries with A's incarnation.
+  lnd::Tx t2 = put(b, a, pattern(10, 2), 2);
+  ASSERT_EQ(b.node->send(a.me, t2), 0);
+  settle();
+  EXPECT_EQ(b.upper->status_of(t2), 0);
+  EXPECT_EQ(a.upper->received.size(), 1u);
+  EXPECT_EQ(a.node->stats().closed[static_cast<std::size_t>(CloseReason::stale_peer)], 1u);
+  EXPECT_EQ(a.node->stats().rejects_sent[static_cast<std::size_t>(RejectReason::conn_stale)], 1u);
+  ASSERT_EQ(a.node->peers().size(), 1u);
+  EXPECT_EQ(a.node->peers()[0].incarnation, old + 1000);
+}
+
+TEST_F(EngineTest, StalledPeerTimesOutTheConnection) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  Host& b = host("B", "10.0.0.2@o2ib");
+  lnd::Tx t1 = put(a, b, pattern(10, 1), 1);
+  ASSERT_EQ(a.node->send(b.me, t1), 0);
+  settle();
+  // A's sends stop completing (the fabric holds them).
+  for (sim::SimId* id : a.tr.ids()) id->held = true;
+  lnd::Tx t2 = put(a, b, pattern(100000, 2), 2);
+  ASSERT_EQ(a.node->send(b.me, t2), 0);
+  settle();
+  advance(49s);
+  EXPECT_EQ(a.upper->status_of(t2), 1);  // still waiting
+  advance(2s);
+  EXPECT_LT(a.upper->status_of(t2), 0);
+  EXPECT_EQ(a.node->stats().closed[static_cast<std::size_t>(CloseReason::timeout)], 1u);
+  EXPECT_EQ(a.upper->peer_down.size(), 1u);
+  EXPECT_EQ(b.node->stats().closed[static_cast<std::size_t>(CloseReason::peer_disconnected)], 1u);
+  // It reconnects for the next message.
+  lnd::Tx t3 = put(a, b, pattern(10, 3), 3);
+  ASSERT_EQ(a.node->send(b.me, t3), 0);
+  settle();
+  EXPECT_EQ(a.upper->status_of(t3), 0);
+}
+
+TEST_F(EngineTest, UnansweredConnectTimesOutAfterAQuarterOfTheTimeout) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  Host& b = host("B", "10.0.0.2@o2ib");
+  CmId* swallowed = nullptr;
+  b.intercept = [&](ConnRequest& r) {
+    swallowed = r.id;
+    return true;
+  };
+  lnd::Tx t = put(a, b, pattern(10, 1));
+  ASSERT_EQ(a.node->send(b.me, t), 0);
+  settle();
+  advance(12s);
+  EXPECT_EQ(a.upper->status_of(t), 1);
+  advance(1s);  // 12.5 s: max(5 s, 50 s / 4)
+  EXPECT_EQ(a.upper->status_of(t), -ETIMEDOUT);
+  EXPECT_EQ(a.node->stats().connect_failed[static_cast<std::size_t>(ConnectFailure::connect_timeout)], 1u);
+  EXPECT_EQ(a.upper->peer_down.size(), 1u);
+  b.tr.destroy(swallowed);
+}
+
+TEST_F(EngineTest, PeerKilledMidTransferFailsWhatWasInFlightAndComesBack) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  Host& b = host("B", "10.0.0.2@o2ib");
+  std::deque<lnd::Tx> txs;
+  const auto data = pattern(1 << 20, 5);
+  for (int i = 0; i < 10; ++i) {
+    txs.push_back(put(a, b, data, i));
+    ASSERT_EQ(a.node->send(b.me, txs.back()), 0);
+  }
+  fabric.run(60);  // part of the way
+  const std::size_t got = b.upper->received.size();
+  EXPECT_LT(got, 10u);
+  // B dies: its queue pairs are gone, A's writes and sends to it fail.
+  b.tr.vanish();
+  b.node.reset();
+  settle();
+  // Sends in flight fail at once; a request waiting for B's answer is
+  // failed by the LND timeout, as Linux's "Timed out RDMA".
+  advance(51s);
+  int ok = 0, failed = 0;
+  for (auto& t : txs) {
+    const int s = a.upper->status_of(t);
+    EXPECT_NE(s, 1) << "every message finished";
+    (s == 0 ? ok : failed)++;
+  }
+  EXPECT_GT(failed, 0);
+  EXPECT_EQ(a.upper->peer_down.size(), 1u);
+  expect_at_rest(a);
+  b.start(999);
+  lnd::Tx again = put(a, b, data, 77);
+  ASSERT_EQ(a.node->send(b.me, again), 0);
+  settle();
+  EXPECT_EQ(a.upper->status_of(again), 0);
+  EXPECT_EQ(b.upper->payload_of(77), data);
+}
+
+// ---- malformed and unexpected messages ---------------------------------------------------------
+
+struct BadMessageCase {
+  const char* what;
+  std::function<std::vector<std::uint8_t>(RawPeer&)> bytes;
+  CloseReason why;
+};
+
+class BadMessageTest : public EngineTest, public ::testing::WithParamInterface<int> {};
+
+std::vector<BadMessageCase> bad_message_cases() {
+  auto enc = [](const Msg& m) {
+    std::vector<std::uint8_t> out(kMaxMsgSize);
+    auto n = encode_msg(m, out);
+    out.resize(n ? *n : 0);
+    return out;
+  };
+  auto imm = [](RawPeer& r, const Nid& dest) {
+    LnetHeader h = make_put({kPidLustre, r.me}, {kPidLustre, dest}, 4, 1, WireHandle::none(), 0, 0);
+    return Immediate{h, {}};
+  };
+  return {
+      {"garbage", [](RawPeer&) { return std::vector<std::uint8_t>(64, 0x5a); }, CloseReason::bad_message},
+      {"more credits than the queue depth",
+       [enc](RawPeer& r) { return enc(Msg{r.header(MsgType::noop, 9), Noop{}}); }, CloseReason::bad_credits},
+      {"another incarnation",
+       [enc](RawPeer& r) {
+         MsgHeader h = r.header(MsgType::noop);
+         h.srcstamp += 1;
+         return enc(Msg{h, Noop{}});
+       },
+       CloseReason::stale_message},
+      {"PUT_ACK for no PUT",
+       [enc](RawPeer& r) {
+         static const RdmaFrag f{4096, 0x1000};
+         return enc(Msg{r.header(MsgType::put_ack), PutAck{1, 2, RdmaDesc(1, std::span(&f, 1))}});
+       },
+       CloseReason::unmatched_completion},
+      {"PUT_DONE for no PUT_ACK",
+       [enc](RawPeer& r) { return enc(Msg{r.header(MsgType::put_done), Completion{5, 0}}); },
+       CloseReason::unmatched_completion},
+      {"GET_DONE for no GET",
+       [enc](RawPeer& r) { return enc(Msg{r.header(MsgType::get_done), Completion{5, 0}}); },
+       CloseReason::unmatched_completion},
+      {"GET_REQ for another node",
+       [enc](RawPeer& r) {
+         static const RdmaFrag f{4096, 0x1000};
+         LnetHeader h = make_get({kPidLustre, r.me}, {kPidLustre, nid("10.5.5.5@tcp")}, 4, 1, WireHandle{1, 1}, 4096);
+         return enc(Msg{r.header(MsgType::get_req), GetReq{h, 3, RdmaDesc(1, std::span(&f, 1))}});
+       },
+       CloseReason::get_not_for_us},
+      {"CONNREQ on a connection",
+       [enc](RawPeer& r) { return enc(Msg{r.header(MsgType::connreq), ConnParams{}}); }, CloseReason::bad_message},
+      {"a HELLO in an IMMEDIATE",
+       [enc, imm](RawPeer& r) {
+         Immediate i = imm(r, r.peer_nid);
+         i.hdr.type = lnetr::MsgType::hello;
+         return enc(Msg{r.header(MsgType::immediate), i});
+       },
+       CloseReason::upper_rejected},
+      {"checksum wrong",
+       [enc, imm](RawPeer& r) {
+         auto v = enc(Msg{r.header(MsgType::immediate), imm(r, r.peer_nid)});
+         store<std::uint32_t>(v.data() + 12, 0xbad, ByteOrder::little);
+         return v;
+       },
+       CloseReason::bad_message},
+  };
+}
+
+TEST_P(BadMessageTest, ClosesThatConnectionOnlyAndCountsIt) {
+  const BadMessageCase c = bad_message_cases()[static_cast<std::size_t>(GetParam())];
+  SCOPED_TRACE(c.what);
+  Host& a = host("A", "10.0.0.1@o2ib");
+  Host& b = host("B", "10.0.0.2@o2ib");
+  // A connection A keeps: B's.
+  lnd::Tx tb = put(a, b, pattern(10, 1), 1);
+  ASSERT_EQ(a.node->send(b.me, tb), 0);
+  settle();
+  RawPeer r(fabric, "10.0.0.3@o2ib");
+  r.connect(a.me, sim::connreq(r.me, r.stamp, a.me));
+  settle();
+  ASSERT_TRUE(r.established);
+  r.send(c.bytes(r));
+  settle();
+  EXPECT_EQ(a.node->stats().closed[static_cast<std::size_t>(c.why)], 1u);
+  EXPECT_TRUE(r.disconnected);
+  EXPECT_EQ(a.node->connections(), 1u);
+  lnd::Tx again = put(a, b, pattern(10, 2), 2);
+  ASSERT_EQ(a.node->send(b.me, again), 0);
+  settle();
+  EXPECT_EQ(a.upper->status_of(again), 0);
+  EXPECT_EQ(b.upper->received.size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BadMessageTest, ::testing::Range(0, static_cast<int>(bad_message_cases().size())));
+
+TEST_F(EngineTest, MessagesBeforeEstablishedAreHandledAfterIt) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  RawPeer r(fabric, "10.0.0.3@o2ib");
+  r.connect(a.me, sim::connreq(r.me, r.stamp, a.me));
+  // Run until the raw peer has the CONNACK but A has not yet seen
+  // ESTABLISHED (it comes a step later), then send at once.
+  while (!r.established && fabric.run(1) == 1) {
+  }
+  ASSERT_TRUE(r.established);
+  LnetHeader h = make_put({kPidLustre, r.me}, {kPidLustre, a.me}, 4, 1, WireHandle::none(), 0, 5);
+  const std::uint8_t five[5] = {1, 2, 3, 4, 5};
+  r.send(Msg{r.header(MsgType::immediate), Immediate{h, ByteSpan(five, 5)}});
+  settle();
+  ASSERT_EQ(a.upper->received.size(), 1u);
+  EXPECT_EQ(a.upper->received[0].payload, std::vector<std::uint8_t>(five, five + 5));
+}
+
+TEST_F(EngineTest, VersionOneConnectionsWork) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  RawPeer r(fabric, "10.0.0.3@o2ib");
+  r.version = kVersion1;
+  r.connect(a.me, sim::connreq(r.me, r.stamp, a.me, 0, {8, 257, 4096}, kVersion1));
+  settle();
+  ASSERT_TRUE(r.established);
+  auto ack = decode_msg(r.connack);
+  ASSERT_TRUE(ack);
+  EXPECT_EQ(ack->msg.hdr.version, kVersion1);
+  LnetHeader h = make_put({kPidLustre, r.me}, {kPidLustre, a.me}, 4, 1, WireHandle::none(), 0, 0);
+  r.send(Msg{r.header(MsgType::immediate, 0), Immediate{h, {}}});
+  settle();
+  EXPECT_EQ(a.upper->received.size(), 1u);
+  // A answers in version 1, and without out-of-band NOOPs its receive
+  // buffers are two per credit.
+  lnd::Tx t;
+  t.hdr = make_put({kPidLustre, a.me}, {kPidLustre, r.me}, 4, 2, WireHandle::none(), 0, 0);
+  ASSERT_EQ(a.node->send(r.me, t), 0);
+  settle();
+  auto got = r.messages();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].hdr.version, kVersion1);
+  EXPECT_EQ(got[0].hdr.credits, 1);  // the credit of r's message, returned
+  r.close();
+  settle();
+}
+
+}  // namespace
+}  // namespace lnetr::o2ib
