@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -157,6 +158,174 @@ class Fabric {
   std::vector<SimTransport*> transports_;
   std::deque<std::function<void()>> work_;
   std::vector<std::unique_ptr<SimId>> ids_;  // every identifier ever made
+};
+
+// A peer played by hand, as the tests of a kernel's reactions need: it
+// connects with any private data (and keeps the reject it gets), or accepts
+// with a CONNACK it builds, and sends raw messages on its connection while
+// keeping whatever it receives.
+class RawPeer final : public TransportEvents {
+ public:
+  RawPeer(Fabric& f, const char* nid_s, std::uint64_t incarnation = 0x5f1a2b3c4d5e6ull)
+      : tr(f, "raw"), me(*parse_nid(nid_s)), stamp(incarnation) {
+    tr.add_address(me.addr4());
+    tr.attach(this);
+    mem.resize(kBufs * kMaxMsgSize);
+    tr.register_memory(mem.data(), mem.size(), false, region);
+  }
+  ~RawPeer() { tr.deregister(region); }
+
+  // Connect to `to` with `private_data` (a CONNREQ, or anything).
+  void connect(const Nid& to, std::vector<std::uint8_t> private_data, std::uint16_t from_port = 1023) {
+    int err = 0;
+    tr.next_port = from_port;
+    id = static_cast<SimId*>(tr.resolve(me.addr4(), to.addr4(), kServicePort, true, -1, err));
+    pending = std::move(private_data);
+    if (from_port >= 1024) id->local_port = from_port;
+  }
+  // Listen, and accept each request with a CONNACK of `qd` (0: the
+  // request's) unless `on_request` takes it first.
+  void listen(std::uint16_t qd = 0) {
+    tr.listen(me.addr4(), kServicePort, [this, qd](ConnRequest&& r) {
+      requests.push_back(std::vector<std::uint8_t>(r.data.begin(), r.data.begin() + r.len));
+      if (on_request && on_request(r)) return;
+      auto d = decode_msg(r.private_data());
+      if (!d || !d->msg.connparams()) return;
+      peer_stamp = d->msg.hdr.srcstamp;
+      peer_nid = d->msg.hdr.srcnid;
+      version = d->msg.hdr.version;
+      const ConnParams cp = *d->msg.connparams();
+      queue_depth = qd ? qd : cp.queue_depth;
+      Msg ack;
+      ack.hdr = header(MsgType::connack);
+      ack.body = ConnParams{queue_depth, cp.max_frags, kMaxMsgSize};
+      std::vector<std::uint8_t> out(kConnMsgSize);
+      (void)encode_msg(ack, out);
+      accept_with(r, out);
+    });
+  }
+  // Accept `r` with these private data bytes (a CONNACK, or anything).
+  void accept_with(ConnRequest& r, const std::vector<std::uint8_t>& private_data) {
+    id = static_cast<SimId*>(r.id);
+    if (auto d = decode_msg(ByteSpan(r.data.data(), r.len))) {
+      peer_stamp = d->msg.hdr.srcstamp;
+      peer_nid = d->msg.hdr.srcnid;
+    }
+    make_qp();
+    ConnectParams p;
+    p.private_data = ByteSpan(private_data.data(), private_data.size());
+    tr.accept(id, p);
+    established = true;
+  }
+  MsgHeader header(MsgType t, std::uint8_t credits = 0) const {
+    MsgHeader h;
+    h.version = version;
+    h.type = t;
+    h.credits = credits;
+    h.srcnid = me;
+    h.srcstamp = stamp;
+    h.dstnid = peer_nid;
+    h.dststamp = peer_stamp;
+    return h;
+  }
+  // Send raw bytes as one message on the connection.
+  void send(std::vector<std::uint8_t> bytes) {
+    std::uint8_t* b = mem.data() + (kBufs - 1 - (sends++ % 8)) * kMaxMsgSize;
+    std::memcpy(b, bytes.data(), bytes.size());
+    Sge sge{reinterpret_cast<std::uint64_t>(b), static_cast<std::uint32_t>(bytes.size()), region.lkey};
+    SendWr wr;
+    wr.wr_id = 1;
+    wr.signaled = true;
+    wr.sge = &sge;
+    wr.num_sge = 1;
+    tr.post_send(id, &wr, 1);
+  }
+  void send(const Msg& m) {
+    std::vector<std::uint8_t> out(kMaxMsgSize);
+    auto n = encode_msg(m, out);
+    out.resize(n ? *n : 0);
+    send(out);
+  }
+  // What it received, decoded.
+  std::vector<Msg> messages() const {
+    std::vector<Msg> out;
+    for (const auto& b : got)
+      if (auto d = decode_msg(b)) out.push_back(d->msg);
+    return out;
+  }
+
+  // TransportEvents
+  void on_resolved(CmId* cid, int status) override {
+    if (status != 0) return;
+    make_qp();
+    ConnectParams p;
+    p.private_data = ByteSpan(pending.data(), pending.size());
+    tr.connect(cid, p);
+  }
+  void on_established(CmId*, ByteSpan private_data) override {
+    established = true;
+    connack.assign(private_data.begin(), private_data.end());
+    if (auto d = decode_msg(private_data)) {
+      peer_stamp = d->msg.hdr.srcstamp;
+      peer_nid = d->msg.hdr.srcnid;
+    }
+  }
+  void on_rejected(CmId*, RejectKind kind, ByteSpan private_data) override {
+    rejected = true;
+    reject_kind = kind;
+    reject.assign(private_data.begin(), private_data.end());
+  }
+  void on_connect_error(CmId*, int) override {}
+  void on_disconnected(CmId*) override { disconnected = true; }
+  void on_completion(const WorkCompletion& wc) override {
+    if (wc.op != WcOp::recv) return;
+    if (wc.status != 0) return;
+    auto* b = reinterpret_cast<std::uint8_t*>(wc.wr_id);
+    got.emplace_back(b, b + wc.byte_len);
+    RecvWr r;
+    r.wr_id = wc.wr_id;
+    r.sge = Sge{wc.wr_id, kMaxMsgSize, region.lkey};
+    if (!id->error) tr.post_recv(id, r);
+  }
+  void close() {
+    tr.disconnect(id);
+  }
+
+  static constexpr std::size_t kBufs = 48;
+  SimTransport tr;
+  Nid me;
+  std::uint64_t stamp;
+  std::vector<std::uint8_t> mem;
+  Region region;
+  SimId* id = nullptr;
+  std::vector<std::uint8_t> pending;
+  std::uint16_t version = kVersion2;
+  std::uint16_t queue_depth = 8;
+  Nid peer_nid;
+  std::uint64_t peer_stamp = 0;
+  std::function<bool(ConnRequest&)> on_request;
+  std::vector<std::vector<std::uint8_t>> requests;
+  bool established = false, rejected = false, disconnected = false;
+  RejectKind reject_kind = RejectKind::other;
+  std::vector<std::uint8_t> reject, connack;
+  std::vector<std::vector<std::uint8_t>> got;
+  int sends = 0;
+
+ private:
+  void make_qp() {
+    QpCaps caps;
+    caps.max_send_wr = 4096;
+    caps.max_recv_wr = 40;
+    caps.max_send_sge = 30;
+    tr.create_qp(id, caps);
+    for (std::size_t i = 0; i < 40; ++i) {
+      RecvWr r;
+      std::uint8_t* b = mem.data() + i * kMaxMsgSize;
+      r.wr_id = reinterpret_cast<std::uint64_t>(b);
+      r.sge = Sge{r.wr_id, kMaxMsgSize, region.lkey};
+      tr.post_recv(id, r);
+    }
+  }
 };
 
 // The 56-byte CONNREQ of `src` (incarnation `stamp`) to `dst`, as Linux
