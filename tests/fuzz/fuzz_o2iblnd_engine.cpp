@@ -69,7 +69,7 @@ class FuzzUpper final : public lnd::Upper {
   std::vector<Reply*> owed;
 
   lnd::RxVerdict on_head(lnd::Rx& rx) override {
-    if (rx.hdr.type == MsgType::get && (policy & 4)) {
+    if (rx.hdr.type == lnetr::MsgType::get && (policy & 4)) {
       Reply& r = replies.emplace_back();
       r.payload.assign(std::min<std::uint32_t>(rx.hdr.get().sink_length, 1u << 20), 0x5a);
       r.tx.hdr = make_reply(rx.hdr, rx.ni, static_cast<std::uint32_t>(r.payload.size()));
@@ -205,31 +205,31 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::vector<std::uint8_t> pay(h.payload_length, 0x33);
         Msg m;
         switch (t) {
-          case 0: m = Msg{p.header(MsgType::noop, credits), Noop{}}; break;
-          case 1: m = Msg{p.header(MsgType::immediate, credits), Immediate{h, pay}}; break;
+          case 0: m = Msg{p.header(o2ib::MsgType::noop, credits), Noop{}}; break;
+          case 1: m = Msg{p.header(o2ib::MsgType::immediate, credits), Immediate{h, pay}}; break;
           case 2:
             h.payload_length = len;
-            m = Msg{p.header(MsgType::put_req, credits), PutReq{h, cookie}};
+            m = Msg{p.header(o2ib::MsgType::put_req, credits), PutReq{h, cookie}};
             break;
-          case 3: m = Msg{p.header(MsgType::put_ack, credits), PutAck{cookie, in.u32(), rd}}; break;
+          case 3: m = Msg{p.header(o2ib::MsgType::put_ack, credits), PutAck{cookie, in.u32(), rd}}; break;
           case 4:
-            m = Msg{p.header(MsgType::put_done, credits), Completion{cookie, static_cast<std::int32_t>(in.u32())}};
+            m = Msg{p.header(o2ib::MsgType::put_done, credits), Completion{cookie, static_cast<std::int32_t>(in.u32())}};
             break;
           case 5:
-            m = Msg{p.header(MsgType::put_nak, credits), Completion{cookie, static_cast<std::int32_t>(in.u32())}};
+            m = Msg{p.header(o2ib::MsgType::put_nak, credits), Completion{cookie, static_cast<std::int32_t>(in.u32())}};
             break;
           case 6: {
             LnetHeader g = make_get({kPidLustre, p.me}, {kPidLustre, in.u8() & 1 ? me : p.me}, 4, 1, WireHandle{1, 2},
                                     len);
-            m = Msg{p.header(MsgType::get_req, credits), GetReq{g, cookie, rd}};
+            m = Msg{p.header(o2ib::MsgType::get_req, credits), GetReq{g, cookie, rd}};
             break;
           }
           case 7:
-            m = Msg{p.header(MsgType::get_done, credits), Completion{cookie, static_cast<std::int32_t>(in.u32())}};
+            m = Msg{p.header(o2ib::MsgType::get_done, credits), Completion{cookie, static_cast<std::int32_t>(in.u32())}};
             break;
           default: {
             LnetHeader g = make_get({kPidLustre, p.me}, {kPidLustre, me}, 0, 0, WireHandle{1, 2}, len % 5000);
-            m = Msg{p.header(MsgType::immediate, credits), Immediate{g, {}}};
+            m = Msg{p.header(o2ib::MsgType::immediate, credits), Immediate{g, {}}};
             break;
           }
         }

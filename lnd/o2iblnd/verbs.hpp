@@ -1,0 +1,182 @@
+// The o2iblnd Transport over real RDMA devices: librdmacm for connection
+// management (in RDMA_PS_TCP, as ko2iblnd), libibverbs for queue pairs,
+// work requests, completions and registered memory.
+//
+// A VerbsDevice is one device as rdma_cm opens it (found from the IPv4
+// address of an o2ib NI's interface): its verbs context, one protection
+// domain, and the payload memory its owner registered once (router buffer
+// pools, DPDK mbuf pools) — shared, read-only once the workers run.
+//
+// A VerbsTransport is one worker's view of a device: its own rdma_cm event
+// channel (connections it makes, and those handed to it), its completion
+// queue(s), polled in bursts by the worker's loop (no completion channel on
+// the busy path: it is armed only before the worker sleeps), and the
+// memory it registers itself (the engine's message buffers).  Everything
+// here runs on the owning worker's thread, except the hand-off of a
+// connection request to another worker (release() on the listener's
+// worker, adopt() on the owner's).
+//
+// Remote access: payload memory registered for remote writes is one
+// registration per pool, whose key a peer learns from PUT_ACK (as Linux's
+// global memory region would expose all memory).  docs/architecture.md
+// says why and what it exposes.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lnd/o2iblnd/engine.hpp"
+#include "lnd/o2iblnd/transport.hpp"
+
+namespace lnetr::o2ib {
+
+// False (with the reason) if this machine has no RDMA devices or no RDMA
+// subsystem at all (libibverbs finds none, rdma_cm has no channel).
+bool verbs_available(std::string& why);
+
+class VerbsDevice {
+ public:
+  // The device behind the interface with IPv4 address `ip` (host order).
+  static std::shared_ptr<VerbsDevice> open(std::uint32_t ip, std::string& err);
+  ~VerbsDevice();
+  VerbsDevice(const VerbsDevice&) = delete;
+  VerbsDevice& operator=(const VerbsDevice&) = delete;
+
+  // Register memory payloads live in, once, before the workers run.
+  // remote_write: peers may RDMA-write into it (router buffers); else it is
+  // only read by the device (mbuf pools sent from).
+  bool register_payload(void* addr, std::size_t len, bool remote_write, std::string& err);
+  std::optional<std::uint32_t> lkey(const void* addr, std::size_t len) const noexcept;
+  // The remote key of memory registered for remote writes.
+  std::optional<std::uint32_t> rkey(const void* addr, std::size_t len) const noexcept;
+  std::size_t payload_regions() const noexcept { return mrs_.size(); }
+
+  ibv_context* context() const noexcept { return anchor_->verbs; }
+  ibv_pd* pd() const noexcept { return pd_; }
+  const ibv_device_attr& attr() const noexcept { return attr_; }
+  std::string name() const;
+  std::uint32_t ip() const noexcept { return ip_; }
+
+ private:
+  VerbsDevice() = default;
+  struct Mr {
+    std::uintptr_t addr = 0;
+    std::size_t len = 0;
+    ibv_mr* mr = nullptr;
+    bool remote = false;
+  };
+  const Mr* find(const void* addr, std::size_t len) const noexcept;
+
+  std::uint32_t ip_ = 0;
+  rdma_event_channel* channel_ = nullptr;
+  rdma_cm_id* anchor_ = nullptr;  // bound to the interface: keeps the context open
+  ibv_pd* pd_ = nullptr;
+  ibv_device_attr attr_{};
+  std::vector<Mr> mrs_;  // by address
+};
+
+// Counters of one VerbsTransport (single writer: its worker).
+struct VerbsStats {
+  std::uint64_t completions = 0;    // work completions polled
+  std::uint64_t polls = 0;          // ibv_poll_cq calls that found some
+  std::uint64_t cm_events = 0;      // connection-manager events taken
+  std::uint64_t send_posts = 0;     // ibv_post_send calls
+  std::uint64_t recv_posts = 0;     // ibv_post_recv calls
+  std::uint64_t post_failures = 0;  // refused by the device
+  std::uint64_t cq_errors = 0;      // completion queue or async errors
+};
+
+class VerbsTransport final : public Transport {
+ public:
+  explicit VerbsTransport(std::shared_ptr<VerbsDevice> dev);
+  ~VerbsTransport() override;
+  VerbsTransport(const VerbsTransport&) = delete;
+  VerbsTransport& operator=(const VerbsTransport&) = delete;
+
+  // The event channel (non-blocking) and the first completion queue.
+  bool init(std::string& err);
+  // Listen on ip:port; CONNECT_REQUESTs go to `on_request` (which decides
+  // which worker's engine judges them).
+  bool listen(std::uint32_t ip, std::uint16_t port, std::function<void(ConnRequest&&)> on_request, std::string& err);
+
+  // The worker's loop: completions (a burst per queue), then CM events.
+  unsigned poll_cq(unsigned burst);
+  unsigned poll_cm();
+  // For the worker's epoll: the CM channel, and the completion channel
+  // used only to sleep (arm() before, on_wake() after).
+  int cm_fd() const noexcept;
+  int comp_fd() const noexcept;
+  // Ask for an event at the next completion; false if one is already there
+  // (do not sleep).
+  bool arm();
+  void on_wake();
+
+  // Hand a connection request to another worker: release() detaches it
+  // from this channel (rdma_migrate_id to `to`'s), adopt() wraps it there.
+  rdma_cm_id* release(CmId* id, VerbsTransport& to);
+  CmId* adopt(rdma_cm_id* raw);
+
+  const VerbsStats& stats() const noexcept { return stats_; }
+  const VerbsDevice& device() const noexcept { return *dev_; }
+
+  // Transport
+  void attach(TransportEvents* events) noexcept override { events_ = events; }
+  CmId* resolve(std::uint32_t src_ip, std::uint32_t dst_ip, std::uint16_t port, bool privileged, int tos,
+                int& error) override;
+  int create_qp(CmId* id, const QpCaps& caps) override;
+  int connect(CmId* id, const ConnectParams& p) override;
+  int accept(CmId* id, const ConnectParams& p) override;
+  int reject(CmId* id, ByteSpan private_data) override;
+  void disconnect(CmId* id) override;
+  void destroy(CmId* id) override;
+  int post_recv(CmId* id, const RecvWr& wr) override;
+  int post_send(CmId* id, const SendWr* wrs, std::size_t n) override;
+  std::uint32_t max_send_sge() const noexcept override { return max_sge_; }
+  bool register_memory(void* addr, std::size_t len, bool remote_write, Region& out) override;
+  void deregister(Region& r) override;
+  std::optional<std::uint32_t> lkey(const void* addr, std::size_t len) const noexcept override;
+  std::optional<Sink> map_sink(CmId* id, void* addr, std::size_t len) override;
+  void unmap_sink(const Sink& s) noexcept override;
+
+ private:
+  struct Id;
+  struct Cq {
+    ibv_cq* cq = nullptr;
+    int size = 0;
+    int reserved = 0;  // completions its queue pairs may have outstanding
+  };
+  struct Own {
+    std::uintptr_t addr = 0;
+    std::size_t len = 0;
+    ibv_mr* mr = nullptr;
+  };
+  Cq* cq_for(int need);
+  void dispatch(const rdma_cm_event& ev, Id* id, ByteSpan priv);
+
+  std::shared_ptr<VerbsDevice> dev_;
+  TransportEvents* events_ = nullptr;
+  rdma_event_channel* channel_ = nullptr;
+  ibv_comp_channel* comp_ = nullptr;
+  std::vector<Cq> cqs_;
+  std::vector<Own> own_;  // memory registered through register_memory() (remote-write ones)
+  std::uint32_t max_sge_ = 1;
+  struct Listener {
+    rdma_cm_id* id = nullptr;
+    std::function<void(ConnRequest&&)> on_request;
+  };
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::vector<ibv_send_wr> swr_;  // post_send's scratch
+  std::vector<ibv_sge> ssge_;
+  std::vector<ibv_wc> wc_;
+  bool armed_ = false;
+  VerbsStats stats_;
+};
+
+}  // namespace lnetr::o2ib
