@@ -1,5 +1,7 @@
 #include "dataplane/control.hpp"
 
+#include "lnd/o2iblnd/verbs.hpp"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -288,11 +290,25 @@ std::string Control::status() {
   for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
     const NiSetup& ni = setup_.nis[i];
     j.begin_object().key("nid").value(to_string(ni.nid)).key("interface").value(ni.interface);
-    j.key("transport").value(ni.port >= 0 ? "dpdk" : "socket");
+    j.key("transport").value(ni.port >= 0 ? "dpdk" : ni.is_o2ib() ? "verbs" : "socket");
     j.key("status").value(shared_.ni[i].up(now, timeout) ? "up" : "down");
     j.key("link").value(shared_.ni[i].link_up.load(std::memory_order_relaxed) ? "up" : "down");
     j.key("credits").value(static_cast<std::uint64_t>(ni.credits));
     j.key("peer_credits").value(static_cast<std::uint64_t>(ni.peer_credits));
+    if (ni.is_o2ib()) {
+      // The o2iblnd tunables in force (clamped as Linux clamps them).
+      if (i < fabric_.verbs.size() && fabric_.verbs[i]) j.key("device").value(fabric_.verbs[i]->name());
+      const o2ib::NiTunables& t = ni.o2ib;
+      j.key("lnd_tunables").begin_object();
+      j.key("peercredits_hiw").value(static_cast<std::uint64_t>(t.peer_credits_hiw));
+      j.key("map_on_demand").value(std::uint64_t{1});
+      j.key("concurrent_sends").value(static_cast<std::uint64_t>(t.concurrent_sends));
+      j.key("ntx").value(static_cast<std::uint64_t>(t.ntx));
+      j.key("conns_per_peer").value(static_cast<std::uint64_t>(t.conns_per_peer));
+      j.key("timeout").value(static_cast<std::int64_t>(t.timeout.count()));
+      j.key("tos").value(static_cast<std::int64_t>(t.tos));
+      j.end_object();
+    }
     j.end_object();
   }
   j.end_array();
@@ -306,6 +322,10 @@ std::string Control::status() {
     std::array<std::uint64_t, sock::kCloseReasonCount> refused{};
     std::vector<Worker::LaneStats> lanes;
     std::uint64_t conns_misplaced = 0;
+    bool has_o2ib = false;
+    o2ib::Stats ib;
+    std::vector<o2ib::Node::PeerInfo> ib_peers;
+    std::vector<o2ib::VerbsStats> verbs;
   };
   std::vector<WorkerView> views(fabric_.n);
   const bool answered = on_workers([&views](Worker& w) {
@@ -331,6 +351,12 @@ std::string Control::status() {
     if (w.acceptor()) v.refused = w.acceptor()->refused();
     v.lanes = w.lane_stats();
     v.conns_misplaced = w.conns_misplaced();
+    if (const o2ib::Node* ib = w.o2ib()) {
+      v.has_o2ib = true;
+      v.ib = ib->stats();
+      v.ib_peers = ib->peers();
+      v.verbs = w.verbs_stats();
+    }
   });
   if (!answered) {
     Json e;
@@ -429,6 +455,89 @@ std::string Control::status() {
   for (std::size_t r = 0; r < refused.size(); ++r) j.key(std::string(sock::name(static_cast<sock::CloseReason>(r)))).value(refused[r]);
   j.end_object();
   j.end_object();
+
+  // o2iblnd: the engines' counters summed, the transports' (completions,
+  // CM events), and every connection with its credits.
+  if (std::any_of(views.begin(), views.end(), [](const WorkerView& v) { return v.has_o2ib; })) {
+    o2ib::Stats t;
+    o2ib::VerbsStats vs;
+    for (const WorkerView& v : views) {
+      if (!v.has_o2ib) continue;
+      const o2ib::Stats& x = v.ib;
+      t.conns_accepted += x.conns_accepted, t.conns_connected += x.conns_connected, t.reconnects += x.reconnects;
+      for (std::size_t r = 0; r < o2ib::kConnectFailureCount; ++r) t.connect_failed[r] += x.connect_failed[r];
+      for (std::size_t r = 0; r < o2ib::kCloseReasonCount; ++r) t.closed[r] += x.closed[r];
+      for (std::size_t r = 0; r < o2ib::kRejectSlots; ++r) {
+        t.rejects_sent[r] += x.rejects_sent[r];
+        t.rejects_received[r] += x.rejects_received[r];
+      }
+      for (std::size_t r = 0; r < o2ib::kMsgTypeSlots; ++r) {
+        t.rx_msgs[r] += x.rx_msgs[r];
+        t.tx_msgs[r] += x.tx_msgs[r];
+      }
+      t.rx_bytes += x.rx_bytes, t.tx_bytes += x.tx_bytes;
+      t.rdma_bytes_written += x.rdma_bytes_written, t.rdma_bytes_received += x.rdma_bytes_received;
+      t.bytes_copied += x.bytes_copied, t.bytes_gathered += x.bytes_gathered;
+      t.completions += x.completions, t.tx_timeouts += x.tx_timeouts, t.tx_no_desc += x.tx_no_desc;
+      t.tx_descs += x.tx_descs;
+      for (const o2ib::VerbsStats& y : v.verbs) {
+        vs.completions += y.completions, vs.polls += y.polls, vs.cm_events += y.cm_events;
+        vs.send_posts += y.send_posts, vs.recv_posts += y.recv_posts, vs.post_failures += y.post_failures;
+        vs.cq_errors += y.cq_errors;
+      }
+    }
+    static constexpr o2ib::MsgType kTypes[] = {o2ib::MsgType::connreq,  o2ib::MsgType::connack,  o2ib::MsgType::noop,
+                                               o2ib::MsgType::immediate, o2ib::MsgType::put_req, o2ib::MsgType::put_nak,
+                                               o2ib::MsgType::put_ack,  o2ib::MsgType::put_done, o2ib::MsgType::get_req,
+                                               o2ib::MsgType::get_done};
+    j.key("o2iblnd").begin_object();
+    j.key("conns_accepted").value(t.conns_accepted).key("conns_connected").value(t.conns_connected);
+    j.key("reconnects").value(t.reconnects);
+    j.key("connect_failed").begin_object();
+    for (std::size_t r = 0; r < o2ib::kConnectFailureCount; ++r)
+      j.key(std::string(o2ib::name(static_cast<o2ib::ConnectFailure>(r)))).value(t.connect_failed[r]);
+    j.end_object().key("closed").begin_object();
+    for (std::size_t r = 0; r < o2ib::kCloseReasonCount; ++r)
+      j.key(std::string(o2ib::name(static_cast<o2ib::CloseReason>(r)))).value(t.closed[r]);
+    j.end_object().key("rejects_sent").begin_object();
+    for (std::size_t r = 1; r < o2ib::kRejectSlots; ++r)
+      j.key(std::string(o2ib::to_string(static_cast<o2ib::RejectReason>(r)))).value(t.rejects_sent[r]);
+    j.end_object().key("rejects_received").begin_object();
+    for (std::size_t r = 1; r < o2ib::kRejectSlots; ++r)
+      j.key(std::string(o2ib::to_string(static_cast<o2ib::RejectReason>(r)))).value(t.rejects_received[r]);
+    j.end_object().key("tx_msgs").begin_object();
+    for (o2ib::MsgType ty : kTypes) j.key(std::string(o2ib::to_string(ty))).value(t.tx_msgs[o2ib::type_slot(ty)]);
+    j.end_object().key("rx_msgs").begin_object();
+    for (o2ib::MsgType ty : kTypes) j.key(std::string(o2ib::to_string(ty))).value(t.rx_msgs[o2ib::type_slot(ty)]);
+    j.end_object();
+    j.key("rx_bytes").value(t.rx_bytes).key("tx_bytes").value(t.tx_bytes);
+    j.key("rdma_bytes_written").value(t.rdma_bytes_written).key("rdma_bytes_received").value(t.rdma_bytes_received);
+    j.key("bytes_copied").value(t.bytes_copied).key("bytes_gathered").value(t.bytes_gathered);
+    j.key("completions").value(vs.completions).key("cq_polls").value(vs.polls).key("cm_events").value(vs.cm_events);
+    j.key("send_posts").value(vs.send_posts).key("recv_posts").value(vs.recv_posts);
+    j.key("post_failures").value(vs.post_failures).key("cq_errors").value(vs.cq_errors);
+    j.key("tx_timeouts").value(t.tx_timeouts).key("tx_no_desc").value(t.tx_no_desc).key("tx_descs").value(t.tx_descs);
+    j.key("connections").begin_array();
+    for (std::uint32_t w = 0; w < views.size(); ++w)
+      for (const o2ib::Node::PeerInfo& p : views[w].ib_peers)
+        for (const o2ib::Node::ConnInfo& c : p.conns) {
+          j.begin_object().key("peer").value(to_string(p.nid)).key("cpt").value(static_cast<std::uint64_t>(w));
+          j.key("version").value(static_cast<std::uint64_t>(c.version));
+          j.key("active").value(c.active);
+          j.key("queue_depth").value(static_cast<std::uint64_t>(c.queue_depth));
+          j.key("max_frags").value(static_cast<std::uint64_t>(c.max_frags));
+          j.key("credits").value(static_cast<std::int64_t>(c.credits));
+          j.key("reserved_credits").value(static_cast<std::int64_t>(c.reserved_credits));
+          j.key("outstanding_credits").value(static_cast<std::int64_t>(c.outstanding_credits));
+          j.key("sends_posted").value(static_cast<std::int64_t>(c.sends_posted));
+          j.key("queued").value(static_cast<std::uint64_t>(c.queued)).key("waiting").value(static_cast<std::uint64_t>(c.waiting));
+          j.key("rx_held").value(static_cast<std::uint64_t>(c.rx_held));
+          j.key("tx_msgs").value(c.tx_msgs).key("rx_msgs").value(c.rx_msgs);
+          j.end_object();
+        }
+    j.end_array();
+    j.end_object();
+  }
 
   // DPDK ports: the device, and what its queues' stacks counted (summed
   // over the workers serving them).
@@ -536,7 +645,8 @@ std::string Control::status() {
     }
     j.key("ring_size").value(ring_size).key("ring_backlog").value(backlog);
     j.key("conns_misplaced").value(views[w].conns_misplaced);
-    j.key("conns_opened").value(views[w].sock.conns_accepted + views[w].sock.conns_connected);
+    j.key("conns_opened").value(views[w].sock.conns_accepted + views[w].sock.conns_connected +
+                                views[w].ib.conns_accepted + views[w].ib.conns_connected);
     j.key("rx_msgs").value(views[w].sock.rx_msgs).key("tx_msgs").value(views[w].sock.tx_msgs);
     // The route snapshot it forwards with (shared memory, dataplane.shm_name).
     const shm::WorkerShm& ws = region_.worker(w);

@@ -521,9 +521,12 @@ std::size_t Forwarder::own_ping_info(MutableByteSpan out) const {
   return size ? *size : 0;
 }
 
-void Forwarder::answer_ping(const lnd::Rx& rx) {
+void Forwarder::answer_ping(lnd::Rx& rx) {
   RouterMsg* m = alloc_msg();
   m->kind = RouterMsg::Kind::local;
+  // The REPLY this GET gets (an o2ib GET_REQ's REPLY travels on the GET's
+  // own exchange: the LND recognises it by this Tx when it is sent).
+  rx.reply = &m->tx;
   const ByteSpan info(m->inline_.data(), own_ping_info(m->inline_));
   const ByteSpan payload = ping_reply_payload(rx.hdr, info);
   m->tx.hdr = make_reply(rx.hdr, rx.ni, static_cast<std::uint32_t>(payload.size()));

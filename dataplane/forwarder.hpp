@@ -23,7 +23,7 @@ namespace lnetr::dp {
 
 // What travels on a ring between workers.
 struct RingItem {
-  enum class Kind : std::uint64_t { send, returned, accepted, dispatch };
+  enum class Kind : std::uint64_t { send, returned, accepted, dispatch, o2ib_request };
   Kind kind;
   void* ptr;
 };
@@ -116,7 +116,7 @@ class Forwarder final : public lnd::Upper {
   void release_now(RouterMsg* m);
   void count_drop(DropReason why, std::uint32_t bytes);
   void route(RouterMsg* m);
-  void answer_ping(const lnd::Rx& rx);
+  void answer_ping(lnd::Rx& rx);
   std::size_t own_ping_info(MutableByteSpan out) const;
   lnd::RxVerdict take_ping_reply(lnd::Rx& rx);
   void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);

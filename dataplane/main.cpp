@@ -23,6 +23,7 @@
 #include "dataplane/shared.hpp"
 #include "dataplane/unmap_guard.hpp"
 #include "dataplane/worker.hpp"
+#include "lnd/o2iblnd/verbs.hpp"
 
 namespace lnetr::dp {
 namespace {
@@ -140,6 +141,34 @@ std::vector<std::string> eal_args(const Setup& s) {
 
 int worker_main(void* arg) { return static_cast<Worker*>(arg)->run(); }
 
+// Register the memory of every mempool with `dev`: router buffer pools
+// (lnetr_small_N, lnetr_large_N) for remote writes, the others for the
+// device to read.
+bool register_pools(o2ib::VerbsDevice& dev, std::string& err) {
+  struct Walk {
+    o2ib::VerbsDevice* dev;
+    std::string* err;
+    bool ok = true;
+    bool remote = false;
+  } w{&dev, &err};
+  rte_mempool_walk(
+      [](rte_mempool* mp, void* arg) {
+        auto* walk = static_cast<Walk*>(arg);
+        if (!walk->ok) return;
+        const std::string name = mp->name;
+        walk->remote = name.rfind("lnetr_small_", 0) == 0 || name.rfind("lnetr_large_", 0) == 0;
+        rte_mempool_mem_iter(
+            mp,
+            [](rte_mempool*, void* arg2, rte_mempool_memhdr* mh, unsigned) {
+              auto* w2 = static_cast<Walk*>(arg2);
+              if (w2->ok && !w2->dev->register_payload(mh->addr, mh->len, w2->remote, *w2->err)) w2->ok = false;
+            },
+            walk);
+      },
+      &w);
+  return w.ok;
+}
+
 int run(const Setup& setup) {
   const std::vector<std::string> args = eal_args(setup);
   std::vector<char*> argv;
@@ -253,6 +282,24 @@ int run(const Setup& setup) {
     ports.push_back(std::move(p));
   }
 
+  // The RDMA device behind each o2ib NI's address.
+  fabric.verbs.resize(setup.nis.size());
+  for (std::size_t i = 0; i < setup.nis.size(); ++i) {
+    const NiSetup& ni = setup.nis[i];
+    if (!ni.is_o2ib()) continue;
+    std::string why;
+    if (!o2ib::verbs_available(why)) {
+      log_error("NI %s is on an o2ib net, but this machine has %s", to_string(ni.nid).c_str(), why.c_str());
+      return 1;
+    }
+    fabric.verbs[i] = o2ib::VerbsDevice::open(ni.nid.addr4(), why);
+    if (!fabric.verbs[i]) {
+      log_error("NI %s: %s", to_string(ni.nid).c_str(), why.c_str());
+      return 1;
+    }
+    log_info("NI %s: RDMA device %s", to_string(ni.nid).c_str(), fabric.verbs[i]->name().c_str());
+  }
+
   const std::uint64_t incarnation = sock::new_incarnation();
   std::vector<std::unique_ptr<Worker>> workers;
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -265,6 +312,19 @@ int run(const Setup& setup) {
       log_error("%s", err.c_str());
       return 1;
     }
+  }
+  // Every pool's memory registered with every RDMA device, once: router
+  // buffers open to peers' RDMA writes (sinks of o2ib PUTs), mbuf pools
+  // read by the device (payloads left in received frames, RDMA-written
+  // from there).
+  for (const auto& dev : fabric.verbs) {
+    if (!dev) continue;
+    std::string rerr;
+    if (!register_pools(*dev, rerr)) {
+      log_error("%s", rerr.c_str());
+      return 1;
+    }
+    log_info("RDMA device %s: %zu memory regions registered", dev->name().c_str(), dev->payload_regions());
   }
   Control control(setup, shared, fabric, region);
   std::string err;

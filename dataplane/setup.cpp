@@ -58,6 +58,12 @@ SetupResult make_setup(const config::Config& cfg) {
       if (ni.interface) n.interface = ni.interface->value;
       for (std::size_t i = 0; ni.interface && i < dp.ports.size(); ++i)
         if (dp.ports[i].name.value == n.interface) n.port = static_cast<int>(i);
+      if (n.port >= 0 && net.net.value.lnd() != LndType::sock) {
+        errors.push_back(where(ni.interface->source, "interface " + n.interface + " names a DPDK port, which serves "
+                                                     "tcp nets only; an " + to_string(net.net.value) +
+                                                     " NI names the IPoIB or RoCE interface of an RDMA device"));
+        continue;
+      }
       if (n.port >= 0) {
         // Served by lnetr's own TCP on the port: its NID is the port's
         // address; the kernel interface of that name, if any, is not asked.
@@ -86,15 +92,32 @@ SetupResult make_setup(const config::Config& cfg) {
         }
         n.nid = Nid::make(net.net.value, *ip);
       }
-      if (n.nid.lnd() != LndType::sock) {
-        errors.push_back(where(ni.source, "only tcp nets are served by this dataplane, not " + to_string(n.nid.net())));
+      if (n.nid.lnd() != LndType::sock && n.nid.lnd() != LndType::o2ib) {
+        errors.push_back(where(ni.source, "only tcp and o2ib nets are served by this dataplane, not " +
+                                              to_string(n.nid.net())));
         continue;
+      }
+      if (n.is_o2ib()) {
+        const config::LndTunables& l = ni.lnd_tunables;
+        o2ib::NiTunables t;
+        t.peer_credits = u32(ni.tunables.peer_credits.value);
+        t.credits = u32(ni.tunables.credits.value);
+        t.peer_credits_hiw = u32(l.peercredits_hiw.value);
+        t.concurrent_sends = u32(l.concurrent_sends.value);
+        t.ntx = u32(l.ntx.value);
+        t.conns_per_peer = u32(l.conns_per_peer.value);
+        t.timeout = std::chrono::seconds(l.timeout.value);
+        t.tos = l.tos.value;
+        n.o2ib = o2ib::effective(t);
       }
       n.peer_credits = u32(ni.tunables.peer_credits.value);
       n.peer_buffer_credits = u32(ni.tunables.peer_buffer_credits.value);
       if (n.peer_buffer_credits == 0) n.peer_buffer_credits = dp.peer_buffer_credits.value;
       n.credits = u32(ni.tunables.credits.value);
       n.peer_timeout = u32(ni.tunables.peer_timeout.value);
+      // o2iblnd clamps peer_credits to 8..255 (and at most credits), and
+      // LNet's peer credits are those in force.
+      if (n.is_o2ib()) n.peer_credits = n.o2ib.peer_credits;
       s.nis.push_back(n);
     }
   }
@@ -168,6 +191,16 @@ SetupResult make_setup(const config::Config& cfg) {
   o.rx_buffer_size = sp.rx_buffer_size.value;
   o.min_reconnect = std::chrono::milliseconds(sp.min_reconnectms.value);
   o.max_reconnect = std::chrono::milliseconds(sp.max_reconnectms.value);
+
+  o2ib::Options& ib = s.o2ib;
+  const auto& ip = dp.o2iblnd;
+  ib.service = static_cast<std::uint16_t>(ip.service.value);
+  ib.keepalive = std::chrono::seconds(ip.keepalive.value);
+  ib.cksum = ip.cksum.value;
+  ib.retry_count = static_cast<std::uint8_t>(ip.retry_count.value);
+  ib.rnr_retry_count = static_cast<std::uint8_t>(ip.rnr_retry_count.value);
+  ib.use_privileged_port = ip.use_privileged_port.value;
+  ib.require_privileged_port = ip.require_privileged_port.value;
 
   if (!errors.empty()) return errors;
   return s;

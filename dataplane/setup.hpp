@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "lnd/o2iblnd/engine.hpp"
 #include "lnd/socklnd/engine.hpp"
 #include "router/config.hpp"
 #include "router/forward.hpp"
@@ -37,6 +38,10 @@ struct NiSetup {
   Nid nid;
   std::string interface;  // empty if the NI was given by NID only
   int port = -1;          // index into Setup::ports if a DPDK port serves this NI; -1: kernel sockets
+  // An o2ib NI: its tunables in force (o2ib::effective() of the file's);
+  // the RDMA device is the one behind its address.
+  o2ib::NiTunables o2ib;
+  bool is_o2ib() const noexcept { return nid.lnd() == LndType::o2ib; }
   std::uint32_t peer_credits = 8;
   std::uint32_t peer_buffer_credits = 0;  // 0: peer_credits
   std::uint32_t credits = 256;            // NI transmit credits
@@ -69,6 +74,7 @@ struct Setup {
   std::string shm_name = "/lnetr";
 
   sock::Options sock;
+  o2ib::Options o2ib;
   Placement placement;  // which worker owns a peer
   std::chrono::seconds alive_router_check_interval{60};
   bool discovery = true;  // global.discovery: our ping info says we run it

@@ -16,6 +16,7 @@
 
 #include "dataplane/log.hpp"
 #include "dataplane/unmap_guard.hpp"
+#include "lnd/o2iblnd/verbs.hpp"
 #include "lnd/socklnd/socket.hpp"
 #include "router/local_msgs.hpp"
 #include "router/ping_info.hpp"
@@ -58,9 +59,43 @@ class Worker::WakeHandler final : public sock::IoHandler {
   int fd_;
 };
 
+// A verbs channel in the worker's epoll set: connection-manager events, or
+// the completion channel that wakes a sleeping worker.
+class Worker::VerbsHandler final : public sock::IoHandler {
+ public:
+  VerbsHandler(o2ib::VerbsTransport& t, bool cm) : t_(t), cm_(cm) {}
+  void on_io(std::uint32_t) override {
+    if (cm_) {
+      t_.poll_cm();
+    } else {
+      t_.on_wake();
+    }
+  }
+
+ private:
+  o2ib::VerbsTransport& t_;
+  bool cm_;
+};
+
+// A connection request worker 0's listener took for a peer another worker
+// owns, on its way there (the identifier already on the owner's channel).
+struct O2ibHandoff {
+  std::size_t ni = 0;
+  rdma_cm_id* raw = nullptr;
+  o2ib::ConnRequest req;
+};
+
 Worker::~Worker() {
   node_.reset();
   acceptor_.reset();
+  o2ib_.reset();
+  for (std::size_t i = 0; i < verbs_.size(); ++i)
+    if (verbs_[i]) {
+      poller_.remove(verbs_[i]->cm_fd());
+      poller_.remove(verbs_[i]->comp_fd());
+    }
+  verbs_handlers_.clear();
+  verbs_.clear();
   forwarder_.drop_frames();  // (they are the lanes' frames)
   lanes_.clear();
   for (rte_mempool* p : pool_)
@@ -108,6 +143,7 @@ bool Worker::init(std::string& err) {
     nis.push_back({n.nid, t});
   }
   node_ = std::make_unique<sock::Node>(setup_.sock, nis, incarnation_, poller_, forwarder_);
+  if (!init_o2ib(err)) return false;
 
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   wake_ = std::make_unique<WakeHandler>(wake_fd_);
@@ -164,6 +200,97 @@ bool Worker::init(std::string& err) {
   return true;
 }
 
+// This worker's transport on the device of each o2ib NI, and the engine
+// over them; worker 0 listens on every o2ib NI (as it accepts kernel
+// sockets' connections) and hands each request to its peer's owner.
+bool Worker::init_o2ib(std::string& err) {
+  verbs_.resize(setup_.nis.size());
+  std::vector<o2ib::LocalNi> nis;
+  for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
+    const NiSetup& n = setup_.nis[i];
+    if (!n.is_o2ib()) continue;
+    auto t = std::make_unique<o2ib::VerbsTransport>(fabric_.verbs[i]);
+    if (!t->init(err)) {
+      err = "NI " + to_string(n.nid) + ": " + err;
+      return false;
+    }
+    o2ib::LocalNi ni;
+    ni.nid = n.nid;
+    ni.transport = t.get();
+    ni.tunables = n.o2ib;
+    nis.push_back(ni);
+    verbs_[i] = std::move(t);
+  }
+  if (nis.empty()) return true;
+  // One incarnation for the router (Linux: microseconds at NI start).
+  o2ib_ = std::make_unique<o2ib::Node>(setup_.o2ib, nis, incarnation_ / 1000, forwarder_, &sock::Clock::now, fabric_.n);
+  for (std::size_t i = 0; i < verbs_.size(); ++i) {
+    if (!verbs_[i]) continue;
+    o2ib::VerbsTransport& t = *verbs_[i];
+    auto cm = std::make_unique<VerbsHandler>(t, true);
+    auto comp = std::make_unique<VerbsHandler>(t, false);
+    if (!poller_.add(t.cm_fd(), cm.get()) || !poller_.add(t.comp_fd(), comp.get())) {
+      err = std::string("epoll: ") + std::strerror(errno);
+      return false;
+    }
+    verbs_handlers_.push_back(std::move(cm));
+    verbs_handlers_.push_back(std::move(comp));
+    if (index_ == 0) {
+      const NiSetup& n = setup_.nis[i];
+      if (!t.listen(n.nid.addr4(), setup_.o2ib.service,
+                    [this, i](o2ib::ConnRequest&& r) { take_o2ib_request(i, std::move(r)); }, err)) {
+        err = "NI " + to_string(n.nid) + ": " + err;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Worker 0: a request taken by the listener of NI `ni`.  Its peer's owner
+// judges it (races and incarnations are its peer state).
+void Worker::take_o2ib_request(std::size_t ni, o2ib::ConnRequest&& r) {
+  const auto who = o2ib::requester_of(r.private_data());
+  const std::uint32_t owner = who ? setup_.placement.of(*who, fabric_.n) : index_;
+  if (owner == index_) return o2ib_->accept_request(std::move(r));
+  o2ib::VerbsTransport* to = fabric_.workers[owner]->verbs_transport(ni);
+  // Only into the ring's spare room: the rest is for messages.
+  if (!to || rte_ring_free_count(fabric_.ring(index_, owner)) <= fabric_.message_room) {
+    log_warn("worker %u: CPT %u is not taking connections fast enough: refusing one from %s", index_, owner,
+             who ? to_string(*who).c_str() : "?");
+    return o2ib_->refuse_request(std::move(r), o2ib::RejectReason::no_resources);
+  }
+  rdma_cm_id* raw = verbs_[ni]->release(r.id, *to);
+  if (!raw) {
+    log_warn("worker %u: cannot move a connection request to CPT %u: %s", index_, owner, std::strerror(errno));
+    return o2ib_->refuse_request(std::move(r), o2ib::RejectReason::no_resources);
+  }
+  auto* h = new O2ibHandoff{ni, raw, std::move(r)};
+  h->req.id = nullptr;
+  if (!push(owner, {RingItem::Kind::o2ib_request, h})) {
+    rdma_destroy_id(raw);  // (cannot happen: room was checked)
+    delete h;
+  }
+}
+
+o2ib::VerbsTransport* Worker::verbs_transport(std::size_t ni) const noexcept {
+  return ni < verbs_.size() ? verbs_[ni].get() : nullptr;
+}
+
+std::vector<o2ib::VerbsStats> Worker::verbs_stats() const {
+  std::vector<o2ib::VerbsStats> out(verbs_.size());
+  for (std::size_t i = 0; i < verbs_.size(); ++i)
+    if (verbs_[i]) out[i] = verbs_[i]->stats();
+  return out;
+}
+
+unsigned Worker::poll_verbs() {
+  unsigned n = 0;
+  for (auto& t : verbs_)
+    if (t) n += t->poll_cq(kBurst);
+  return n;
+}
+
 // Whether an accepted connection came in through a DPDK port (to one of
 // the port NIs' addresses).
 bool Worker::on_port(const sock::Accepted& a) const noexcept {
@@ -184,6 +311,7 @@ int Worker::run() {
     if (routes_.poll()) forwarder_.adopt(routes_.view());  // a new route table
     unsigned work = static_cast<unsigned>(poller_.poll(0));
     work += poll_ports();
+    if (o2ib_) work += poll_verbs();
     // Gateway pings lnetr-control asked for (one load when there are none).
     const std::uint64_t pings = shm_me_.ping_requests.load(std::memory_order_acquire);
     if (pings != pings_seen_) {
@@ -200,6 +328,7 @@ int Worker::run() {
     work += static_cast<unsigned>(node_->flush());
     work += flush_ports();
     node_->reap();
+    if (o2ib_) o2ib_->reap();
     if (acceptor_) acceptor_->reap();
     WorkerCounters& c = shared_.counters[index_];
     c.loops.add();
@@ -209,6 +338,10 @@ int Worker::run() {
   }
   node_->shutdown();
   node_->reap();
+  if (o2ib_) {
+    o2ib_->shutdown();
+    o2ib_->reap();
+  }
   return 0;
 }
 
@@ -216,6 +349,14 @@ void Worker::tick() {
   const auto now = sock::Clock::now();
   next_tick_ = now + kTickPeriod;
   node_->tick(now);
+  if (o2ib_) {
+    o2ib_->tick();
+    // What o2iblnd copied (IMMEDIATE payloads, unregistered memory), with
+    // the ports' counts.
+    const std::uint64_t copied = o2ib_->stats().bytes_copied;
+    shared_.counters[index_].bytes_copied.add(copied - o2ib_copied_seen_);
+    o2ib_copied_seen_ = copied;
+  }
   if (acceptor_) acceptor_->tick(now);
   for (auto& lane : lanes_)
     if (lane) lane->rxtx.release_sent();
@@ -245,6 +386,10 @@ bool Worker::sleep_if_idle(unsigned work) {
   // fence there: the ring's enqueue is only a release).
   sleeping_.store(true, std::memory_order_seq_cst);
   bool pending = false;
+  // RDMA completions wake us through the completion channels, armed now;
+  // what completed before they were armed is taken first.
+  for (auto& t : verbs_)
+    if (t && (!t->arm() || t->poll_cq(kBurst) > 0)) pending = true;
   for (std::uint32_t from = 0; from < fabric_.n && !pending; ++from)
     if (from != index_ && rte_ring_count(fabric_.ring(from, index_)) > 0) pending = true;
   // Wait without dispatching: what wakes us is handled at the top of the
@@ -333,9 +478,15 @@ void Worker::put_buffer(PoolClass c, std::uint8_t* buf) { rte_mempool_put(pool_[
 
 std::uint64_t Worker::buffer_iova(const std::uint8_t* buf) { return rte_mempool_virt2iova(buf); }
 
-int Worker::send(const Nid& next_hop, lnd::Tx& tx) { return node_->send(next_hop, tx); }
+int Worker::send(const Nid& next_hop, lnd::Tx& tx) {
+  if (lnd_is_o2ib(next_hop)) return o2ib_->send(next_hop, tx);
+  return node_->send(next_hop, tx);
+}
 
-void Worker::resume(lnd::Rx& rx) { node_->resume(rx); }
+void Worker::resume(lnd::Rx& rx) {
+  if (lnd_is_o2ib(rx.ni)) return o2ib_->resume(rx);
+  node_->resume(rx);
+}
 
 void Worker::post(std::uint32_t worker, const RingItem& item) {
   // A ring keeps room for every message homed at either end (accepted
@@ -354,6 +505,11 @@ unsigned Worker::drain_rings() {
         auto* a = static_cast<sock::Accepted*>(items[i].ptr);
         node_->adopt(std::move(*a));
         delete a;
+      } else if (items[i].kind == RingItem::Kind::o2ib_request) {
+        auto* h = static_cast<O2ibHandoff*>(items[i].ptr);
+        h->req.id = verbs_[h->ni]->adopt(h->raw);
+        o2ib_->accept_request(std::move(h->req));
+        delete h;
       } else {
         forwarder_.on_ring(items[i]);
       }

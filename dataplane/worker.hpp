@@ -25,7 +25,14 @@
 #include "lnd/socklnd/acceptor.hpp"
 #include "lnd/socklnd/engine.hpp"
 #include "dataplane/shm/region.hpp"
+#include "lnd/o2iblnd/engine.hpp"
 #include "router/route_table.hpp"
+
+namespace lnetr::o2ib {
+class VerbsDevice;
+class VerbsTransport;
+struct VerbsStats;
+}  // namespace lnetr::o2ib
 
 namespace lnetr::dp {
 
@@ -50,6 +57,10 @@ struct Fabric {
   // DPDK ports (Setup::ports order); worker i serves queue i of each port
   // that has that many.
   std::vector<EthPort*> ports;
+  // RDMA devices of the o2ib NIs (Setup::nis order; null for tcp NIs), with
+  // the router buffer and mbuf pools registered on them before the workers
+  // start; each worker has its own transport on each.
+  std::vector<std::shared_ptr<o2ib::VerbsDevice>> verbs;
   rte_ring* ring(std::uint32_t from, std::uint32_t to) const noexcept { return rings[from * n + to]; }
 };
 
@@ -79,6 +90,12 @@ class Worker final : public ForwarderPorts {
   // For commands (run on this worker's thread).
   std::uint16_t index() const noexcept { return index_; }
   const sock::Node& node() const noexcept { return *node_; }
+  // The o2iblnd engine (nullptr without o2ib NIs), and this worker's
+  // transports' counters (by NI; empty where it has none).
+  const o2ib::Node* o2ib() const noexcept { return o2ib_.get(); }
+  std::vector<o2ib::VerbsStats> verbs_stats() const;
+  // This worker's transport on NI `ni`'s device (nullptr for a tcp NI).
+  o2ib::VerbsTransport* verbs_transport(std::size_t ni) const noexcept;
   const Forwarder& forwarder() const noexcept { return forwarder_; }
   const sock::Acceptor* acceptor() const noexcept { return acceptor_.get(); }
   // Connections a port accepted for a peer this worker does not own (it
@@ -114,6 +131,12 @@ class Worker final : public ForwarderPorts {
   bool sleep_if_idle(unsigned work);
   unsigned poll_ports();
   unsigned flush_ports();
+  // o2ib: the transports' completions in bursts; connection requests taken
+  // by worker 0's listeners, judged by the peer's owner.
+  bool init_o2ib(std::string& err);
+  unsigned poll_verbs();
+  void take_o2ib_request(std::size_t ni, o2ib::ConnRequest&& r);
+  bool lnd_is_o2ib(const Nid& nid) const noexcept { return o2ib_ && nid.lnd() == LndType::o2ib; }
 
   std::uint16_t index_;
   const Setup& setup_;
@@ -148,6 +171,11 @@ class Worker final : public ForwarderPorts {
       return nullptr;
     }
   } no_port_;
+  std::vector<std::unique_ptr<o2ib::VerbsTransport>> verbs_;  // by NI; null for tcp NIs
+  std::unique_ptr<o2ib::Node> o2ib_;
+  class VerbsHandler;
+  std::vector<std::unique_ptr<VerbsHandler>> verbs_handlers_;
+  std::uint64_t o2ib_copied_seen_ = 0;
   std::uint64_t copied_seen_ = 0;             // bytes_copied already counted
   std::uint64_t referenced_seen_ = 0;         // bytes_referenced already counted
   std::uint64_t kept_seen_ = 0;               // rx_bytes_referenced already counted

@@ -209,6 +209,18 @@ struct SocklndParams {
   }
 };
 
+// ko2iblnd module parameters that matter to a router (o2iblnd.md §9); the
+// per-NI ones are `lnd tunables` of the o2ib net.
+struct O2iblndParams {
+  Field<std::int32_t> service{987};      // rdma_cm port
+  Field<std::int32_t> keepalive{100};    // s: a NOOP after this long without sending; 0: none
+  Field<bool> cksum{false};              // checksum the messages sent
+  Field<std::int32_t> retry_count{5};    // IB CM retries (0..7)
+  Field<std::int32_t> rnr_retry_count{6};  // receiver-not-ready retries (0..7, 7: forever)
+  Field<bool> use_privileged_port{true};   // connect from ports 1023 down
+  Field<bool> require_privileged_port{false};  // refuse requests from ports >= 1024
+};
+
 // A test-only impairment stage in a DPDK port's receive path (off unless
 // configured): seeded, so that a run can be repeated exactly.
 struct ImpairConfig {
@@ -267,6 +279,7 @@ struct DataplaneConfig {
   Field<std::uint32_t> router_ping_timeout{50};          // s
   Field<std::uint32_t> peer_buffer_credits{0};           // lnet module parameter
   SocklndParams socklnd;
+  O2iblndParams o2iblnd;
   std::vector<PortConfig> ports;
 
   // The EAL main lcore: main_core if given, else the lowest core below

@@ -313,6 +313,7 @@ class Loader {
   void dataplane(const Node& n, const std::string& path, DataplaneConfig& out);
   void control(const Node& n, const std::string& path, ControlConfig& out);
   void socklnd(const Node& n, const std::string& path, SocklndParams& out);
+  void o2iblnd(const Node& n, const std::string& path, O2iblndParams& out);
   void ports(const Node& n, const std::string& path, std::vector<PortConfig>& out);
   bool port_address(const Node& n, const std::string& path, PortConfig& out);
   void impair(const Node& n, const std::string& path, ImpairConfig& out);
@@ -543,12 +544,13 @@ void Loader::lnd_tunables(const Node& n, const std::string& path, LndType lnd, L
         integer(e.value, p, 0, 256, out.map_on_demand);
     } else if (k == "concurrent_sends") {
       integer(e.value, p, 0, kI32Max, out.concurrent_sends);
-    } else if (k == "fmr_pool_size") {
-      integer(e.value, p, 0, kI32Max, out.fmr_pool_size);
-    } else if (k == "fmr_flush_trigger") {
-      integer(e.value, p, 0, kI32Max, out.fmr_flush_trigger);
-    } else if (k == "fmr_cache") {
-      integer(e.value, p, 0, kI32Max, out.fmr_cache);
+    } else if (k == "fmr_pool_size" || k == "fmr_flush_trigger" || k == "fmr_cache") {
+      // Linux's pools of per-transfer registrations: lnetr has none (its
+      // buffers are registered once, per pool), so these are not in force.
+      auto& f = k == "fmr_pool_size" ? out.fmr_pool_size : k == "fmr_flush_trigger" ? out.fmr_flush_trigger : out.fmr_cache;
+      if (integer(e.value, p, 0, kI32Max, f))
+        warn(e.key_mark, p, std::string(k) + " not used: lnetr registers router buffers once per pool, not per "
+                                             "transfer, so it keeps no registration pool");
     } else {
       integer(e.value, p, 0, kI32Max, out.ntx);
     }
@@ -893,6 +895,8 @@ void Loader::dataplane(const Node& n, const std::string& path, DataplaneConfig& 
       integer(e.value, p, 0, kI32Max, out.peer_buffer_credits);
     } else if (k == "socklnd") {
       socklnd(e.value, p, out.socklnd);
+    } else if (k == "o2iblnd") {
+      o2iblnd(e.value, p, out.o2iblnd);
     } else if (k == "ports") {
       ports(e.value, p, out.ports);
     } else {
@@ -957,6 +961,28 @@ void Loader::socklnd(const Node& n, const std::string& path, SocklndParams& out)
       flag(e.value, p, out.typed_conns);
     else if (k == "conns_per_peer")
       integer(e.value, p, 0, 127, out.conns_per_peer);
+    else
+      unknown(e, p);
+  });
+}
+
+void Loader::o2iblnd(const Node& n, const std::string& path, O2iblndParams& out) {
+  each_entry(n, path, [&](const Entry& e, const std::string& p) {
+    const std::string_view k = e.key;
+    if (k == "service")
+      integer(e.value, p, 1, 65535, out.service);
+    else if (k == "keepalive")
+      integer(e.value, p, 0, kI32Max, out.keepalive);
+    else if (k == "cksum")
+      flag(e.value, p, out.cksum);
+    else if (k == "retry_count")
+      integer(e.value, p, 0, 7, out.retry_count);
+    else if (k == "rnr_retry_count")
+      integer(e.value, p, 0, 7, out.rnr_retry_count);
+    else if (k == "use_privileged_port")
+      flag(e.value, p, out.use_privileged_port);
+    else if (k == "require_privileged_port")
+      flag(e.value, p, out.require_privileged_port);
     else
       unknown(e, p);
   });

@@ -16,6 +16,7 @@
 
 #include "cli/peer/pattern.hpp"
 #include "cli/peer/ping.hpp"
+#include "lnd/o2iblnd/verbs.hpp"
 #include "lnd/socklnd/socket.hpp"
 #include "router/ping_info.hpp"
 
@@ -100,6 +101,24 @@ class Endpoint::SignalHandler final : public sock::IoHandler {
   int fd_ = -1;
 };
 
+// A verbs channel in the poller: connection-manager events, or the
+// completion channel that wakes a sleeping loop.
+class Endpoint::VerbsEvents final : public sock::IoHandler {
+ public:
+  VerbsEvents(Endpoint& ep, bool cm) : ep_(ep), cm_(cm) {}
+  void on_io(std::uint32_t) override {
+    if (cm_) {
+      ep_.ib_tr_->poll_cm();
+    } else {
+      ep_.ib_tr_->on_wake();
+    }
+  }
+
+ private:
+  Endpoint& ep_;
+  bool cm_;
+};
+
 // The router checker's state for one gateway: its ping and push Ops.
 struct Endpoint::GatewayCheck {
   std::size_t gw = 0;
@@ -119,8 +138,9 @@ Endpoint::Endpoint(EndpointConfig cfg)
       self_{kPidLustre, cfg_.nid},
       ping_info_(own_ping_info(cfg_.nid)),
       handles_(incarnation_, kHandles) {
-  node_ = std::make_unique<sock::Node>(cfg_.sock, std::vector<sock::LocalNi>{{cfg_.nid}}, incarnation_, poller_,
-                                       *this);
+  if (!on_o2ib())
+    node_ = std::make_unique<sock::Node>(cfg_.sock, std::vector<sock::LocalNi>{{cfg_.nid}}, incarnation_, poller_,
+                                         *this);
   active_.reserve(kHandles);
   completed_.reserve(kHandles);
   delivering_.reserve(kHandles);
@@ -130,6 +150,13 @@ Endpoint::~Endpoint() {
   shutdown();
   acceptor_.reset();
   node_.reset();
+  if (ib_tr_) {
+    poller_.remove(ib_tr_->cm_fd());
+    poller_.remove(ib_tr_->comp_fd());
+  }
+  ib_.reset();
+  ib_tr_.reset();
+  ib_dev_.reset();
 }
 
 namespace {
@@ -174,21 +201,24 @@ bool Endpoint::open(std::string& err) {
     err = std::string("epoll: ") + std::strerror(errno);
     return false;
   }
-  if (cfg_.nid.lnd() != LndType::sock || !cfg_.nid.is_nid4()) {
-    err = "NID " + to_string(cfg_.nid) + ": lnetr-peer serves one IPv4 NID on a socklnd (tcp) net";
+  if ((cfg_.nid.lnd() != LndType::sock && cfg_.nid.lnd() != LndType::o2ib) || !cfg_.nid.is_nid4()) {
+    err = "NID " + to_string(cfg_.nid) + ": lnetr-peer serves one IPv4 NID on a socklnd (tcp) or o2iblnd (o2ib) net";
     return false;
   }
   for (const RouteSpec& r : cfg_.routes)
     if (!routes_.add(r, cfg_.nid.net(), err)) return false;
-  if (!check_privileged_bind(cfg_.nid.addr4(), err)) return false;
-
-  acceptor_ = std::make_unique<sock::Acceptor>(cfg_.sock, std::vector<sock::LocalNi>{{cfg_.nid}}, incarnation_,
-                                               poller_, [this](sock::Accepted&& a) { node_->adopt(std::move(a)); });
-  if (!acceptor_->listen(err)) {
-    err = "cannot listen for socklnd connections (port " + std::to_string(cfg_.sock.port) + "): " + err;
-    if (err.find("in use") != std::string::npos)
-      err += " (another LNet node - a kernel LNet or another lnetr-peer - already serves this address)";
-    return false;
+  if (on_o2ib()) {
+    if (!open_o2ib(err)) return false;
+  } else {
+    if (!check_privileged_bind(cfg_.nid.addr4(), err)) return false;
+    acceptor_ = std::make_unique<sock::Acceptor>(cfg_.sock, std::vector<sock::LocalNi>{{cfg_.nid}}, incarnation_,
+                                                 poller_, [this](sock::Accepted&& a) { node_->adopt(std::move(a)); });
+    if (!acceptor_->listen(err)) {
+      err = "cannot listen for socklnd connections (port " + std::to_string(cfg_.sock.port) + "): " + err;
+      if (err.find("in use") != std::string::npos)
+        err += " (another LNet node - a kernel LNet or another lnetr-peer - already serves this address)";
+      return false;
+    }
   }
   signals_ = std::make_unique<SignalHandler>(*this);
   if (!signals_->open(err)) return false;
@@ -206,7 +236,55 @@ bool Endpoint::open(std::string& err) {
   return true;
 }
 
-const sock::Stats& Endpoint::sock_stats() const noexcept { return node_->stats(); }
+// An o2ib NI: the RDMA device behind its address, a transport on it, the
+// engine, and a listener on the o2iblnd port (unless accept=none).
+bool Endpoint::open_o2ib(std::string& err) {
+  std::string why;
+  if (!o2ib::verbs_available(why)) {
+    err = "NID " + to_string(cfg_.nid) + " is on an o2ib net, but " + why;
+    return false;
+  }
+  ib_dev_ = o2ib::VerbsDevice::open(cfg_.nid.addr4(), err);
+  if (!ib_dev_) return false;
+  ib_tr_ = std::make_unique<o2ib::VerbsTransport>(ib_dev_);
+  if (!ib_tr_->init(err)) return false;
+  o2ib::LocalNi ni;
+  ni.nid = cfg_.nid;
+  ni.transport = ib_tr_.get();
+  ni.tunables = cfg_.o2ib_tunables;
+  ib_ = std::make_unique<o2ib::Node>(cfg_.o2ib, std::vector<o2ib::LocalNi>{ni}, o2ib::new_incarnation(), *this);
+  if (cfg_.sock.accept != sock::AcceptMode::none &&
+      !ib_tr_->listen(cfg_.nid.addr4(), cfg_.o2ib.service,
+                      [this](o2ib::ConnRequest&& r) { ib_->accept_request(std::move(r)); }, err)) {
+    err += " (another LNet node - a kernel ko2iblnd or another lnetr-peer - may serve this address)";
+    return false;
+  }
+  ib_cm_ = std::make_unique<VerbsEvents>(*this, true);
+  ib_comp_ = std::make_unique<VerbsEvents>(*this, false);
+  if (!poller_.add(ib_tr_->cm_fd(), ib_cm_.get()) || !poller_.add(ib_tr_->comp_fd(), ib_comp_.get())) {
+    err = std::string("epoll: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+void Endpoint::poll_o2ib() {
+  if (!ib_tr_) return;
+  while (ib_tr_->poll_cq(64) > 0) {
+  }
+}
+
+int Endpoint::lnd_send(const Nid& next_hop, lnd::Tx& tx) {
+  if (ib_) return ib_->send(next_hop, tx);
+  return node_->send(next_hop, tx);
+}
+
+const o2ib::Stats* Endpoint::o2ib_stats() const noexcept { return ib_ ? &ib_->stats() : nullptr; }
+
+const sock::Stats& Endpoint::sock_stats() const noexcept {
+  static const sock::Stats none{};
+  return node_ ? node_->stats() : none;
+}
 
 const std::array<std::uint64_t, sock::kCloseReasonCount>& Endpoint::refused() const noexcept {
   return acceptor_ ? acceptor_->refused() : refused_at_shutdown_;
@@ -215,25 +293,33 @@ const std::array<std::uint64_t, sock::kCloseReasonCount>& Endpoint::refused() co
 // ---- the loop ---------------------------------------------------------------------
 
 void Endpoint::wait(Clock::time_point until) {
-  node_->flush();  // what the last events and the caller queued, before blocking
+  if (node_) node_->flush();  // what the last events and the caller queued, before blocking
   auto now = Clock::now();
   Clock::time_point next = std::min(until, next_tick_);
   for (const Op* op : active_) next = std::min(next, op->deadline_);
   long ms = 0;
   if (next > now) ms = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
+  if (ib_tr_) {
+    // Completions first; sleep only with the completion channel armed and
+    // nothing arrived since (else a completion could wait out the sleep).
+    if (ib_tr_->poll_cq(64) > 0 || !ib_tr_->arm() || ib_tr_->poll_cq(64) > 0) ms = 0;
+  }
   poller_.poll(static_cast<int>(std::clamp(ms, 0l, 1000l)));
+  poll_o2ib();
 
   now = Clock::now();
   if (now >= next_tick_) tick(now);
   for (std::size_t i = active_.size(); i-- > 0;) {
     if (i < active_.size() && active_[i]->deadline_ <= now) finish(*active_[i], OpError::timeout, -ETIMEDOUT);
   }
-  node_->reap();
+  if (node_) node_->reap();
+  if (ib_) ib_->reap();
   if (acceptor_) acceptor_->reap();
 }
 
 void Endpoint::tick(Clock::time_point now) {
-  node_->tick(now);
+  if (node_) node_->tick(now);
+  if (ib_) ib_->tick();
   if (acceptor_) acceptor_->tick(now);
   check_gateways(now);
   next_tick_ = now + kTickInterval;
@@ -255,9 +341,15 @@ void Endpoint::flush(Clock::duration limit) {
 void Endpoint::shutdown() {
   if (shut_) return;
   shut_ = true;
-  node_->flush();  // what run() queued before it returned goes out, not failed
-  node_->shutdown();
-  node_->reap();
+  if (node_) {
+    node_->flush();  // what run() queued before it returned goes out, not failed
+    node_->shutdown();
+    node_->reap();
+  }
+  if (ib_) {
+    ib_->shutdown();
+    ib_->reap();
+  }
   if (acceptor_) refused_at_shutdown_ = acceptor_->refused();
   acceptor_.reset();
   while (!active_.empty()) finish(*active_.back(), OpError::aborted, -ESHUTDOWN);
@@ -299,24 +391,29 @@ void Endpoint::start(Op& op) {
     case OpKind::ping:
       op.tx.hdr = make_get(self_, dest, kLnetReservedPortal, kPingMatchBits, op.handle_, op.size);
       op.tx.payload = {};
+      op.tx.reply_sink = op.sink.first(op.size);
       break;
     case OpKind::get:
       op.tx.hdr = make_get(self_, dest, kTestPortal, op.seed, op.handle_, op.size, op.offset);
       op.tx.payload = {};
+      // (An LND that can take the REPLY straight into the sink does: o2ib.)
+      op.tx.reply_sink = op.sink.first(op.size);
       break;
     case OpKind::push:
       op.tx.hdr = make_put(self_, dest, kLnetReservedPortal, kPingMatchBits, op.handle_, 0, op.size);
       op.tx.payload = op.payload.first(op.size);
+      op.tx.reply_sink = {};
       break;
     case OpKind::put:
       op.tx.hdr = make_put(self_, dest, kTestPortal, op.seed, op.handle_, 0, op.size, op.offset);
       op.tx.payload = op.payload.first(op.size);
+      op.tx.reply_sink = {};
       break;
   }
   op.tx.cookie = static_cast<Sendable*>(&op);
   op.tx_busy_ = true;
   // May call on_sent() before returning (a connection that fails at once).
-  const int rc = node_->send(op.next_hop, op.tx);
+  const int rc = lnd_send(op.next_hop, op.tx);
   if (rc < 0) {
     op.tx_busy_ = false;
     finish(op, OpError::send_failed, rc);
@@ -365,7 +462,7 @@ void Endpoint::drop(lnd::Rx& rx, DropReason why) {
 lnd::RxVerdict Endpoint::on_head(lnd::Rx& rx) {
   const LnetHeader& h = rx.hdr;
   rx.cookie = nullptr;
-  if (!node_->is_local(h.dest_nid)) {
+  if (h.dest_nid != cfg_.nid) {
     // For another NID of the net it arrived on: a protocol error (Linux
     // closes the connection); for another net: a router's job, not ours.
     if (h.dest_nid.net() == rx.ni.net()) {
@@ -399,8 +496,18 @@ lnd::RxVerdict Endpoint::on_head(lnd::Rx& rx) {
       }
       return lnd::RxVerdict::accept;
     }
-    case MsgType::get:
-      return lnd::RxVerdict::accept;  // no payload: answered in on_received()
+    case MsgType::get: {
+      // No payload: answered in on_received().  A GET we answer names its
+      // REPLY now (an o2ib GET_REQ's REPLY goes on the GET's own exchange).
+      const GetFields g = h.get();
+      if (is_ping(h) || g.ptl_index == kTestPortal) {
+        Response* r = take_response();
+        r->tx.o2ib_get = nullptr;
+        rx.reply = &r->tx;
+        rx.cookie = r;
+      }
+      return lnd::RxVerdict::accept;
+    }
     case MsgType::put: {
       const PutFields p = h.put();
       if (p.ptl_index == kLnetReservedPortal && p.match_bits != kPingMatchBits) {
@@ -460,10 +567,11 @@ void Endpoint::on_received(lnd::Rx& rx) {
     }
     case MsgType::get: {
       const GetFields g = h.get();
+      auto* r = static_cast<Response*>(rx.cookie);
       if (is_ping(h)) {
-        answer_ping(rx);
+        answer_ping(rx, r);
       } else if (g.ptl_index == kTestPortal) {
-        answer_test_get(rx);
+        answer_test_get(rx, r);
       } else {
         ++stats_.drops[static_cast<std::size_t>(g.ptl_index == kLnetReservedPortal ? DropReason::portal0_no_match
                                                                                    : DropReason::no_portal)];
@@ -500,6 +608,10 @@ void Endpoint::on_received(lnd::Rx& rx) {
 
 void Endpoint::on_rx_aborted(lnd::Rx& rx) {
   if (rx.cookie == kDropped || rx.cookie == nullptr) return;
+  if (rx.hdr.type == MsgType::get) {  // the Response named in on_head(), unused
+    free_responses_.push_back(static_cast<Response*>(rx.cookie));
+    return;
+  }
   ++stats_.drops[static_cast<std::size_t>(DropReason::rx_aborted)];
   if (rx.hdr.type == MsgType::reply) {
     static_cast<Op*>(rx.cookie)->rx_busy_ = false;  // the Op times out
@@ -537,14 +649,14 @@ void Endpoint::on_peer_down(const Nid&) {
 
 // ---- answering --------------------------------------------------------------------
 
-void Endpoint::answer_ping(const lnd::Rx& rx) {
+void Endpoint::answer_ping(const lnd::Rx& rx, Response* r) {
   ++stats_.pings_answered;
   const ByteSpan payload = ping_reply_payload(rx.hdr, ping_info_);
   const LnetHeader hdr = make_reply(rx.hdr, rx.hdr.dest_nid, static_cast<std::uint32_t>(payload.size()));
-  send_response(rx, hdr, payload, nullptr);
+  send_response(r, rx, hdr, payload, nullptr);
 }
 
-void Endpoint::answer_test_get(const lnd::Rx& rx) {
+void Endpoint::answer_test_get(const lnd::Rx& rx, Response* r) {
   ++stats_.gets_served;
   const GetFields g = rx.hdr.get();
   const std::uint32_t len = std::min(g.sink_length, kLnetMtu);
@@ -568,22 +680,26 @@ void Endpoint::answer_test_get(const lnd::Rx& rx) {
     b->len = len;
   }
   const LnetHeader hdr = make_reply(rx.hdr, rx.hdr.dest_nid, len);
-  send_response(rx, hdr, b->span(len), b);
+  send_response(r, rx, hdr, b->span(len), b);
 }
 
 void Endpoint::answer_put(const lnd::Rx& rx, std::uint32_t mlength) {
-  send_response(rx, make_ack(rx.hdr, rx.hdr.dest_nid, mlength), {}, nullptr);
+  Response* r = take_response();
+  r->tx.o2ib_get = nullptr;
+  send_response(r, rx, make_ack(rx.hdr, rx.hdr.dest_nid, mlength), {}, nullptr);
 }
 
 // Answers go to the previous hop: the requester itself, or the gateway the
 // request came through (as Linux prefers for responses).
-void Endpoint::send_response(const lnd::Rx& rx, const LnetHeader& hdr, ByteSpan payload, Buffer* buf) {
-  Response* r = take_response();
+void Endpoint::send_response(Response* r, const lnd::Rx& rx, const LnetHeader& hdr, ByteSpan payload,
+                             Buffer* buf) {
   r->tx.hdr = hdr;
   r->tx.payload = payload;
+  r->tx.reply_sink = {};
+  r->tx.pieces = {};
   r->tx.cookie = static_cast<Sendable*>(r);
   r->buf = buf;
-  if (shut_ || node_->send(rx.from, r->tx) < 0) {
+  if (shut_ || lnd_send(rx.from, r->tx) < 0) {
     ++stats_.response_failures;
     if (buf) give_buffer(buf);
     r->buf = nullptr;

@@ -42,18 +42,26 @@
 
 #include "cli/peer/handles.hpp"
 #include "cli/peer/routes.hpp"
+#include "lnd/o2iblnd/engine.hpp"
 #include "lnd/socklnd/acceptor.hpp"
 #include "lnd/socklnd/engine.hpp"
 #include "lnd/socklnd/poller.hpp"
 #include "router/local_msgs.hpp"
+
+namespace lnetr::o2ib {
+class VerbsDevice;
+class VerbsTransport;
+}  // namespace lnetr::o2ib
 
 namespace lnetr::peer {
 
 using Clock = sock::Clock;
 
 struct EndpointConfig {
-  Nid nid;  // our one NI (IPv4, socklnd net)
+  Nid nid;  // our one NI (IPv4, on a socklnd or an o2iblnd net)
   sock::Options sock;
+  o2ib::Options o2ib;           // o2ib nets: ko2iblnd's module parameters
+  o2ib::NiTunables o2ib_tunables;
   std::vector<RouteSpec> routes;
   std::chrono::seconds router_check_interval{60};  // 0: no router checker
 };
@@ -244,6 +252,9 @@ class Endpoint final : public lnd::Upper, private OpListener {
   std::uint64_t incarnation() const noexcept { return incarnation_; }
   const EndpointStats& stats() const noexcept { return stats_; }
   const sock::Stats& sock_stats() const noexcept;
+  // The o2iblnd engine's counters, on an o2ib net (else nullptr).
+  const o2ib::Stats* o2ib_stats() const noexcept;
+  bool on_o2ib() const noexcept { return cfg_.nid.lnd() == LndType::o2ib; }
   const std::array<std::uint64_t, sock::kCloseReasonCount>& refused() const noexcept;
   const RouteTable& routes() const noexcept { return routes_; }
   const std::vector<std::uint8_t>& ping_info() const noexcept { return ping_info_; }
@@ -274,10 +285,14 @@ class Endpoint final : public lnd::Upper, private OpListener {
   const Nid* next_hop_for(const Nid& dest) noexcept;
 
   // Target side.
-  void answer_ping(const lnd::Rx& rx);
-  void answer_test_get(const lnd::Rx& rx);
+  void answer_ping(const lnd::Rx& rx, Response* r);
+  void answer_test_get(const lnd::Rx& rx, Response* r);
   void answer_put(const lnd::Rx& rx, std::uint32_t mlength);
-  void send_response(const lnd::Rx& rx, const LnetHeader& hdr, ByteSpan payload, Buffer* buf);
+  void send_response(Response* r, const lnd::Rx& rx, const LnetHeader& hdr, ByteSpan payload, Buffer* buf);
+  // The LND of our NI.
+  int lnd_send(const Nid& next_hop, lnd::Tx& tx);
+  bool open_o2ib(std::string& err);
+  void poll_o2ib();
   Response* take_response();
   Buffer* take_buffer(std::size_t size);
   void give_buffer(Buffer* b) noexcept;
@@ -297,8 +312,15 @@ class Endpoint final : public lnd::Upper, private OpListener {
 
   sock::Poller poller_;
   std::unique_ptr<SignalHandler> signals_;
-  std::unique_ptr<sock::Node> node_;
+  std::unique_ptr<sock::Node> node_;  // a tcp net
   std::unique_ptr<sock::Acceptor> acceptor_;
+  // An o2ib net: the device, this thread's view of it, the engine, and
+  // the connection-manager and completion channels in the poller.
+  std::shared_ptr<o2ib::VerbsDevice> ib_dev_;
+  std::unique_ptr<o2ib::VerbsTransport> ib_tr_;
+  std::unique_ptr<o2ib::Node> ib_;
+  class VerbsEvents;
+  std::unique_ptr<VerbsEvents> ib_cm_, ib_comp_;
   std::array<std::uint64_t, sock::kCloseReasonCount> refused_at_shutdown_{};
   bool signalled_ = false;
   bool shut_ = false;

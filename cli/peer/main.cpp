@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   app.add_option("--accept", accept_s, "which connections the acceptor takes: secure (ports < 1024), all, none")
       ->capture_default_str()
       ->check(CLI::IsMember({"secure", "all", "none"}));
-  app.add_option("--port", port, "socklnd acceptor port (ours and the peers')")
+  app.add_option("--port", port, "socklnd acceptor port (ours and the peers'); o2ib: the rdma_cm service port (987)")
       ->capture_default_str()
       ->check(CLI::Range(1, 65535));
   app.add_option("--timeout,--sock-timeout", sock_timeout,
@@ -108,6 +108,10 @@ int main(int argc, char** argv) {
   app.add_option("--conns-per-peer", conns_per_peer, "socklnd bulk connections of each direction per peer")
       ->capture_default_str()
       ->check(CLI::Range(1, 127));
+  unsigned peer_credits = o2ib::kDefaultQueueDepth;
+  app.add_option("--peer-credits", peer_credits, "o2ib: queue depth offered and accepted (8..255)")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 255));
   app.add_flag("--stats", print_stats, "print the endpoint's counters (the server's 'stats' document) at the end");
 
   // ping
@@ -189,8 +193,8 @@ int main(int argc, char** argv) {
     if (!interface_ip(iface, ip, err)) return die(err);
     cfg.nid = Nid::make(*net, ip);
   }
-  if (cfg.nid.lnd() != LndType::sock || !cfg.nid.is_nid4())
-    return die("NID " + to_string(cfg.nid) + ": lnetr-peer needs an IPv4 NID on a tcp (socklnd) net");
+  if ((cfg.nid.lnd() != LndType::sock && cfg.nid.lnd() != LndType::o2ib) || !cfg.nid.is_nid4())
+    return die("NID " + to_string(cfg.nid) + ": lnetr-peer needs an IPv4 NID on a tcp (socklnd) or o2ib net");
   for (const std::string& r : route_s) {
     auto spec = parse_route(r, err);
     if (!spec) return die(err);
@@ -204,6 +208,12 @@ int main(int argc, char** argv) {
   cfg.sock.timeout = std::chrono::seconds(sock_timeout);
   cfg.sock.keepalive = std::chrono::seconds(keepalive);
   cfg.sock.conns_per_peer = conns_per_peer;
+  // o2ib: the same options in ko2iblnd's terms (its own defaults where not given).
+  cfg.o2ib.service = app.count("--port") ? static_cast<std::uint16_t>(port) : o2ib::kServicePort;
+  if (app.count("--keepalive")) cfg.o2ib.keepalive = std::chrono::seconds(keepalive);
+  cfg.o2ib_tunables.timeout = std::chrono::seconds(sock_timeout);
+  cfg.o2ib_tunables.conns_per_peer = conns_per_peer;
+  cfg.o2ib_tunables.peer_credits = peer_credits;
 
   // The command's target.
   Nid target;

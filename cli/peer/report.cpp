@@ -192,6 +192,8 @@ void type_counters(Yaml& y, std::string_view key, const TypeCounters& c) {
 
 }  // namespace
 
+void gateways_yaml(Yaml& y, const Endpoint& ep);
+
 void stats_yaml(Yaml& y, const Endpoint& ep) {
   const EndpointStats& s = ep.stats();
   type_counters(y, "received", s.rx);
@@ -208,7 +210,37 @@ void stats_yaml(Yaml& y, const Endpoint& ep) {
   for (std::size_t i = 0; i < kDropReasonCount; ++i) y.kv(name(static_cast<DropReason>(i)), s.drops[i]);
   y.end();
 
+  if (const o2ib::Stats* o = ep.o2ib_stats()) {
+    y.map("o2iblnd");
+    y.kv("conns_accepted", o->conns_accepted);
+    y.kv("conns_connected", o->conns_connected);
+    y.kv("reconnects", o->reconnects);
+    y.map("connect_failed");
+    for (std::size_t i = 0; i < o2ib::kConnectFailureCount; ++i)
+      if (o->connect_failed[i]) y.kv(o2ib::name(static_cast<o2ib::ConnectFailure>(i)), o->connect_failed[i]);
+    y.end();
+    y.map("closed");
+    for (std::size_t i = 0; i < o2ib::kCloseReasonCount; ++i)
+      if (o->closed[i]) y.kv(o2ib::name(static_cast<o2ib::CloseReason>(i)), o->closed[i]);
+    y.end();
+    y.map("rejects_sent");
+    for (std::size_t i = 1; i < o2ib::kRejectSlots; ++i)
+      if (o->rejects_sent[i]) y.kv(o2ib::to_string(static_cast<o2ib::RejectReason>(i)), o->rejects_sent[i]);
+    y.end();
+    y.map("rejects_received");
+    for (std::size_t i = 1; i < o2ib::kRejectSlots; ++i)
+      if (o->rejects_received[i]) y.kv(o2ib::to_string(static_cast<o2ib::RejectReason>(i)), o->rejects_received[i]);
+    y.end();
+    y.kv("rdma_bytes_written", o->rdma_bytes_written);
+    y.kv("rdma_bytes_received", o->rdma_bytes_received);
+    y.kv("bytes_copied", o->bytes_copied);
+    y.kv("bytes_gathered", o->bytes_gathered);
+    y.kv("noops_sent", o->tx_msgs[o2ib::type_slot(o2ib::MsgType::noop)]);
+    y.kv("completions", o->completions);
+    y.end();
+  }
   const sock::Stats& k = ep.sock_stats();
+  if (ep.on_o2ib()) return gateways_yaml(y, ep);
   y.map("socklnd");
   y.kv("conns_accepted", k.conns_accepted);
   y.kv("conns_connected", k.conns_connected);
@@ -224,7 +256,10 @@ void stats_yaml(Yaml& y, const Endpoint& ep) {
     if (ep.refused()[i]) y.kv(sock::name(static_cast<sock::CloseReason>(i)), ep.refused()[i]);
   y.end();
   y.end();
+  gateways_yaml(y, ep);
+}
 
+void gateways_yaml(Yaml& y, const Endpoint& ep) {
   if (!ep.routes().gateways().empty()) {
     y.list("gateways");
     for (const auto& g : ep.routes().gateways()) {

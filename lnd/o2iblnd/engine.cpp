@@ -1685,6 +1685,25 @@ void Node::accept_request(ConnRequest&& r) {
   }
 }
 
+void Node::refuse_request(ConnRequest&& r, RejectReason why) {
+  const LocalNi* listener = nullptr;
+  for (const LocalNi& ni : nis_)
+    if (ni.nid.addr4() == r.local_ip) listener = &ni;
+  if (!listener) listener = nis_.empty() ? nullptr : &nis_.front();
+  if (!listener) return;
+  Reject rej;
+  rej.magic = kIbMagic;
+  rej.version = kVersion2;
+  rej.why = why;
+  rej.incarnation = incarnation_;
+  rej.cp = ConnParams{static_cast<std::uint16_t>(listener->tunables.peer_credits), kMaxRdmaFrags, kMaxMsgSize};
+  std::array<std::uint8_t, kRejectSize> out{};
+  (void)encode_reject(rej, out, kNativeOrder);
+  ++stats_.rejects_sent[static_cast<std::size_t>(why) < kRejectSlots ? static_cast<std::size_t>(why) : 0];
+  listener->transport->reject(r.id, ByteSpan(out.data(), out.size()));
+  listener->transport->destroy(r.id);
+}
+
 void Node::send_reject_for(Conn* c, RejectReason why, std::uint16_t version) {
   Reject rej;
   rej.magic = kIbMagic;

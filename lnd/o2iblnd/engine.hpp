@@ -229,6 +229,9 @@ class Node final : private TransportEvents {
 
   // A connection request from a listener, for a peer this node owns.
   void accept_request(ConnRequest&& r);
+  // Refuse a request without judging it (it cannot be handed to its
+  // owner): a reject of `why` with our parameters.
+  void refuse_request(ConnRequest&& r, RejectReason why);
 
   // Timers: keepalive NOOPs, message and connect timeouts, delayed
   // reconnects.  Call at least once a second.

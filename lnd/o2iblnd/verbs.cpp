@@ -359,8 +359,13 @@ void VerbsTransport::on_wake() {
 rdma_cm_id* VerbsTransport::release(CmId* cid, VerbsTransport& to) {
   auto* id = static_cast<Id*>(cid);
   rdma_cm_id* raw = id->id;
-  if (rdma_migrate_id(raw, to.channel_) != 0) return nullptr;
+  // No context while it moves: an event the other worker takes before it
+  // adopts the identifier is dropped there, never given a freed Id.
   raw->context = nullptr;
+  if (rdma_migrate_id(raw, to.channel_) != 0) {
+    raw->context = id;
+    return nullptr;
+  }
   delete id;
   return raw;
 }

@@ -116,7 +116,7 @@ int SimTransport::connect(CmId* cid, const ConnectParams& p) {
   r.remote_ip = id->local_ip;
   r.remote_port = id->local_port;
   r.len = std::min(p.private_data.size(), r.data.size());
-  std::memcpy(r.data.data(), p.private_data.data(), r.len);
+  if (r.len > 0) std::memcpy(r.data.data(), p.private_data.data(), r.len);
   target->ids_.push_back(pid);
   auto on_request = l->on_request;
   fabric_.post([on_request, r]() mutable { on_request(std::move(r)); });

@@ -231,7 +231,7 @@ class RawPeer final : public TransportEvents {
   // Send raw bytes as one message on the connection.
   void send(std::vector<std::uint8_t> bytes) {
     std::uint8_t* b = mem.data() + (kBufs - 1 - (sends++ % 8)) * kMaxMsgSize;
-    std::memcpy(b, bytes.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(b, bytes.data(), bytes.size());
     Sge sge{reinterpret_cast<std::uint64_t>(b), static_cast<std::uint32_t>(bytes.size()), region.lkey};
     SendWr wr;
     wr.wr_id = 1;
