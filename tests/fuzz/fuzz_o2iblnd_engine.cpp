@@ -15,6 +15,8 @@
 // handed back exactly once; and after shutdown every descriptor, receive
 // buffer, queue pair and registration is released.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -164,8 +166,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::list<lnd::Tx> txs;
   std::deque<std::vector<std::uint8_t>> payloads;
 
+  static const bool trace = std::getenv("LNETR_FUZZ_TRACE") != nullptr;
   for (int ops = 0; !in.done() && ops < 200; ++ops) {
     const std::uint8_t op = in.u8();
+    if (trace) std::fprintf(stderr, "op %d (%u)\n", op % 12, op);
     switch (op % 12) {
       case 0: {  // a peer connects with any private data
         sim::RawPeer& p = peer(in.u8());
@@ -277,7 +281,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         auto priv = in.bytes(80);
         const bool reject = in.u8() & 1;
         p.on_request = [&p, priv, reject](ConnRequest& r) {
-          if (reject) {
+          if (reject || p.busy()) {
             p.tr.reject(r.id, ByteSpan(priv.data(), priv.size()));
             p.tr.destroy(r.id);
             p.on_request = nullptr;
@@ -314,6 +318,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   node->shutdown();
   fabric.run(100000);
   node->reap();
+  for (const std::string& v : tr.violations) std::fprintf(stderr, "fabric violation: %s\n", v.c_str());
   FUZZ_CHECK(tr.violations.empty());
   FUZZ_CHECK(node->tx_descs_in_use() == 0);
   FUZZ_CHECK(node->connections() == 0);

@@ -175,8 +175,13 @@ class RawPeer final : public TransportEvents {
   }
   ~RawPeer() { tr.deregister(region); }
 
-  // Connect to `to` with `private_data` (a CONNREQ, or anything).
+  // Whether it has a connection (made or being made) whose queue pair is
+  // not dead: it plays one connection at a time (its buffers are one set).
+  bool busy() const noexcept { return id && !id->dead() && !id->error; }
+  // Connect to `to` with `private_data` (a CONNREQ, or anything); nothing
+  // while busy().
   void connect(const Nid& to, std::vector<std::uint8_t> private_data, std::uint16_t from_port = 1023) {
+    if (busy()) return;
     int err = 0;
     tr.next_port = from_port;
     id = static_cast<SimId*>(tr.resolve(me.addr4(), to.addr4(), kServicePort, true, -1, err));
@@ -189,6 +194,11 @@ class RawPeer final : public TransportEvents {
     tr.listen(me.addr4(), kServicePort, [this, qd](ConnRequest&& r) {
       requests.push_back(std::vector<std::uint8_t>(r.data.begin(), r.data.begin() + r.len));
       if (on_request && on_request(r)) return;
+      if (busy()) {
+        tr.reject(r.id, {});
+        tr.destroy(r.id);
+        return;
+      }
       auto d = decode_msg(r.private_data());
       if (!d || !d->msg.connparams()) return;
       peer_stamp = d->msg.hdr.srcstamp;

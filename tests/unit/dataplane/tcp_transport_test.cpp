@@ -17,7 +17,7 @@
 
 #include "lnd/socklnd/acceptor.hpp"
 #include "lnd/socklnd/engine.hpp"
-#include "tests/support/socklnd_tx.hpp"
+#include "tests/support/lnd_tx.hpp"
 
 namespace lnetr::tcp {
 namespace {
