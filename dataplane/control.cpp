@@ -477,7 +477,7 @@ std::string Control::status() {
       }
       t.rx_bytes += x.rx_bytes, t.tx_bytes += x.tx_bytes;
       t.rdma_bytes_written += x.rdma_bytes_written, t.rdma_bytes_received += x.rdma_bytes_received;
-      t.bytes_copied += x.bytes_copied, t.bytes_gathered += x.bytes_gathered;
+      t.bytes_copied += x.bytes_copied, t.bytes_gathered += x.bytes_gathered, t.bytes_bounced += x.bytes_bounced;
       t.completions += x.completions, t.tx_timeouts += x.tx_timeouts, t.tx_no_desc += x.tx_no_desc;
       t.tx_descs += x.tx_descs;
       for (const o2ib::VerbsStats& y : v.verbs) {
@@ -513,6 +513,7 @@ std::string Control::status() {
     j.key("rx_bytes").value(t.rx_bytes).key("tx_bytes").value(t.tx_bytes);
     j.key("rdma_bytes_written").value(t.rdma_bytes_written).key("rdma_bytes_received").value(t.rdma_bytes_received);
     j.key("bytes_copied").value(t.bytes_copied).key("bytes_gathered").value(t.bytes_gathered);
+    j.key("bytes_bounced").value(t.bytes_bounced);
     j.key("completions").value(vs.completions).key("cq_polls").value(vs.polls).key("cm_events").value(vs.cm_events);
     j.key("send_posts").value(vs.send_posts).key("recv_posts").value(vs.recv_posts);
     j.key("post_failures").value(vs.post_failures).key("cq_errors").value(vs.cq_errors);

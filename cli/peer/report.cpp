@@ -234,6 +234,7 @@ void stats_yaml(Yaml& y, const Endpoint& ep) {
     y.kv("rdma_bytes_written", o->rdma_bytes_written);
     y.kv("rdma_bytes_received", o->rdma_bytes_received);
     y.kv("bytes_copied", o->bytes_copied);
+    y.kv("bytes_bounced", o->bytes_bounced);
     y.kv("bytes_gathered", o->bytes_gathered);
     y.kv("noops_sent", o->tx_msgs[o2ib::type_slot(o2ib::MsgType::noop)]);
     y.kv("completions", o->completions);

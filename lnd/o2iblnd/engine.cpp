@@ -494,6 +494,7 @@ bool Node::map_source(TxDesc* d, const lnd::Tx& tx) {
     at = tx.payload.size();
   }
   stats_.bytes_copied += at;
+  stats_.bytes_bounced += at;
   if (at > 0) d->src.push_back(Sge{reinterpret_cast<std::uint64_t>(b->mem), static_cast<std::uint32_t>(at), b->region.lkey});
   return true;
 }
@@ -973,6 +974,7 @@ void Node::tx_done(TxDesc* d) {
   if (role == TxDesc::Role::sink && status >= 0 && d->bounce) {
     std::memcpy(d->bounce_to.data(), d->bounce->mem, d->bounce_to.size());
     stats_.bytes_copied += d->bounce_to.size();
+    stats_.bytes_bounced += d->bounce_to.size();
   }
   // An optimized GET's REPLY landed in our sink: through a bounce, copied.
   std::optional<std::pair<Bounce*, std::uint32_t>> get_bounce_data;
@@ -1031,6 +1033,7 @@ void Node::deliver_get_reply(lnd::Tx& get, const Nid& from, const LocalNi* ni, s
     if (from_mem != rx.sink.data()) {
       std::memmove(rx.sink.data(), from_mem, n);
       stats_.bytes_copied += n;
+      if (bounce) stats_.bytes_bounced += n;
     }
   }
   upper_.on_received(rx);

@@ -189,6 +189,7 @@ struct Stats {
   std::uint64_t rdma_bytes_written = 0;  // payload this node RDMA-wrote into peers' sinks
   std::uint64_t rdma_bytes_received = 0; // payload peers RDMA-wrote into this node's sinks
   std::uint64_t bytes_copied = 0;        // payload bytes copied (IMMEDIATE payloads, unregistered memory)
+  std::uint64_t bytes_bounced = 0;       // ... of which through the engine's own buffers (memory not registered)
   std::uint64_t bytes_gathered = 0;      // IMMEDIATE payload bytes sent from the Upper's memory
   std::uint64_t completions = 0;         // work completions taken
   std::uint64_t tx_timeouts = 0;         // messages failed waiting for a connection

@@ -1,0 +1,387 @@
+"""o2iblnd over real verbs (soft-RoCE in a qemu guest), in one boot.
+
+Topology inside the guest (four rxe devices, each on its own virtio NIC,
+their traffic crossing the qemu hub):
+
+    A   10.99.2.1@o2ib    eth0/rxe0 ---+   (Y 10.99.2.4@o2ib on eth0 too: o2ib clients)
+    Z   10.99.2.3@o2ib    eth1/rxe1    |  (a second node on net o2ib, for direct tests)
+    R   10.99.2.2@o2ib    eth1/rxe1 ---+   lnetr-dataplane, one worker:
+        10.99.3.2@o2ib1   eth2/rxe2 ---+     o2ib, o2ib1 (verbs), tcp (kernel
+    C   10.99.3.1@o2ib1   eth3/rxe3 ---+     sockets on dum0), tcp1 (a DPDK
+    B   10.98.0.2@tcp     dum0 (kernel sockets, with R's 10.98.0.1@tcp;       af_packet port on veth vr)
+                          B2 10.98.0.3@tcp: tcp clients)
+    D   10.97.0.2@tcp1    netns t, veth vt <-> vr (R's DPDK port, 10.97.0.1)
+
+A, B and C are servers; clients have NIDs of their own (a second process
+with a server's NID would be a restarted node to the router).  The peers
+are lnetr-peer (every byte of every PUT and GET verified); the
+router's credits, buffers and o2ib connections must be back at rest after
+each case.  A CONNREQ with a bad magic, version or queue depth comes from
+lnetr-o2ib-probe, which prints the reject's bytes.
+"""
+
+import json
+import os
+import sys
+import time
+import unittest
+from pathlib import Path
+
+import lnetr_vm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from lnetr_router import not_at_rest  # noqa: E402
+from lnetr_test import parse_yaml  # noqa: E402
+
+BUILD = Path(os.environ.get("LNETR_BUILD", lnetr_vm.SOURCE_ROOT / "build" / "debug")).resolve()
+PEER = os.environ.get("LNETR_PEER", str(BUILD / "cli/peer/lnetr-peer"))
+DATAPLANE = os.environ.get("LNETR_DATAPLANE", str(BUILD / "dataplane/lnetr-dataplane"))
+PROBE = os.environ.get("LNETR_O2IB_PROBE", str(BUILD / "tests/vm/lnetr-o2ib-probe"))
+SANITIZED = os.environ.get("LNETR_SANITIZED") == "1"
+
+A, Y, Z, R_IB, R_IB1, C = "10.99.2.1", "10.99.2.4", "10.99.2.3", "10.99.2.2", "10.99.3.2", "10.99.3.1"
+R_TCP, B, B2, R_TCP1, D = "10.98.0.1", "10.98.0.2", "10.98.0.3", "10.97.0.1", "10.97.0.2"
+SIZES = [0, 1, 3976, 3977, 4096, 65536, 1 << 20]
+
+ROUTER_CONFIG = """\
+net:
+  - net type: tcp
+    local NI(s):
+      - nid: {r_tcp}@tcp
+  - net type: tcp1
+    local NI(s):
+      - interfaces:
+          0: vr
+  - net type: o2ib
+    local NI(s):
+      - interfaces:
+          0: eth1
+  - net type: o2ib1
+    local NI(s):
+      - interfaces:
+          0: eth2
+buffers:
+  tiny: 256
+  small: 512
+  large: 48
+dataplane:
+  cores: [0]
+  main_core: 1
+  poll: adaptive
+  hugepages: no
+  memory_mb: 512
+  control_socket: {sock}
+  shm_name: /lnetr-vm-o2ib
+  alive_router_check_interval: 0
+  o2iblnd:
+    keepalive: 100
+  ports:
+    - name: vr
+      device: "net_af_packet0,iface=vr"
+      address: {r_tcp1}/24
+"""
+
+# A status request to the router's control socket, run in the guest.
+STATUS = ("python3 -c \"import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
+          "s.sendall(b'status\\n');b=b''\n"
+          "while True:\n c=s.recv(1<<20)\n if not c: break\n b+=c\n"
+          "sys.stdout.write(b.decode())\" ")
+
+
+def log(msg):
+    print(f"vm-o2ib: {msg}", file=sys.stderr, flush=True)
+
+
+class O2ibOverVerbs(unittest.TestCase):
+    guest = None
+
+    @classmethod
+    def setUpClass(cls):
+        reason = lnetr_vm.skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        for b in (PEER, DATAPLANE, PROBE):
+            if not os.path.exists(b):
+                raise unittest.SkipTest(f"{b} is not built")
+        cls.t0 = time.monotonic()
+        cls.guest = lnetr_vm.Guest(nics=4, name="vm-o2ib", mem_mb=3072)
+        try:
+            cls.guest.start()
+            cls.guest.setup_rxe({0: [f"{A}/24", f"{Y}/24"], 1: [f"{R_IB}/24", f"{Z}/24"], 2: f"{R_IB1}/24",
+                                 3: f"{C}/24"})
+            cls.dir = lnetr_vm.SOURCE_ROOT / "build" / "vm" / f"o2ib-{os.getpid()}"
+            cls.dir.mkdir(parents=True, exist_ok=True)
+            cls.sh("modprobe -d /mods -a veth dummy 2>/dev/null; true")
+            cls.sh(f"ip link add dum0 type dummy && ip link set dum0 up && ip addr add {R_TCP}/24 dev dum0 && "
+                   f"ip addr add {B}/24 dev dum0 && ip addr add {B2}/24 dev dum0")
+            cls.sh(f"ip netns add t && ip link add vr type veth peer name vt && ip link set vt netns t && "
+                   f"ip -n t addr add {D}/24 dev vt && ip -n t link set vt up && ip -n t link set lo up && "
+                   f"ip link set vr up && ethtool -K vr tx off tso off gso off gro off >/dev/null && "
+                   f"ip netns exec t ethtool -K vt tx off tso off gso off gro off >/dev/null")
+            # (A Unix socket cannot live on the 9p share: the guest's /tmp.)
+            cls.sock = "/tmp/lnetr-o2ib/dp.sock"
+            cls.sh("mkdir -p /tmp/lnetr-o2ib")
+            (cls.dir / "lnetr.yaml").write_text(ROUTER_CONFIG.format(r_tcp=R_TCP, r_tcp1=R_TCP1, sock=cls.sock))
+            cls.router = cls.guest.spawn(f"exec {DATAPLANE} --config {cls.dir}/lnetr.yaml")
+            cls.wait_for(lambda: cls.guest.run(f"test -S {cls.sock}")[0] == 0, 60, "the router's socket")
+            # Servers: A and C on the o2ib nets (routes back through R), B on tcp.
+            cls.servers = {}
+            for name, nid, route in (("A", f"{A}@o2ib", f"tcp=R,tcp1=R,o2ib1=R|{R_IB}@o2ib"),
+                                     ("C", f"{C}@o2ib1", f"tcp=R,tcp1=R,o2ib=R|{R_IB1}@o2ib1"),
+                                     ("B", f"{B}@tcp", f"o2ib=R,o2ib1=R,tcp1=R|{R_TCP}@tcp")):
+                cls.servers[name] = cls.start_server(nid, route)
+        except BaseException:
+            cls.guest.stop(timeout=0)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.guest:
+            try:
+                cls.router.kill()
+                cls.router.wait(30)
+            except Exception as e:  # noqa: BLE001
+                log(f"stopping the router: {e}")
+            cls.guest.stop()
+            log(f"whole suite {time.monotonic() - cls.t0:.1f} s (boot {cls.guest.boot_seconds:.1f} s); "
+                f"console {cls.guest.console}")
+
+    # ---- helpers ------------------------------------------------------------------------
+
+    @classmethod
+    def sh(cls, cmd, timeout=60):
+        rc, out, err = cls.guest.run(cmd, timeout=timeout)
+        if rc != 0:
+            raise AssertionError(f"{cmd!r}: exit {rc}\n{out}\n{err}")
+        return out
+
+    @classmethod
+    def wait_for(cls, cond, timeout, what):
+        end = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > end:
+                raise AssertionError(f"timed out waiting for {what}; router: {cls.router.output()}")
+            time.sleep(0.3)
+
+    @staticmethod
+    def routes(spec):
+        nets, gw = spec.split("|")
+        return " ".join(f"--route {n.split('=')[0]}={gw}" for n in nets.split(","))
+
+    @classmethod
+    def peer_cmd(cls, nid, route, args, netns=None, check=0):
+        pre = f"ip netns exec {netns} " if netns else ""
+        return f"{pre}{PEER} --nid {nid} {cls.routes(route)} --router-check-interval {check} {args}"
+
+    @classmethod
+    def start_server(cls, nid, route, netns=None):
+        # Servers check their gateway every 2 s, as a Linux node's router
+        # checker does: a restarted one is heard by the router again.
+        p = cls.guest.spawn("exec " + cls.peer_cmd(nid, route, "server", netns, check=2))
+        cls.wait_for(lambda: "serving" in p.output()[1] or p.poll() is not None, 60, f"server {nid}")
+        if p.poll() is not None:
+            raise AssertionError(f"server {nid} exited: {p.output()}")
+        return p
+
+    def peer(self, nid, route, args, netns=None, timeout=120):
+        """A client run (it does not listen)."""
+        rc, out, err = self.guest.run(self.peer_cmd(nid, route, "--accept none " + args, netns), timeout=timeout)
+        return rc, parse_yaml(out) if out.strip() else {}, out, err
+
+    def status(self):
+        out = self.sh(STATUS + self.sock, timeout=30)
+        return json.loads(out)
+
+    def at_rest(self, timeout=30):
+        """Wait until the router's credits, buffers and o2ib connections are
+        all back; the status then."""
+        end = time.monotonic() + timeout
+        while True:
+            st = self.status()
+            problems = not_at_rest(st)
+            for c in st.get("o2iblnd", {}).get("connections", []):
+                if c["queued"] or c["waiting"] or c["rx_held"] or c["sends_posted"] or \
+                        c["reserved_credits"] != c["queue_depth"]:
+                    problems.append(f"o2ib connection to {c['peer']}: {c}")
+            if not problems:
+                return st
+            if time.monotonic() > end:
+                self.fail("router not at rest: " + "; ".join(problems))
+            time.sleep(0.5)
+
+    def xfer(self, client, route, target, op, size, count, netns=None):
+        rc, doc, out, err = self.peer(client, route, f"{op} {target} --size {size} --count {count} --timeout 20",
+                                      netns)
+        self.assertEqual(rc, 0, f"{client} {op} {size} B to {target}: {out}\n{err}")
+        return doc
+
+    # ---- cases --------------------------------------------------------------------------
+
+    def test_1_direct_o2ib(self):
+        """lnetr-peer to lnetr-peer over o2ib, no router: ping, PUT and GET
+        of every size (GETs over 3976 bytes as optimized GETs), brw."""
+        z = self.start_server(f"{Z}@o2ib", f"tcp=R|{R_IB}@o2ib")
+        route = f"tcp=R|{R_IB}@o2ib"
+        try:
+            rc, doc, out, err = self.peer(f"{Y}@o2ib", route, f"ping {Z}@o2ib")
+            self.assertEqual(rc, 0, out + err)
+            self.assertIn(f"{Z}@o2ib", out)
+            for size in SIZES:
+                self.xfer(f"{Y}@o2ib", route, f"{Z}@o2ib", "put", size, 2)
+                self.xfer(f"{Y}@o2ib", route, f"{Z}@o2ib", "get", size, 2)
+            rc, doc, out, err = self.peer(f"{Y}@o2ib", route,
+                                          f"--stats brw {Z}@o2ib --op read --size 1048576 --concurrency 4 "
+                                          f"--duration 3")
+            self.assertEqual(rc, 0, out + err)
+            o = doc["stats"]["o2iblnd"]
+            self.assertGreater(o["rdma_bytes_received"], 0)  # the REPLYs, RDMA-written into the sinks
+        finally:
+            z.kill()
+            z.wait(20)
+
+    def test_2_tcp_to_o2ib_and_back(self):
+        """B (tcp, kernel sockets) through R to A (o2ib), both ways: ping,
+        PUT and GET of 0 B to 1 MiB, routed GETs; then at rest."""
+        b_route, a_route = f"o2ib=R|{R_TCP}@tcp", f"tcp=R|{R_IB}@o2ib"
+        rc, doc, out, err = self.peer(f"{B2}@tcp", b_route, f"ping {A}@o2ib")
+        self.assertEqual(rc, 0, out + err)
+        n = 2 if SANITIZED else 3
+        for size in SIZES:
+            self.xfer(f"{B2}@tcp", b_route, f"{A}@o2ib", "put", size, n)
+            self.xfer(f"{B2}@tcp", b_route, f"{A}@o2ib", "get", size, n)
+        # And from the o2ib side, to B's server.
+        rc, doc, out, err = self.peer(f"{Y}@o2ib", a_route, f"ping {B}@tcp")
+        self.assertEqual(rc, 0, out + err)
+        for size in (0, 3977, 1 << 20):
+            self.xfer(f"{Y}@o2ib", a_route, f"{B}@tcp", "put", size, n)
+            self.xfer(f"{Y}@o2ib", a_route, f"{B}@tcp", "get", size, n)
+        st = self.at_rest()
+        o = st["o2iblnd"]
+        self.assertGreater(o["rdma_bytes_received"], 0)
+        self.assertGreater(o["rdma_bytes_written"], 0)
+        self.assertEqual(o["post_failures"], 0)
+        self.assertEqual(o["cq_errors"], 0)
+
+    def test_3_o2ib_to_o2ib(self):
+        """A (o2ib) through R to C (o2ib1): PUT and GET of every size, brw."""
+        route = f"o2ib1=R|{R_IB}@o2ib"
+        for size in SIZES:
+            self.xfer(f"{Y}@o2ib", route, f"{C}@o2ib1", "put", size, 2)
+            self.xfer(f"{Y}@o2ib", route, f"{C}@o2ib1", "get", size, 2)
+        rc, doc, out, err = self.peer(f"{Y}@o2ib", route, f"brw {C}@o2ib1 --op write --size 1048576 --concurrency 8 "
+                                                         f"--duration 3 --timeout 20")
+        self.assertEqual(rc, 0, out + err)
+        self.at_rest()
+
+    def test_4_dpdk_port_to_o2ib_copies_nothing(self):
+        """D (tcp1, R's DPDK af_packet port with lnetr's TCP) through R to A
+        (o2ib), 1 MiB PUTs and GETs: payload left in received frames is
+        RDMA-written from them, and RDMA-written router buffers leave
+        chained: no payload byte copied."""
+        route = f"o2ib=R|{R_TCP1}@tcp1"
+        before = self.status()
+        copied0 = sum(w["bytes_copied"] for w in before["workers"])
+        n = 4 if SANITIZED else 8
+        self.xfer(f"{D}@tcp1", route, f"{A}@o2ib", "put", 1 << 20, n, netns="t")
+        self.xfer(f"{D}@tcp1", route, f"{A}@o2ib", "get", 1 << 20, n, netns="t")
+        st = self.at_rest()
+        copied = sum(w["bytes_copied"] for w in st["workers"]) - copied0
+        routed = st["statistics"]["route_length"] - before["statistics"]["route_length"]
+        self.assertGreaterEqual(routed, 2 * n * (1 << 20))
+        port, port0 = st["ports"][0], before["ports"][0]
+        o2ib_copied = st["o2iblnd"]["bytes_copied"] - before["o2iblnd"]["bytes_copied"]
+        log(f"DPDK <-> o2ib: {routed} bytes routed, {copied} copied (port {port['bytes_copied'] - port0['bytes_copied']}, "
+            f"o2ib {st['o2iblnd']['bytes_copied'] - before['o2iblnd']['bytes_copied']}, "
+            f"port sent by reference {port['bytes_referenced'] - port0['bytes_referenced']}, "
+            f"received by reference {port['rx_bytes_referenced'] - port0['rx_bytes_referenced']})")
+        # o2iblnd copied no forwarded byte either way (what it copies is the
+        # payload of the router's own small IMMEDIATEs: its ping replies to
+        # the servers' gateway checks), and nothing through its own buffers;
+        # the port received every PUT payload byte by reference.  What the
+        # port copies is message headers into its TCP streams (and, when a
+        # client exits, what its connection still held unacknowledged).
+        originated = st["statistics"]["send_count"] - before["statistics"]["send_count"]
+        self.assertLessEqual(o2ib_copied, 512 * originated)
+        self.assertEqual(st["o2iblnd"]["bytes_bounced"], 0)
+        self.assertEqual(port["rx_bytes_referenced"] - port0["rx_bytes_referenced"], n * (1 << 20))
+        self.assertLess(copied / routed, 0.001, "payload bytes copied between the DPDK port and o2ib")
+
+    def test_5_bad_connreqs_rejected_as_linux(self):
+        """CONNREQs a kernel would refuse: the 24-byte reject Linux sends."""
+        def nid4(ip, net_type, net_num=0):
+            a = [int(x) for x in ip.split(".")]
+            v = (net_type << 48) | (net_num << 32) | (a[0] << 24) | (a[1] << 16) | (a[2] << 8) | a[3]
+            return v.to_bytes(8, "little")
+
+        def connreq(magic=0x0BE91B91, version=0x12, qd=8, frags=257, size=4096, dst=R_IB):
+            b = magic.to_bytes(4, "little") + version.to_bytes(2, "little") + bytes([0xC0, 0]) + \
+                (56).to_bytes(4, "little") + bytes(4) + nid4(Z, 5) + (12345).to_bytes(8, "little") + \
+                nid4(dst, 5) + bytes(8) + qd.to_bytes(2, "little") + frags.to_bytes(2, "little") + \
+                size.to_bytes(4, "little")
+            return b.hex()
+
+        inc = None
+        for what, data, why, version, knows in (
+                ("bad magic", connreq(magic=0x12345678), 3, 0x12, False),
+                ("version 0x13", connreq(version=0x13), 3, 0x12, False),
+                ("queue depth 16", connreq(qd=16), 7, 0x12, True),
+                ("LNet protocol probe", connreq(magic=0x45726963), 3, 0x12, False),
+                ("not our NID", connreq(dst="10.99.2.77"), 3, 0x12, False)):
+            rc, out, err = self.guest.run(f"{PROBE} --src {Z} --dst {R_IB} --data {data}", timeout=60)
+            self.assertEqual(rc, 0, f"{what}: {out} {err}")
+            self.assertTrue(out.startswith("rejected status=28 "), f"{what}: {out}")
+            rej = bytes.fromhex(out.split("data=")[1].strip())[:24]
+            self.assertEqual(rej[:4], (0x0BE91B91).to_bytes(4, "little"), what)
+            self.assertEqual(int.from_bytes(rej[4:6], "little"), version, what)
+            self.assertEqual(rej[6], why, what)
+            self.assertEqual(rej[7], 0, what)
+            incarnation = int.from_bytes(rej[8:16], "little")
+            qd, frags, size = int.from_bytes(rej[16:18], "little"), int.from_bytes(rej[18:20], "little"), \
+                int.from_bytes(rej[20:24], "little")
+            self.assertEqual(size, 4096, what)
+            if knows:
+                self.assertNotEqual(incarnation, 0, what)
+                self.assertEqual((qd, frags), (8, 257), what)
+                inc = incarnation
+            else:
+                self.assertEqual((incarnation, qd, frags), (0, 0, 0), what)
+        # A good one is accepted, with a CONNACK naming the router.
+        rc, out, err = self.guest.run(f"{PROBE} --src {Z} --dst {R_IB} --data {connreq()}", timeout=60)
+        self.assertTrue(out.startswith("established data="), out + err)
+        ack = bytes.fromhex(out.split("data=")[1].strip())
+        self.assertEqual(ack[6], 0xC1)
+        self.assertEqual(int.from_bytes(ack[24:32], "little"), inc)  # its incarnation, as in the reject
+        st = self.status()
+        self.assertGreaterEqual(st["o2iblnd"]["rejects_sent"]["FATAL"], 4)
+        self.assertGreaterEqual(st["o2iblnd"]["rejects_sent"]["MSG_QUEUE_SIZE"], 1)
+
+    def test_6_o2ib_peer_killed_mid_transfer(self):
+        """A (o2ib) killed during a 1 MiB load from B: B sees errors, not a
+        hang; the router's credits and buffers come back; traffic resumes
+        when A is back."""
+        b_route = f"o2ib=R|{R_TCP}@tcp"
+        load = self.guest.spawn(self.peer_cmd(f"{B2}@tcp", b_route,
+                                              f"--accept none brw {A}@o2ib --op write --size 1048576 "
+                                              f"--concurrency 8 --duration 6 --timeout 10"))
+        time.sleep(2.5)
+        self.servers["A"].kill(9)
+        self.servers["A"].wait(20)
+        rc = load.wait(90)
+        self.assertIsNotNone(rc, "the load hung")
+        self.assertNotEqual(rc, 0, "a load whose target died cannot have succeeded")
+        self.at_rest(timeout=60)
+        self.servers["A"] = self.start_server(f"{A}@o2ib", f"tcp=R,tcp1=R,o2ib1=R|{R_IB}@o2ib")
+        # Once it has pinged its gateway (within 2 s), the router uses it again.
+        end = time.monotonic() + 30
+        while True:
+            rc, doc, out, err = self.peer(f"{B2}@tcp", b_route, f"put {A}@o2ib --size 1048576 --count 2 --timeout 5")
+            if rc == 0 or time.monotonic() > end:
+                break
+            time.sleep(1)
+        self.assertEqual(rc, 0, out + err)
+        st = self.at_rest()
+        self.assertGreaterEqual(sum(st["o2iblnd"]["closed"].values()), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
