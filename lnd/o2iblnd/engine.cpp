@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 
 #include "router/enum_names.hpp"
 #include "router/local_msgs.hpp"
@@ -117,6 +118,7 @@ struct DescList {
   bool empty() const noexcept { return head == nullptr; }
   void push_back(TxDesc* d) noexcept;
   void remove(TxDesc* d) noexcept;
+  void push_front(TxDesc* d) noexcept;
   TxDesc* pop_front() noexcept {
     TxDesc* d = head;
     if (d) remove(d);
@@ -192,6 +194,16 @@ void DescList::push_back(TxDesc* d) noexcept {
   d->prev = tail;
   if (tail) tail->next = d; else head = d;
   tail = d;
+  ++count;
+}
+
+void DescList::push_front(TxDesc* d) noexcept {
+  assert(d->list == nullptr);
+  d->list = this;
+  d->prev = nullptr;
+  d->next = head;
+  if (head) head->prev = d; else tail = d;
+  head = d;
   ++count;
 }
 
@@ -278,6 +290,12 @@ class Conn {
   std::int32_t outstanding_credits = 0;
   std::int32_t nsends_posted = 0;
   std::int32_t noops_posted = 0;
+  // Send work requests posted and not yet completed, against the queue
+  // pair's size: each post ends with one signaled SEND, and a queue pair
+  // completes its sends in order, so the counts of the posts are a FIFO.
+  std::uint32_t max_send_wr = 0;
+  std::uint32_t wrs_posted = 0;
+  std::deque<std::uint32_t> post_wrs;
   DescList tx_noops, tx_queue, tx_queue_rsrvd, tx_queue_nocred, active_txs;
   std::vector<RxDesc> rxs;
   std::uint8_t* rx_mem = nullptr;
@@ -819,7 +837,8 @@ int Node::post_tx(Conn* c, TxDesc* d, int credit) {
   if (credit != 0 && c->credits == 0) return -EAGAIN;
   if (credit != 0 && !oob_capable(c->version) && c->credits == 1 && d->type != MsgType::noop) return -EAGAIN;
 
-  d->list->remove(d);
+  DescList* from = d->list;
+  from->remove(d);
   d->queued = false;
   if (d->type == MsgType::get_req && !d->sink) {
     const std::uint32_t sink_len = d->tx->hdr.get().sink_length;
@@ -865,6 +884,13 @@ int Node::post_tx(Conn* c, TxDesc* d, int credit) {
   msg.sge = sges.data() + msg_sge;
   msg.num_sge = static_cast<std::uint32_t>(sges.size() - msg_sge);
   wrs.push_back(msg);
+  if (c->wrs_posted + wrs.size() > c->max_send_wr) {
+    // The queue pair is full (RDMA transfers' writes are many): it waits
+    // for completions, first in its queue.
+    from->push_front(d);
+    d->queued = true;
+    return -EAGAIN;
+  }
 
   const std::uint8_t returned = static_cast<std::uint8_t>(c->outstanding_credits);
   c->credits -= credit;
@@ -876,6 +902,8 @@ int Node::post_tx(Conn* c, TxDesc* d, int credit) {
   c->last_send = clock_();
   const int rc = c->dev->tr->post_send(c->id, wrs.data(), wrs.size());
   if (rc == 0) {
+    c->wrs_posted += static_cast<std::uint32_t>(wrs.size());
+    c->post_wrs.push_back(static_cast<std::uint32_t>(wrs.size()));
     ++c->n_tx;
     ++stats_.tx_msgs[type_slot(d->type)];
     if (d->type == MsgType::immediate) stats_.tx_bytes += d->payload_len;
@@ -1106,6 +1134,10 @@ void Node::tx_complete(TxDesc* d, const WorkCompletion& wc) {
   --d->sending;
   --c->nsends_posted;
   if (d->type == MsgType::noop) --c->noops_posted;
+  if (!c->post_wrs.empty()) {
+    c->wrs_posted -= c->post_wrs.front();
+    c->post_wrs.pop_front();
+  }
   if (failed) {
     d->waiting = false;
     d->status = -EIO;
@@ -1486,7 +1518,10 @@ bool Node::make_qp(Conn* c) {
     caps.max_recv_wr = rx_msgs(c->queue_depth, c->version);
     caps.max_send_sge = std::min(kMaxSge, tr->max_send_sge());
     const int rc = tr->create_qp(c->id, caps);
-    if (rc == 0) break;
+    if (rc == 0) {
+      c->max_send_wr = caps.max_send_wr;
+      break;
+    }
     if (rc != -ENOMEM || c->queue_depth < 2) return false;
     --c->queue_depth;
   }

@@ -187,6 +187,13 @@ void SimTransport::vanish() {
     }
 }
 
+void SimTransport::release(SimId* id) {
+  auto held = std::move(id->held_work);
+  id->held_work.clear();
+  id->held = false;
+  for (auto& w : held) fabric_.post(std::move(w));
+}
+
 void SimTransport::disconnect(CmId* cid) {
   auto* id = static_cast<SimId*>(cid);
   if (id->gone) return;

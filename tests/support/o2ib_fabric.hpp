@@ -106,6 +106,8 @@ class SimTransport final : public Transport {
   // delivered to it, its peers are told nothing (their next send fails);
   // whatever the old engine still does with them is ignored.
   void vanish();
+  // Let the sends of an identifier that was held go (in order).
+  void release(SimId* id);
   // Identifiers not destroyed (0 at rest once the engine closed everything).
   std::size_t live_ids() const noexcept;
   std::size_t live_regions() const noexcept { return regions_.size(); }

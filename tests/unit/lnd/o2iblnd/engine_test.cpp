@@ -1199,3 +1199,75 @@ TEST_F(EngineTest, VersionOneConnectionsWork) {
 
 }  // namespace
 }  // namespace lnetr::o2ib
+
+namespace lnetr::o2ib {
+namespace {
+
+TEST_F(EngineTest, RdmaWritesNeverOverfillTheSendQueue) {
+  // Sinks of 257 fragments each, apart from one another: every PUT_DONE
+  // is 257 writes and a SEND.
+  // Eight of them fill a queue pair of depth 8 (2,064 work requests); the
+  // eight PUT_REQs that the first PUT_ACK's returned credits release come
+  // on top, and whatever does not fit waits for completions instead of
+  // overfilling the queue pair.
+  NiTunables t;
+  t.concurrent_sends = 16;
+  Host& a = host("A", "10.0.0.1@o2ib", t);
+  RawPeer r(fabric, "10.0.0.3@o2ib");
+  r.listen();
+  constexpr std::size_t kPuts = 16, kFrags = 257, kFrag = 1024;
+  std::vector<std::uint8_t> sink(2 * kFrags * kFrag * kPuts);  // every other KiB
+  Region sink_region;
+  r.tr.register_memory(sink.data(), sink.size(), true, sink_region);
+  const auto data = pattern(kFrags * kFrag, 9);
+  std::deque<lnd::Tx> txs;
+  for (std::size_t i = 0; i < kPuts; ++i) {
+    txs.emplace_back();
+    txs.back().hdr = make_put({kPidLustre, a.me}, {kPidLustre, r.me}, 4, i, WireHandle::none(), 0,
+                              static_cast<std::uint32_t>(data.size()));
+    txs.back().payload = data;
+    ASSERT_EQ(a.node->send(r.me, txs.back()), 0);
+  }
+  std::size_t acked = 0;
+  auto answer = [&](std::uint8_t credits) {
+    settle();
+    for (const Msg& m : r.messages()) {
+      const auto* pr = m.put_req();
+      if (!pr || pr->hdr.put().match_bits != acked) continue;
+      std::vector<RdmaFrag> frags;
+      for (std::size_t f = 0; f < kFrags; ++f)
+        frags.push_back({kFrag, reinterpret_cast<std::uint64_t>(sink.data() + 2 * (acked * kFrags + f) * kFrag)});
+      r.send(Msg{r.header(MsgType::put_ack, acked == 0 ? credits : 0),
+                 PutAck{pr->cookie, 100 + acked, RdmaDesc(sink_region.rkey, frags)}});
+      ++acked;
+    }
+  };
+  // A's sends are held while the first PUT_ACKs arrive: nothing
+  // completes, so every PUT_REQ and PUT_DONE it posts stays in its queue
+  // pair (8 + 8 x 258 would be 8 more than it holds).
+  settle();
+  for (sim::SimId* id : a.tr.ids()) id->held = true;
+  answer(8);  // the first eight; the first returns their credits
+  settle();
+  for (sim::SimId* id : a.tr.ids()) {
+    EXPECT_EQ(id->sends_outstanding, id->caps.max_send_wr - kFrags - 1 + 8);
+    a.tr.release(id);
+  }
+  answer(0);  // the other eight
+  settle();
+  EXPECT_EQ(acked, kPuts);
+  for (auto& tx : txs) EXPECT_EQ(a.upper->status_of(tx), 0);
+  for (std::size_t i = 0; i < kPuts; ++i)
+    for (std::size_t f = 0; f < kFrags; ++f)
+      ASSERT_TRUE(std::equal(data.begin() + static_cast<std::ptrdiff_t>(f * kFrag),
+                             data.begin() + static_cast<std::ptrdiff_t>((f + 1) * kFrag),
+                             sink.begin() + static_cast<std::ptrdiff_t>(2 * (i * kFrags + f) * kFrag)))
+          << i << " " << f;
+  EXPECT_EQ(a.node->stats().tx_msgs[slot(MsgType::put_done)], kPuts);
+  r.tr.deregister(sink_region);
+  r.close();
+  settle();
+}
+
+}  // namespace
+}  // namespace lnetr::o2ib
