@@ -690,22 +690,16 @@ Json Service::net_show(const Json& args) {
                          {"peer_credits", ni["peer_credits"]},
                          {"peer_buffer_credits", c ? c->tunables.peer_buffer_credits.value : 0},
                          {"credits", ni["credits"]}};
-        if (c) {
+        if (ni.contains("lnd_tunables")) {
+          // o2ib: the values in force, as the dataplane clamped them (the
+          // fmr_* keys are not in force in lnetr: no registration pools).
+          j["lnd tunables"] = ni["lnd_tunables"];
+          if (c) j["CPT"] = cpt_text(c->cpts.value, n_workers);
+        } else if (c) {
           const config::LndTunables& l = c->lnd_tunables;
-          j["lnd tunables"] = n.net.value.type == static_cast<std::uint8_t>(LndType::o2ib)
-                                  ? Json{{"peercredits_hiw", l.peercredits_hiw.value},
-                                         {"map_on_demand", l.map_on_demand.value},
-                                         {"concurrent_sends", l.concurrent_sends.value},
-                                         {"fmr_pool_size", l.fmr_pool_size.value},
-                                         {"fmr_flush_trigger", l.fmr_flush_trigger.value},
-                                         {"fmr_cache", l.fmr_cache.value},
-                                         {"ntx", l.ntx.value},
-                                         {"conns_per_peer", l.conns_per_peer.value},
-                                         {"timeout", l.timeout.value},
-                                         {"tos", l.tos.value}}
-                                  : Json{{"conns_per_peer", l.conns_per_peer.value},
-                                         {"timeout", l.timeout.value},
-                                         {"tos", l.tos.value}};
+          j["lnd tunables"] = Json{{"conns_per_peer", l.conns_per_peer.value},
+                                   {"timeout", l.timeout.value},
+                                   {"tos", l.tos.value}};
           j["CPT"] = cpt_text(c->cpts.value, n_workers);
         }
         j["link"] = ni["link"];
@@ -731,6 +725,17 @@ Json Service::peer_show(const Json& args) {
                             "max_rtr_credits", "available_rtr_credits", "min_rtr_credits", "rtr_q_num_of_buf", "cpt"})
         ni[k] = p[k];
       ni["statistics"] = {{"send_count", p["send_count"]}, {"recv_count", p["recv_count"]}, {"drop_count", p["drop_count"]}};
+      if (verbose >= 2 && st.contains("o2iblnd")) {
+        // lnetr's own: the peer's o2iblnd connections and their credits.
+        Json conns = Json::array();
+        for (const Json& c : st["o2iblnd"]["connections"])
+          if (c["peer"] == p["nid"])
+            conns.push_back({{"queue_depth", c["queue_depth"]}, {"credits", c["credits"]},
+                             {"outstanding_credits", c["outstanding_credits"]},
+                             {"reserved_credits", c["reserved_credits"]}, {"queued", c["queued"]},
+                             {"rx_held", c["rx_held"]}, {"version", c["version"]}});
+        if (!conns.empty()) ni["o2ib connections"] = conns;
+      }
     }
     peers.push_back({{"primary nid", p["nid"]}, {"Multi-Rail", p["multi_rail"]}, {"peer ni", Json::array({ni})}});
   }
@@ -1302,8 +1307,85 @@ void Service::collect(Families& f) {
       f.counter("lnetr_socklnd_connections_refused_total",
                 "Incoming connections the acceptor refused, by reason (e.g. bad magic, insecure port)",
                 {{"reason", it.key()}}, it.value().get<double>());
+    if (st.contains("o2iblnd")) o2iblnd_metrics(f, st["o2iblnd"]);
   } catch (const std::exception& e) {
     log("warning", std::string("metrics: unexpected dataplane status document: ") + e.what());
+  }
+}
+
+// o2iblnd (verbs NIs): connections, rejects and closes by reason, messages
+// by type, RDMA and copied bytes, completions, and every connection's
+// credits.
+void Service::o2iblnd_metrics(Families& f, const Json& ib) const {
+  using L = Families::Labels;
+  f.counter("lnetr_o2iblnd_connections_total",
+            "o2iblnd connections established, by who connected (active: the router connected)",
+            L{{"side", "active"}}, ib["conns_connected"].get<double>());
+  f.counter("lnetr_o2iblnd_connections_total",
+            "o2iblnd connections established, by who connected (active: the router connected)",
+            L{{"side", "passive"}}, ib["conns_accepted"].get<double>());
+  for (auto it = ib["connect_failed"].begin(); it != ib["connect_failed"].end(); ++it)
+    f.counter("lnetr_o2iblnd_connect_failures_total",
+              "Attempts to connect to an o2ib peer that failed, by reason; unreachable or no_listener means the "
+              "peer's address or its o2iblnd is down, rejected: see lnetr_o2iblnd_rejects_received_total",
+              L{{"reason", it.key()}}, it.value().get<double>());
+  for (auto it = ib["closed"].begin(); it != ib["closed"].end(); ++it)
+    f.counter("lnetr_o2iblnd_connections_closed_total",
+              "o2iblnd connections closed, by reason; bad_message, bad_credits, stale_message or "
+              "unmatched_completion point at a misbehaving peer, timeout at a stuck one, tx_failed at the fabric",
+              L{{"reason", it.key()}}, it.value().get<double>());
+  for (auto it = ib["rejects_sent"].begin(); it != ib["rejects_sent"].end(); ++it)
+    f.counter("lnetr_o2iblnd_rejects_sent_total",
+              "Connection requests the router refused, by o2iblnd reason (CONN_RACE and CONN_STALE are normal "
+              "after restarts and races; FATAL and MSG_QUEUE_SIZE mean a peer's settings do not match)",
+              L{{"reason", it.key()}}, it.value().get<double>());
+  for (auto it = ib["rejects_received"].begin(); it != ib["rejects_received"].end(); ++it)
+    f.counter("lnetr_o2iblnd_rejects_received_total",
+              "The router's connection requests peers refused, by o2iblnd reason (the router retries for "
+              "CONN_RACE, CONN_STALE, MSG_QUEUE_SIZE, RDMA_FRAGS and version fallback, not for the others)",
+              L{{"reason", it.key()}}, it.value().get<double>());
+  for (auto it = ib["tx_msgs"].begin(); it != ib["tx_msgs"].end(); ++it)
+    f.counter("lnetr_o2iblnd_tx_messages_total", "o2iblnd messages sent, by type (NOOP: credit returns and keepalives)",
+              L{{"type", it.key()}}, it.value().get<double>());
+  for (auto it = ib["rx_msgs"].begin(); it != ib["rx_msgs"].end(); ++it)
+    f.counter("lnetr_o2iblnd_rx_messages_total", "o2iblnd messages received, by type", L{{"type", it.key()}},
+              it.value().get<double>());
+  f.counter("lnetr_o2iblnd_rdma_bytes_total",
+            "Payload bytes moved by RDMA write: out, the router wrote into peers' sinks; in, peers wrote into "
+            "router buffers",
+            L{{"direction", "out"}}, ib["rdma_bytes_written"].get<double>());
+  f.counter("lnetr_o2iblnd_rdma_bytes_total",
+            "Payload bytes moved by RDMA write: out, the router wrote into peers' sinks; in, peers wrote into "
+            "router buffers",
+            L{{"direction", "in"}}, ib["rdma_bytes_received"].get<double>());
+  f.counter("lnetr_o2iblnd_bytes_copied_total",
+            "Payload bytes o2iblnd copied: IMMEDIATE payloads (up to 3,976 bytes each, as Linux copies them) and, "
+            "in lnetr_o2iblnd_bytes_bounced_total, memory that was not registered",
+            {}, ib["bytes_copied"].get<double>());
+  f.counter("lnetr_o2iblnd_bytes_bounced_total",
+            "Payload bytes copied through o2iblnd's own buffers because their memory was not registered with the "
+            "device; non-zero on the router means a zero-copy path failed",
+            {}, ib["bytes_bounced"].get<double>());
+  f.counter("lnetr_o2iblnd_completions_total", "Work completions the workers polled from their completion queues", {},
+            ib["completions"].get<double>());
+  f.counter("lnetr_o2iblnd_post_failures_total",
+            "Work requests the device refused; non-zero closes connections: check the device", {},
+            ib["post_failures"].get<double>());
+  f.counter("lnetr_o2iblnd_tx_timeouts_total",
+            "Messages failed after waiting longer than the connect timeout for a connection to their peer", {},
+            ib["tx_timeouts"].get<double>());
+  for (const Json& c : ib["connections"]) {
+    const L l{{"peer", c["peer"].get<std::string>()}, {"cpt", std::to_string(c["cpt"].get<int>())}};
+    f.gauge("lnetr_o2iblnd_connection_credits",
+            "Credits of the o2iblnd connection to the peer (receive buffers it has posted for us); 0 with "
+            "messages queued means the peer is slow to return them",
+            l, c["credits"].get<double>());
+    f.gauge("lnetr_o2iblnd_connection_queued", "Messages waiting on the connection for credits or send slots", l,
+            c["queued"].get<double>());
+    f.gauge("lnetr_o2iblnd_connection_rx_held",
+            "The peer's messages the router holds without a router buffer (their credits are withheld: "
+            "back-pressure on the peer)",
+            l, c["rx_held"].get<double>());
   }
 }
 

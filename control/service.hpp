@@ -70,6 +70,7 @@ class Service {
   Json handle(const std::string& command, const Json& args);
   // Every metric series, at scrape time (control/metrics.hpp).
   void collect(class Families& f);
+  void o2iblnd_metrics(class Families& f, const Json& ib) const;
 
   // The commands handle() knows, for help and errors.
   static const std::vector<std::string>& commands();

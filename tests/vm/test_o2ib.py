@@ -37,6 +37,8 @@ BUILD = Path(os.environ.get("LNETR_BUILD", lnetr_vm.SOURCE_ROOT / "build" / "deb
 PEER = os.environ.get("LNETR_PEER", str(BUILD / "cli/peer/lnetr-peer"))
 DATAPLANE = os.environ.get("LNETR_DATAPLANE", str(BUILD / "dataplane/lnetr-dataplane"))
 PROBE = os.environ.get("LNETR_O2IB_PROBE", str(BUILD / "tests/vm/lnetr-o2ib-probe"))
+CONTROL = os.environ.get("LNETR_CONTROL", str(BUILD / "control/lnetr-control"))
+LNETRCTL = os.environ.get("LNETR_LNETRCTL", str(BUILD / "cli/lnetrctl/lnetrctl"))
 SANITIZED = os.environ.get("LNETR_SANITIZED") == "1"
 
 A, Y, Z, R_IB, R_IB1, C = "10.99.2.1", "10.99.2.4", "10.99.2.3", "10.99.2.2", "10.99.3.2", "10.99.3.1"
@@ -79,6 +81,9 @@ dataplane:
     - name: vr
       device: "net_af_packet0,iface=vr"
       address: {r_tcp1}/24
+control:
+  socket: {api}
+  metrics: "127.0.0.1:9798"
 """
 
 # A status request to the router's control socket, run in the guest.
@@ -100,7 +105,7 @@ class O2ibOverVerbs(unittest.TestCase):
         reason = lnetr_vm.skip_reason()
         if reason:
             raise unittest.SkipTest(reason)
-        for b in (PEER, DATAPLANE, PROBE):
+        for b in (PEER, DATAPLANE, PROBE, CONTROL, LNETRCTL):
             if not os.path.exists(b):
                 raise unittest.SkipTest(f"{b} is not built")
         cls.t0 = time.monotonic()
@@ -121,7 +126,9 @@ class O2ibOverVerbs(unittest.TestCase):
             # (A Unix socket cannot live on the 9p share: the guest's /tmp.)
             cls.sock = "/tmp/lnetr-o2ib/dp.sock"
             cls.sh("mkdir -p /tmp/lnetr-o2ib")
-            (cls.dir / "lnetr.yaml").write_text(ROUTER_CONFIG.format(r_tcp=R_TCP, r_tcp1=R_TCP1, sock=cls.sock))
+            cls.api = "/tmp/lnetr-o2ib/control.sock"
+            (cls.dir / "lnetr.yaml").write_text(ROUTER_CONFIG.format(r_tcp=R_TCP, r_tcp1=R_TCP1, sock=cls.sock,
+                                                                    api=cls.api))
             cls.router = cls.guest.spawn(f"exec {DATAPLANE} --config {cls.dir}/lnetr.yaml")
             cls.wait_for(lambda: cls.guest.run(f"test -S {cls.sock}")[0] == 0, 60, "the router's socket")
             # Servers: A and C on the o2ib nets (routes back through R), B on tcp.
@@ -354,6 +361,49 @@ class O2ibOverVerbs(unittest.TestCase):
         st = self.status()
         self.assertGreaterEqual(st["o2iblnd"]["rejects_sent"]["FATAL"], 4)
         self.assertGreaterEqual(st["o2iblnd"]["rejects_sent"]["MSG_QUEUE_SIZE"], 1)
+
+    def test_7_lnetrctl_and_metrics_cover_o2ib(self):
+        """lnetr-control over the router: lnetrctl shows the o2ib NIs with
+        the tunables in force and the peers' connections with their
+        credits; /metrics has the o2iblnd series."""
+        control = self.guest.spawn(f"exec {CONTROL} --config {self.dir}/lnetr.yaml")
+        try:
+            self.wait_for(lambda: self.guest.run(f"test -S {self.api}")[0] == 0, 60, "lnetr-control's socket")
+            # Traffic first, so that there are connections and counters.
+            self.xfer(f"{B2}@tcp", f"o2ib=R|{R_TCP}@tcp", f"{A}@o2ib", "put", 1 << 20, 2)
+            ctl = f"{LNETRCTL} --socket {self.api}"
+            net = parse_yaml(self.sh(f"{ctl} net show --net o2ib -v"))
+            ni = net["net"][0]["local NI(s)"][0]
+            self.assertEqual(ni["nid"], f"{R_IB}@o2ib")
+            self.assertEqual(ni["status"], "up")
+            lt = ni["lnd tunables"]
+            self.assertEqual(lt["peercredits_hiw"], 4)
+            self.assertEqual(lt["concurrent_sends"], 8)
+            self.assertEqual(lt["map_on_demand"], 1)
+            self.assertNotIn("fmr_pool_size", lt)  # not in force in lnetr
+            peers = parse_yaml(self.sh(f"{ctl} peer show --nid {A}@o2ib -v 2"))
+            pni = peers["peer"][0]["peer ni"][0]
+            conns = pni["o2ib connections"]
+            self.assertGreaterEqual(len(conns), 1)
+            self.assertEqual(conns[0]["queue_depth"], 8)
+            self.assertEqual(conns[0]["version"], 18)  # 0x12
+            metrics = self.sh("python3 -c \"import urllib.request;"
+                              "print(urllib.request.urlopen('http://127.0.0.1:9798/metrics').read().decode())\"")
+            series = {}
+            for line in metrics.splitlines():
+                if line.startswith("lnetr_o2iblnd_"):
+                    name_labels, value = line.rsplit(" ", 1)
+                    series[name_labels] = float(value)
+            self.assertGreater(series['lnetr_o2iblnd_rdma_bytes_total{direction="out"}'], 0)
+            self.assertGreater(series['lnetr_o2iblnd_tx_messages_total{type="PUT_REQ"}'], 0)
+            self.assertGreater(series["lnetr_o2iblnd_completions_total"], 0)
+            self.assertEqual(series["lnetr_o2iblnd_bytes_bounced_total"], 0)
+            self.assertIn('lnetr_o2iblnd_connections_closed_total{reason="timeout"}', series)
+            self.assertIn('lnetr_o2iblnd_rejects_sent_total{reason="CONN_STALE"}', series)
+            self.assertTrue(any(k.startswith("lnetr_o2iblnd_connection_credits{") for k in series), series)
+        finally:
+            control.kill()
+            control.wait(20)
 
     def test_6_o2ib_peer_killed_mid_transfer(self):
         """A (o2ib) killed during a 1 MiB load from B: B sees errors, not a
