@@ -292,7 +292,8 @@ int run(const Setup& setup) {
       log_error("NI %s is on an o2ib net, but this machine has %s", to_string(ni.nid).c_str(), why.c_str());
       return 1;
     }
-    fabric.verbs[i] = o2ib::VerbsDevice::open(ni.nid.addr4(), why);
+    fabric.verbs[i] = o2ib::VerbsDevice::open(
+        ni.nid.addr4(), why, setup.o2ib_transfer_keys ? o2ib::RemoteKeys::transfer : o2ib::RemoteKeys::pool);
     if (!fabric.verbs[i]) {
       log_error("NI %s: %s", to_string(ni.nid).c_str(), why.c_str());
       return 1;

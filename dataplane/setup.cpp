@@ -59,6 +59,7 @@ SetupResult make_setup(const config::Config& cfg) {
       for (std::size_t i = 0; ni.interface && i < dp.ports.size(); ++i)
         if (dp.ports[i].name.value == n.interface) n.port = static_cast<int>(i);
       if (n.port >= 0 && net.net.value.lnd() != LndType::sock) {
+        port_ni[static_cast<std::size_t>(n.port)] = &ni;  // (one error is enough)
         errors.push_back(where(ni.interface->source, "interface " + n.interface + " names a DPDK port, which serves "
                                                      "tcp nets only; an " + to_string(net.net.value) +
                                                      " NI names the IPoIB or RoCE interface of an RDMA device"));
@@ -201,6 +202,7 @@ SetupResult make_setup(const config::Config& cfg) {
   ib.rnr_retry_count = static_cast<std::uint8_t>(ip.rnr_retry_count.value);
   ib.use_privileged_port = ip.use_privileged_port.value;
   ib.require_privileged_port = ip.require_privileged_port.value;
+  s.o2ib_transfer_keys = ip.remote_keys.value == "transfer";
 
   if (!errors.empty()) return errors;
   return s;

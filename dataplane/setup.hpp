@@ -75,6 +75,7 @@ struct Setup {
 
   sock::Options sock;
   o2ib::Options o2ib;
+  bool o2ib_transfer_keys = false;  // dataplane.o2iblnd.remote_keys: transfer
   Placement placement;  // which worker owns a peer
   std::chrono::seconds alive_router_check_interval{60};
   bool discovery = true;  // global.discovery: our ping info says we run it

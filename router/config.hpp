@@ -219,6 +219,9 @@ struct O2iblndParams {
   Field<std::int32_t> rnr_retry_count{6};  // receiver-not-ready retries (0..7, 7: forever)
   Field<bool> use_privileged_port{true};   // connect from ports 1023 down
   Field<bool> require_privileged_port{false};  // refuse requests from ports >= 1024
+  // What the remote key a peer learns may open: the router buffer pool
+  // (registered once) or the one sink (registered per transfer).  lnetr's.
+  Field<std::string> remote_keys{std::string("pool")};
 };
 
 // A test-only impairment stage in a DPDK port's receive path (off unless

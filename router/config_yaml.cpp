@@ -547,10 +547,14 @@ void Loader::lnd_tunables(const Node& n, const std::string& path, LndType lnd, L
     } else if (k == "fmr_pool_size" || k == "fmr_flush_trigger" || k == "fmr_cache") {
       // Linux's pools of per-transfer registrations: lnetr has none (its
       // buffers are registered once, per pool), so these are not in force.
+      // A kernel's export lists them at their defaults; another value was
+      // meant to change something lnetr does not have: said by name.
       auto& f = k == "fmr_pool_size" ? out.fmr_pool_size : k == "fmr_flush_trigger" ? out.fmr_flush_trigger : out.fmr_cache;
-      if (integer(e.value, p, 0, kI32Max, f))
-        warn(e.key_mark, p, std::string(k) + " not used: lnetr registers router buffers once per pool, not per "
-                                             "transfer, so it keeps no registration pool");
+      const std::int32_t dflt = f.value;
+      if (integer(e.value, p, 0, kI32Max, f) && f.value != dflt)
+        warn(e.key_mark, p, std::string(k) + " " + std::to_string(f.value) +
+                                " not in force: lnetr registers router buffers once per pool, not per transfer, so "
+                                "it keeps no registration pool");
     } else {
       integer(e.value, p, 0, kI32Max, out.ntx);
     }
@@ -983,7 +987,12 @@ void Loader::o2iblnd(const Node& n, const std::string& path, O2iblndParams& out)
       flag(e.value, p, out.use_privileged_port);
     else if (k == "require_privileged_port")
       flag(e.value, p, out.require_privileged_port);
-    else
+    else if (k == "remote_keys") {
+      if (e.value.kind == Node::Kind::scalar && (e.value.text == "pool" || e.value.text == "transfer"))
+        text(e.value, p, "pool or transfer", 16, out.remote_keys);
+      else
+        error(e.value.mark, p, "expected pool or transfer, got " + describe(e.value));
+    } else
       unknown(e, p);
   });
 }

@@ -62,9 +62,10 @@ bool verbs_available(std::string& why) {
 
 // ---- VerbsDevice --------------------------------------------------------------------------
 
-std::shared_ptr<VerbsDevice> VerbsDevice::open(std::uint32_t ip, std::string& err) {
+std::shared_ptr<VerbsDevice> VerbsDevice::open(std::uint32_t ip, std::string& err, RemoteKeys keys) {
   std::shared_ptr<VerbsDevice> d(new VerbsDevice());
   d->ip_ = ip;
+  d->keys_ = keys;
   d->channel_ = rdma_create_event_channel();
   if (!d->channel_) {
     err = std::string("rdma_cm is not available (") + std::strerror(errno) + ")";
@@ -105,6 +106,8 @@ std::string VerbsDevice::name() const {
 }
 
 bool VerbsDevice::register_payload(void* addr, std::size_t len, bool remote_write, std::string& err) {
+  // Per-transfer keys: the pools themselves open nothing to peers.
+  if (keys_ == RemoteKeys::transfer) remote_write = false;
   int access = IBV_ACCESS_LOCAL_WRITE;
   if (remote_write) access |= IBV_ACCESS_REMOTE_WRITE;
   ibv_mr* mr = ibv_reg_mr(pd_, addr, len, access);
@@ -566,12 +569,21 @@ std::optional<std::uint32_t> VerbsTransport::lkey(const void* addr, std::size_t 
 
 std::optional<Sink> VerbsTransport::map_sink(CmId*, void* addr, std::size_t len) {
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  if (dev_->remote_keys() == RemoteKeys::transfer && dev_->lkey(addr, len)) {
+    // This sink alone, for this transfer.
+    ibv_mr* mr = ibv_reg_mr(dev_->pd(), addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!mr) return std::nullopt;
+    ++stats_.sink_registrations;
+    return Sink{mr->rkey, a, mr};
+  }
   if (auto k = dev_->rkey(addr, len)) return Sink{*k, a, nullptr};
   for (const Own& o : own_)
     if (a >= o.addr && a + len <= o.addr + o.len) return Sink{o.mr->rkey, a, nullptr};
   return std::nullopt;
 }
 
-void VerbsTransport::unmap_sink(const Sink&) noexcept {}
+void VerbsTransport::unmap_sink(const Sink& s) noexcept {
+  if (s.handle) ibv_dereg_mr(static_cast<ibv_mr*>(s.handle));
+}
 
 }  // namespace lnetr::o2ib

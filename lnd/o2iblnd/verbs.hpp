@@ -16,10 +16,13 @@
 // connection request to another worker (release() on the listener's
 // worker, adopt() on the owner's).
 //
-// Remote access: payload memory registered for remote writes is one
-// registration per pool, whose key a peer learns from PUT_ACK (as Linux's
-// global memory region would expose all memory).  docs/architecture.md
-// says why and what it exposes.
+// Remote access (RemoteKeys): by default payload memory registered for
+// remote writes is one registration per pool, whose key a peer learns from
+// PUT_ACK (as a global memory region would expose all memory); `transfer`
+// registers each sink on its own for the one transfer instead (the key
+// opens that buffer only, and only until its PUT_DONE), at the cost of a
+// registration per transfer.  docs/architecture.md says why the default is
+// what it is, and docs/performance.md what the other costs.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -41,10 +44,18 @@ namespace lnetr::o2ib {
 // subsystem at all (libibverbs finds none, rdma_cm has no channel).
 bool verbs_available(std::string& why);
 
+// What a remote key a peer learns (from PUT_ACK) may open.
+enum class RemoteKeys : std::uint8_t {
+  pool,      // the router buffer pool the sink is in (one registration per pool, made once)
+  transfer,  // the sink only, for that transfer (registered and deregistered around it)
+};
+
 class VerbsDevice {
  public:
   // The device behind the interface with IPv4 address `ip` (host order).
-  static std::shared_ptr<VerbsDevice> open(std::uint32_t ip, std::string& err);
+  static std::shared_ptr<VerbsDevice> open(std::uint32_t ip, std::string& err,
+                                           RemoteKeys keys = RemoteKeys::pool);
+  RemoteKeys remote_keys() const noexcept { return keys_; }
   ~VerbsDevice();
   VerbsDevice(const VerbsDevice&) = delete;
   VerbsDevice& operator=(const VerbsDevice&) = delete;
@@ -75,6 +86,7 @@ class VerbsDevice {
   const Mr* find(const void* addr, std::size_t len) const noexcept;
 
   std::uint32_t ip_ = 0;
+  RemoteKeys keys_ = RemoteKeys::pool;
   rdma_event_channel* channel_ = nullptr;
   rdma_cm_id* anchor_ = nullptr;  // bound to the interface: keeps the context open
   ibv_pd* pd_ = nullptr;
@@ -91,6 +103,7 @@ struct VerbsStats {
   std::uint64_t recv_posts = 0;     // ibv_post_recv calls
   std::uint64_t post_failures = 0;  // refused by the device
   std::uint64_t cq_errors = 0;      // completion queue or async errors
+  std::uint64_t sink_registrations = 0;  // RemoteKeys::transfer: sinks registered for one transfer
 };
 
 class VerbsTransport final : public Transport {

@@ -88,3 +88,64 @@ TEST(Setup, ANetOnSeveralPortsNeedsOneQueueOnEach) {
 
 }  // namespace
 }  // namespace lnetr::dp
+
+namespace lnetr::dp {
+namespace {
+
+// An o2ib NI given by NID (the dataplane finds its RDMA device at start):
+// its tunables in force are Linux's clamps of the file's.
+TEST(Setup, O2ibNiTunablesAreClampedAsLinuxClampsThem) {
+  const SetupResult s = setup_of(
+      "net:\n"
+      "  - net type: o2ib\n"
+      "    local NI(s):\n"
+      "      - nid: 10.9.0.1@o2ib\n"
+      "        tunables: {peer_credits: 4, credits: 128}\n"
+      "        lnd tunables: {peercredits_hiw: 7, concurrent_sends: 100, conns_per_peer: 2, ntx: 1024, tos: 96}\n"
+      "  - net type: o2ib1\n"
+      "    local NI(s):\n"
+      "      - nid: 10.9.1.1@o2ib1\n"
+      "        tunables: {peer_credits: 32}\n"
+      "dataplane:\n"
+      "  o2iblnd: {keepalive: 20, remote_keys: transfer}\n");
+  ASSERT_TRUE(s) << s.error()[0];
+  ASSERT_EQ(s->nis.size(), 2u);
+  const NiSetup& a = s->nis[0];
+  EXPECT_TRUE(a.is_o2ib());
+  EXPECT_EQ(a.o2ib.peer_credits, 8u);       // at least 8
+  EXPECT_EQ(a.peer_credits, 8u);            // LNet's peer credits are those in force
+  EXPECT_EQ(a.o2ib.peer_credits_hiw, 7u);   // within [peer_credits/2, peer_credits-1]
+  EXPECT_EQ(a.o2ib.concurrent_sends, 16u);  // at most 2 x peer_credits
+  EXPECT_EQ(a.o2ib.conns_per_peer, 2u);
+  EXPECT_EQ(a.o2ib.ntx, 1024u);
+  EXPECT_EQ(a.o2ib.tos, 96);
+  const NiSetup& b = s->nis[1];
+  EXPECT_EQ(b.o2ib.peer_credits, 32u);
+  EXPECT_EQ(b.o2ib.peer_credits_hiw, 16u);  // 0: computed, peer_credits/2
+  EXPECT_EQ(b.o2ib.concurrent_sends, 32u);  // 0: peer_credits
+  EXPECT_EQ(s->o2ib.keepalive, std::chrono::seconds(20));
+  EXPECT_TRUE(s->o2ib_transfer_keys);
+}
+
+TEST(Setup, AnO2ibNiCannotBeOnADpdkPort) {
+  auto loaded = config::load_config("net:\n"
+                                    "  - net type: o2ib\n"
+                                    "    local NI(s):\n"
+                                    "      - interfaces:\n"
+                                    "          0: p0\n"
+                                    "dataplane:\n"
+                                    "  ports:\n"
+                                    "    - name: p0\n"
+                                    "      device: \"net_af_packet0,iface=v0\"\n"
+                                    "      address: 10.1.0.1/24\n",
+                                    "lnetr.yaml");
+  ASSERT_TRUE(loaded);
+  const SetupResult s = make_setup(loaded->config);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error(), ElementsAre("lnetr.yaml:5:14: net[0].local NI(s)[0].interfaces.0: interface p0 names a DPDK "
+                                     "port, which serves tcp nets only; an o2ib NI names the IPoIB or RoCE interface of "
+                                     "an RDMA device"));
+}
+
+}  // namespace
+}  // namespace lnetr::dp

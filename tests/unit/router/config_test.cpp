@@ -1103,6 +1103,41 @@ TEST(ConfigErrors, WarningsForIgnoredKeys) {
   EXPECT_EQ(w.config.nets[0].nis[0].lnd_tunables.conns_per_peer.value, 2);
 }
 
+TEST(ConfigErrors, O2ibRegistrationPoolTunablesWarnedWhenNotDefault) {
+  // A kernel's export carries them at their defaults: no warning then.
+  const auto quiet = load_ok("net:\n  - net type: o2ib\n    local NI(s):\n      - nid: 10.1.0.1@o2ib\n"
+                             "        lnd tunables: {fmr_pool_size: 512, fmr_flush_trigger: 384, fmr_cache: 1}\n");
+  EXPECT_TRUE(quiet.warnings.empty());
+  const auto w = load_ok("net:\n  - net type: o2ib\n    local NI(s):\n      - nid: 10.1.0.1@o2ib\n"
+                         "        lnd tunables: {fmr_pool_size: 1024, ntx: 2048}\n");
+  EXPECT_THAT(strings(w.warnings),
+              ElementsAre("lnetr.yaml:5:24: net[0].local NI(s)[0].lnd tunables.fmr_pool_size: fmr_pool_size 1024 not "
+                          "in force: lnetr registers router buffers once per pool, not per transfer, so it keeps no "
+                          "registration pool"));
+  EXPECT_EQ(w.config.nets[0].nis[0].lnd_tunables.ntx.value, 2048);
+}
+
+TEST(Config, O2iblndSection) {
+  const auto c = load_ok(std::string(kOneNet) + "dataplane:\n  o2iblnd:\n    service: 988\n    keepalive: 30\n"
+                         "    cksum: 1\n    retry_count: 7\n    rnr_retry_count: 7\n    use_privileged_port: 0\n"
+                         "    require_privileged_port: 1\n    remote_keys: transfer\n").config;
+  const auto& o = c.dataplane.o2iblnd;
+  EXPECT_EQ(o.service.value, 988);
+  EXPECT_EQ(o.keepalive.value, 30);
+  EXPECT_TRUE(o.cksum.value);
+  EXPECT_EQ(o.retry_count.value, 7);
+  EXPECT_EQ(o.rnr_retry_count.value, 7);
+  EXPECT_FALSE(o.use_privileged_port.value);
+  EXPECT_TRUE(o.require_privileged_port.value);
+  EXPECT_EQ(o.remote_keys.value, "transfer");
+  auto dp = [](std::string_view body) { return load_errors(std::string(kOneNet) + "dataplane:\n" + std::string(body)); };
+  EXPECT_THAT(dp("  o2iblnd:\n    remote_keys: some\n"),
+              ElementsAre("lnetr.yaml:8:18: dataplane.o2iblnd.remote_keys: expected pool or transfer, got \"some\""));
+  EXPECT_THAT(dp("  o2iblnd:\n    retry_count: 8\n"),
+              ElementsAre("lnetr.yaml:8:18: dataplane.o2iblnd.retry_count: expected an integer 0..7, got \"8\""));
+  EXPECT_THAT(dp("  o2iblnd:\n    fmr: 1\n"), ElementsAre("lnetr.yaml:8:5: dataplane.o2iblnd.fmr: unknown key"));
+}
+
 TEST(ConfigErrors, CrLfLineEndings) {
   const auto c = load_ok("net:\r\n  - net type: tcp\r\n    local NI(s):\r\n      - interfaces: {0: eth0}\r\n"
                          "buffers:\r\n  tiny: 5\r\n")
@@ -1150,6 +1185,8 @@ TEST(ConfigFile, ExampleLoads) {
   EXPECT_EQ(c.dataplane.effective_main_core(0), 0u);
   EXPECT_EQ(c.dataplane.socklnd.keepalive.value, 30);
   EXPECT_TRUE(c.dataplane.socklnd.keepalive.given());
+  EXPECT_EQ(c.dataplane.o2iblnd.keepalive.value, 100);
+  EXPECT_EQ(c.dataplane.o2iblnd.remote_keys.value, "pool");
 }
 
 }  // namespace
