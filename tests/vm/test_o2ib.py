@@ -1,23 +1,11 @@
 """o2iblnd over real verbs (soft-RoCE in a qemu guest), in one boot.
 
-Topology inside the guest (four rxe devices, each on its own virtio NIC,
-their traffic crossing the qemu hub):
-
-    A   10.99.2.1@o2ib    eth0/rxe0 ---+   (Y 10.99.2.4@o2ib on eth0 too: o2ib clients)
-    Z   10.99.2.3@o2ib    eth1/rxe1    |  (a second node on net o2ib, for direct tests)
-    R   10.99.2.2@o2ib    eth1/rxe1 ---+   lnetr-dataplane, one worker:
-        10.99.3.2@o2ib1   eth2/rxe2 ---+     o2ib, o2ib1 (verbs), tcp (kernel
-    C   10.99.3.1@o2ib1   eth3/rxe3 ---+     sockets on dum0), tcp1 (a DPDK
-    B   10.98.0.2@tcp     dum0 (kernel sockets, with R's 10.98.0.1@tcp;       af_packet port on veth vr)
-                          B2 10.98.0.3@tcp: tcp clients)
-    D   10.97.0.2@tcp1    netns t, veth vt <-> vr (R's DPDK port, 10.97.0.1)
-
-A, B and C are servers; clients have NIDs of their own (a second process
-with a server's NID would be a restarted node to the router).  The peers
-are lnetr-peer (every byte of every PUT and GET verified); the
-router's credits, buffers and o2ib connections must be back at rest after
-each case.  A CONNREQ with a bad magic, version or queue depth comes from
-lnetr-o2ib-probe, which prints the reject's bytes.
+The topology (o2ib_topology.py): clients and servers (lnetr-peer) on two
+o2ib nets, two kernel-socket tcp nets and a DPDK port, lnetr-dataplane
+between them.  Every byte of every PUT and GET is verified by lnetr-peer;
+the router's credits, buffers and o2ib connections must be back at rest
+after each case.  A CONNREQ with a bad magic, version or queue depth comes
+from lnetr-o2ib-probe, which prints the reject's bytes.
 """
 
 import json
@@ -28,69 +16,14 @@ import unittest
 from pathlib import Path
 
 import lnetr_vm
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from lnetr_router import not_at_rest  # noqa: E402
-from lnetr_test import parse_yaml  # noqa: E402
+from o2ib_topology import A, B, B2, C, D, R_IB, R_TCP, R_TCP1, Y, Z, Topology, parse_yaml
 
 BUILD = Path(os.environ.get("LNETR_BUILD", lnetr_vm.SOURCE_ROOT / "build" / "debug")).resolve()
-PEER = os.environ.get("LNETR_PEER", str(BUILD / "cli/peer/lnetr-peer"))
-DATAPLANE = os.environ.get("LNETR_DATAPLANE", str(BUILD / "dataplane/lnetr-dataplane"))
 PROBE = os.environ.get("LNETR_O2IB_PROBE", str(BUILD / "tests/vm/lnetr-o2ib-probe"))
 CONTROL = os.environ.get("LNETR_CONTROL", str(BUILD / "control/lnetr-control"))
 LNETRCTL = os.environ.get("LNETR_LNETRCTL", str(BUILD / "cli/lnetrctl/lnetrctl"))
 SANITIZED = os.environ.get("LNETR_SANITIZED") == "1"
-
-A, Y, Z, R_IB, R_IB1, C = "10.99.2.1", "10.99.2.4", "10.99.2.3", "10.99.2.2", "10.99.3.2", "10.99.3.1"
-R_TCP, B, B2, R_TCP1, D = "10.98.0.1", "10.98.0.2", "10.98.0.3", "10.97.0.1", "10.97.0.2"
 SIZES = [0, 1, 3976, 3977, 4096, 65536, 1 << 20]
-
-ROUTER_CONFIG = """\
-net:
-  - net type: tcp
-    local NI(s):
-      - nid: {r_tcp}@tcp
-  - net type: tcp1
-    local NI(s):
-      - interfaces:
-          0: vr
-  - net type: o2ib
-    local NI(s):
-      - interfaces:
-          0: eth1
-  - net type: o2ib1
-    local NI(s):
-      - interfaces:
-          0: eth2
-buffers:
-  tiny: 256
-  small: 512
-  large: 48
-dataplane:
-  cores: [0]
-  main_core: 1
-  poll: adaptive
-  hugepages: no
-  memory_mb: 512
-  control_socket: {sock}
-  shm_name: /lnetr-vm-o2ib
-  alive_router_check_interval: 0
-  o2iblnd:
-    keepalive: 100
-  ports:
-    - name: vr
-      device: "net_af_packet0,iface=vr"
-      address: {r_tcp1}/24
-control:
-  socket: {api}
-  metrics: "127.0.0.1:9798"
-"""
-
-# A status request to the router's control socket, run in the guest.
-STATUS = ("python3 -c \"import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
-          "s.sendall(b'status\\n');b=b''\n"
-          "while True:\n c=s.recv(1<<20)\n if not c: break\n b+=c\n"
-          "sys.stdout.write(b.decode())\" ")
 
 
 def log(msg):
@@ -105,48 +38,28 @@ class O2ibOverVerbs(unittest.TestCase):
         reason = lnetr_vm.skip_reason()
         if reason:
             raise unittest.SkipTest(reason)
-        for b in (PEER, DATAPLANE, PROBE, CONTROL, LNETRCTL):
-            if not os.path.exists(b):
-                raise unittest.SkipTest(f"{b} is not built")
         cls.t0 = time.monotonic()
         cls.guest = lnetr_vm.Guest(nics=4, name="vm-o2ib", mem_mb=3072)
+        cls.topo = Topology(cls.guest, BUILD)
+        for b in (cls.topo.peer, cls.topo.dataplane, PROBE, CONTROL, LNETRCTL):
+            if not os.path.exists(b):
+                raise unittest.SkipTest(f"{b} is not built")
         try:
             cls.guest.start()
-            cls.guest.setup_rxe({0: [f"{A}/24", f"{Y}/24"], 1: [f"{R_IB}/24", f"{Z}/24"], 2: f"{R_IB1}/24",
-                                 3: f"{C}/24"})
-            cls.dir = lnetr_vm.SOURCE_ROOT / "build" / "vm" / f"o2ib-{os.getpid()}"
-            cls.dir.mkdir(parents=True, exist_ok=True)
-            cls.sh("modprobe -d /mods -a veth dummy 2>/dev/null; true")
-            cls.sh(f"ip link add dum0 type dummy && ip link set dum0 up && ip addr add {R_TCP}/24 dev dum0 && "
-                   f"ip addr add {B}/24 dev dum0 && ip addr add {B2}/24 dev dum0")
-            cls.sh(f"ip netns add t && ip link add vr type veth peer name vt && ip link set vt netns t && "
-                   f"ip -n t addr add {D}/24 dev vt && ip -n t link set vt up && ip -n t link set lo up && "
-                   f"ip link set vr up && ethtool -K vr tx off tso off gso off gro off >/dev/null && "
-                   f"ip netns exec t ethtool -K vt tx off tso off gso off gro off >/dev/null")
-            # (A Unix socket cannot live on the 9p share: the guest's /tmp.)
-            cls.sock = "/tmp/lnetr-o2ib/dp.sock"
-            cls.sh("mkdir -p /tmp/lnetr-o2ib")
-            cls.api = "/tmp/lnetr-o2ib/control.sock"
-            (cls.dir / "lnetr.yaml").write_text(ROUTER_CONFIG.format(r_tcp=R_TCP, r_tcp1=R_TCP1, sock=cls.sock,
-                                                                    api=cls.api))
-            cls.router = cls.guest.spawn(f"exec {DATAPLANE} --config {cls.dir}/lnetr.yaml")
-            cls.wait_for(lambda: cls.guest.run(f"test -S {cls.sock}")[0] == 0, 60, "the router's socket")
-            # Servers: A and C on the o2ib nets (routes back through R), B on tcp.
-            cls.servers = {}
-            for name, nid, route in (("A", f"{A}@o2ib", f"tcp=R,tcp1=R,o2ib1=R|{R_IB}@o2ib"),
-                                     ("C", f"{C}@o2ib1", f"tcp=R,tcp1=R,o2ib=R|{R_IB1}@o2ib1"),
-                                     ("B", f"{B}@tcp", f"o2ib=R,o2ib1=R,tcp1=R|{R_TCP}@tcp")):
-                cls.servers[name] = cls.start_server(nid, route)
+            cls.topo.setup()
+            cls.topo.start_router()
+            for name in ("A", "C", "B"):
+                cls.topo.start_server(name)
         except BaseException:
             cls.guest.stop(timeout=0)
             raise
+        cls.dir, cls.api = cls.topo.dir, cls.topo.api
 
     @classmethod
     def tearDownClass(cls):
         if cls.guest:
             try:
-                cls.router.kill()
-                cls.router.wait(30)
+                cls.topo.stop_router()
             except Exception as e:  # noqa: BLE001
                 log(f"stopping the router: {e}")
             cls.guest.stop()
@@ -155,49 +68,17 @@ class O2ibOverVerbs(unittest.TestCase):
 
     # ---- helpers ------------------------------------------------------------------------
 
-    @classmethod
-    def sh(cls, cmd, timeout=60):
-        rc, out, err = cls.guest.run(cmd, timeout=timeout)
-        if rc != 0:
-            raise AssertionError(f"{cmd!r}: exit {rc}\n{out}\n{err}")
-        return out
+    def sh(self, cmd, timeout=60):
+        return self.topo.sh(cmd, timeout)
 
-    @classmethod
-    def wait_for(cls, cond, timeout, what):
-        end = time.monotonic() + timeout
-        while not cond():
-            if time.monotonic() > end:
-                raise AssertionError(f"timed out waiting for {what}; router: {cls.router.output()}")
-            time.sleep(0.3)
-
-    @staticmethod
-    def routes(spec):
-        nets, gw = spec.split("|")
-        return " ".join(f"--route {n.split('=')[0]}={gw}" for n in nets.split(","))
-
-    @classmethod
-    def peer_cmd(cls, nid, route, args, netns=None, check=0):
-        pre = f"ip netns exec {netns} " if netns else ""
-        return f"{pre}{PEER} --nid {nid} {cls.routes(route)} --router-check-interval {check} {args}"
-
-    @classmethod
-    def start_server(cls, nid, route, netns=None):
-        # Servers check their gateway every 2 s, as a Linux node's router
-        # checker does: a restarted one is heard by the router again.
-        p = cls.guest.spawn("exec " + cls.peer_cmd(nid, route, "server", netns, check=2))
-        cls.wait_for(lambda: "serving" in p.output()[1] or p.poll() is not None, 60, f"server {nid}")
-        if p.poll() is not None:
-            raise AssertionError(f"server {nid} exited: {p.output()}")
-        return p
+    def wait_for(self, cond, timeout, what):
+        self.topo.wait_for(cond, timeout, what)
 
     def peer(self, nid, route, args, netns=None, timeout=120):
-        """A client run (it does not listen)."""
-        rc, out, err = self.guest.run(self.peer_cmd(nid, route, "--accept none " + args, netns), timeout=timeout)
-        return rc, parse_yaml(out) if out.strip() else {}, out, err
+        return self.topo.client(nid, route, args, netns, timeout)
 
     def status(self):
-        out = self.sh(STATUS + self.sock, timeout=30)
-        return json.loads(out)
+        return self.topo.status()
 
     def at_rest(self, timeout=30):
         """Wait until the router's credits, buffers and o2ib connections are
@@ -205,11 +86,7 @@ class O2ibOverVerbs(unittest.TestCase):
         end = time.monotonic() + timeout
         while True:
             st = self.status()
-            problems = not_at_rest(st)
-            for c in st.get("o2iblnd", {}).get("connections", []):
-                if c["queued"] or c["waiting"] or c["rx_held"] or c["sends_posted"] or \
-                        c["reserved_credits"] != c["queue_depth"]:
-                    problems.append(f"o2ib connection to {c['peer']}: {c}")
+            problems = self.topo.problems(st)
             if not problems:
                 return st
             if time.monotonic() > end:
@@ -227,8 +104,9 @@ class O2ibOverVerbs(unittest.TestCase):
     def test_1_direct_o2ib(self):
         """lnetr-peer to lnetr-peer over o2ib, no router: ping, PUT and GET
         of every size (GETs over 3976 bytes as optimized GETs), brw."""
-        z = self.start_server(f"{Z}@o2ib", f"tcp=R|{R_IB}@o2ib")
-        route = f"tcp=R|{R_IB}@o2ib"
+        z = self.guest.spawn("exec " + self.topo.peer_cmd(f"{Z}@o2ib", f"tcp|{R_IB}@o2ib", "server"))
+        self.wait_for(lambda: "serving" in z.output()[1], 60, "server Z")
+        route = f"tcp|{R_IB}@o2ib"
         try:
             rc, doc, out, err = self.peer(f"{Y}@o2ib", route, f"ping {Z}@o2ib")
             self.assertEqual(rc, 0, out + err)
@@ -249,7 +127,7 @@ class O2ibOverVerbs(unittest.TestCase):
     def test_2_tcp_to_o2ib_and_back(self):
         """B (tcp, kernel sockets) through R to A (o2ib), both ways: ping,
         PUT and GET of 0 B to 1 MiB, routed GETs; then at rest."""
-        b_route, a_route = f"o2ib=R|{R_TCP}@tcp", f"tcp=R|{R_IB}@o2ib"
+        b_route, a_route = f"o2ib|{R_TCP}@tcp", f"tcp|{R_IB}@o2ib"
         rc, doc, out, err = self.peer(f"{B2}@tcp", b_route, f"ping {A}@o2ib")
         self.assertEqual(rc, 0, out + err)
         n = 2 if SANITIZED else 3
@@ -271,7 +149,7 @@ class O2ibOverVerbs(unittest.TestCase):
 
     def test_3_o2ib_to_o2ib(self):
         """A (o2ib) through R to C (o2ib1): PUT and GET of every size, brw."""
-        route = f"o2ib1=R|{R_IB}@o2ib"
+        route = f"o2ib1|{R_IB}@o2ib"
         for size in SIZES:
             self.xfer(f"{Y}@o2ib", route, f"{C}@o2ib1", "put", size, 2)
             self.xfer(f"{Y}@o2ib", route, f"{C}@o2ib1", "get", size, 2)
@@ -285,7 +163,7 @@ class O2ibOverVerbs(unittest.TestCase):
         (o2ib), 1 MiB PUTs and GETs: payload left in received frames is
         RDMA-written from them, and RDMA-written router buffers leave
         chained: no payload byte copied."""
-        route = f"o2ib=R|{R_TCP1}@tcp1"
+        route = f"o2ib|{R_TCP1}@tcp1"
         before = self.status()
         copied0 = sum(w["bytes_copied"] for w in before["workers"])
         n = 4 if SANITIZED else 8
@@ -370,7 +248,7 @@ class O2ibOverVerbs(unittest.TestCase):
         try:
             self.wait_for(lambda: self.guest.run(f"test -S {self.api}")[0] == 0, 60, "lnetr-control's socket")
             # Traffic first, so that there are connections and counters.
-            self.xfer(f"{B2}@tcp", f"o2ib=R|{R_TCP}@tcp", f"{A}@o2ib", "put", 1 << 20, 2)
+            self.xfer(f"{B2}@tcp", f"o2ib|{R_TCP}@tcp", f"{A}@o2ib", "put", 1 << 20, 2)
             ctl = f"{LNETRCTL} --socket {self.api}"
             net = parse_yaml(self.sh(f"{ctl} net show --net o2ib -v"))
             ni = net["net"][0]["local NI(s)"][0]
@@ -409,18 +287,18 @@ class O2ibOverVerbs(unittest.TestCase):
         """A (o2ib) killed during a 1 MiB load from B: B sees errors, not a
         hang; the router's credits and buffers come back; traffic resumes
         when A is back."""
-        b_route = f"o2ib=R|{R_TCP}@tcp"
-        load = self.guest.spawn(self.peer_cmd(f"{B2}@tcp", b_route,
+        b_route = f"o2ib|{R_TCP}@tcp"
+        load = self.guest.spawn(self.topo.peer_cmd(f"{B2}@tcp", b_route,
                                               f"--accept none brw {A}@o2ib --op write --size 1048576 "
                                               f"--concurrency 8 --duration 6 --timeout 10"))
         time.sleep(2.5)
-        self.servers["A"].kill(9)
-        self.servers["A"].wait(20)
+        self.topo.servers["A"].kill(9)
+        self.topo.servers["A"].wait(20)
         rc = load.wait(90)
         self.assertIsNotNone(rc, "the load hung")
         self.assertNotEqual(rc, 0, "a load whose target died cannot have succeeded")
         self.at_rest(timeout=60)
-        self.servers["A"] = self.start_server(f"{A}@o2ib", f"tcp=R,tcp1=R,o2ib1=R|{R_IB}@o2ib")
+        self.topo.start_server("A")
         # Once it has pinged its gateway (within 2 s), the router uses it again.
         end = time.monotonic() + 30
         while True:
