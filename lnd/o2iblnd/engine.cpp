@@ -1373,10 +1373,19 @@ void Node::recv(RxDesc* rx) {
       stats_.bytes_copied += r.sink.size();
     }
     stats_.rx_bytes += im->payload.size();
-    rx->held = false;
     lnd::Rx done = r;
-    post_rx(rx, PostCredit::peer);
-    upper_.on_received(done);
+    if (r.hdr.type == lnetr::MsgType::get && r.hdr.dest_nid == c->ni->nid) {
+      // A GET for us: LNet finishes receiving it (the buffer goes back,
+      // its credit owed) before it sends the REPLY, which carries the credit.
+      post_rx(rx, PostCredit::peer);
+      upper_.on_received(done);
+    } else {
+      // Anything else is finished inside the receive: an ACK it asks for,
+      // or the send of a routed message, leaves before the buffer goes back
+      // and does not carry this credit yet.
+      upper_.on_received(done);
+      post_rx(rx, PostCredit::peer);
+    }
     return;
   }
   if (const auto* pr = m.put_req()) {
@@ -1384,10 +1393,9 @@ void Node::recv(RxDesc* rx) {
     if (r.discard || r.sink.empty()) {
       // Nothing wanted: PUT_NAK with status 0.
       lnd::Rx done = r;
-      rx->held = false;
       send_completion(c, MsgType::put_nak, 0, cookie);
-      post_rx(rx, PostCredit::peer);
       upper_.on_received(done);
+      post_rx(rx, PostCredit::peer);
       return;
     }
     TxDesc* d = get_desc(c->dev);
@@ -1449,9 +1457,8 @@ void Node::recv(RxDesc* rx) {
     } else {
       send_completion(c, MsgType::get_done, -ENODATA, cookie);
     }
-    rx->held = false;
-    post_rx(rx, PostCredit::peer);
     upper_.on_received(done);
+    post_rx(rx, PostCredit::peer);
     return;
   }
 }
