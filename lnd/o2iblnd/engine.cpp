@@ -706,8 +706,11 @@ void Node::queue_tx(TxDesc* d, Conn* c) {
 // Linux's kiblnd_need_noop.
 bool Node::need_noop(const Conn* c) const noexcept {
   const NiTunables& t = c->ni->tunables;
+  // Scaled to a queue depth negotiated down.  At least 1: a peer asking for
+  // a depth of 1 would make it 0 (a kernel peer never asks below 8), and
+  // "return credits when 0 are owed" means a NOOP after every NOOP.
   const int hiw = oob_capable(c->version)
-                      ? static_cast<int>(c->queue_depth * t.peer_credits_hiw / t.peer_credits)
+                      ? std::max(1, static_cast<int>(c->queue_depth * t.peer_credits_hiw / t.peer_credits))
                       : 7;
   const bool keepalive = opts_.keepalive.count() > 0 && clock_() >= c->last_send + opts_.keepalive;
   if (c->outstanding_credits < hiw && !keepalive) return false;

@@ -319,6 +319,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fabric.run(100000);
   node->reap();
   for (const std::string& v : tr.violations) std::fprintf(stderr, "fabric violation: %s\n", v.c_str());
+  if (trace) {
+    const Stats& st = node->stats();
+    for (std::size_t i = 0; i < st.tx_msgs.size(); ++i)
+      if (st.tx_msgs[i] || st.rx_msgs[i])
+        std::fprintf(stderr, "msg slot %zu: tx %llu rx %llu\n", i, static_cast<unsigned long long>(st.tx_msgs[i]),
+                     static_cast<unsigned long long>(st.rx_msgs[i]));
+  }
   FUZZ_CHECK(tr.violations.empty());
   FUZZ_CHECK(node->tx_descs_in_use() == 0);
   FUZZ_CHECK(node->connections() == 0);

@@ -930,6 +930,33 @@ TEST_F(EngineTest, NegotiatedDepthIsUsedWithoutCreditOverrun) {
   EXPECT_EQ(b.upper->received.size(), 40u);
 }
 
+// A queue depth of 1 scales the high-water mark (4 of 8) down to 0:
+// owed credits go back in one NOOP each, never a NOOP for nothing.
+TEST_F(EngineTest, DepthOfOneReturnsEachCreditOnceWithoutANoopStorm) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  RawPeer r(fabric, "10.0.0.3@o2ib");
+  r.connect(a.me, sim::connreq(r.me, r.stamp, a.me, 0, ConnParams{1, 257, kMaxMsgSize}));
+  settle();
+  ASSERT_TRUE(r.established);
+  EXPECT_EQ(a.node->peers()[0].conns[0].queue_depth, 1);
+  EXPECT_EQ(a.node->stats().tx_msgs[slot(MsgType::noop)], 0u);
+  for (int i = 0; i < 3; ++i) {
+    LnetHeader h = make_put({kPidLustre, r.me}, {kPidLustre, a.me}, 4, static_cast<std::uint64_t>(i),
+                            WireHandle::none(), 0, 0);
+    std::vector<std::uint8_t> out(kMaxMsgSize);
+    auto n = encode_msg(Msg{r.header(MsgType::immediate, 0), Immediate{h, {}}}, out);
+    ASSERT_TRUE(n);
+    out.resize(*n);
+    r.send(out);
+    settle();
+    // The one credit came back in one NOOP, and nothing more was sent.
+    EXPECT_EQ(a.node->stats().tx_msgs[slot(MsgType::noop)], static_cast<std::uint64_t>(i + 1));
+    EXPECT_EQ(a.node->peers()[0].conns[0].outstanding_credits, 0);
+  }
+  EXPECT_EQ(a.upper->received.size(), 3u);
+  EXPECT_FALSE(r.disconnected);
+}
+
 TEST_F(EngineTest, ConnectionRaceLeavesTheHigherNidsConnection) {
   Host& a = host("A", "10.0.0.1@o2ib");
   Host& b = host("B", "10.0.0.2@o2ib");
