@@ -28,6 +28,7 @@ import json
 import lzma
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -528,6 +529,17 @@ class Guest:
 
     # -- commands
 
+    def cannot_execute(self, binary):
+        """Why the host-built `binary` cannot run in this guest, or None.
+        A release build for the host's own CPU (-march=native) may use
+        instructions qemu's TCG does not emulate (AVX-512 on this machine's
+        hosts): it dies of SIGILL before main."""
+        rc, _, err = self.run(f"{shlex.quote(str(binary))} --help >/dev/null", timeout=60)
+        if rc == 128 + signal.SIGILL:
+            return (f"{binary} was built for the host's CPU (-march=native) with instructions "
+                    f"qemu TCG does not emulate; build with -Dmarch=x86-64-v3 to run it in the guest")
+        return None
+
     def run(self, cmd, timeout=60, env=None, cwd=None, check=False):
         """Runs a shell command (bash -c, root, guest chroot); returns (rc, stdout, stderr).
 
@@ -685,7 +697,12 @@ done""")
 
     def _qemu_argv(self):
         k = self.kernel
-        cmdline = f"console=ttyS0 loglevel=4 panic=-1 mitigations=off {self.append}".strip()
+        # The TSC as clocksource: under TCG the kernel would otherwise pick
+        # the HPET, whose every read is an emulated MMIO access: a third of
+        # the CPU of a program that reads the clock in its loop went there.
+        # TCG's TSC follows the host's clock, so it is monotonic.
+        cmdline = (f"console=ttyS0 loglevel=4 panic=-1 mitigations=off clocksource=tsc tsc=reliable "
+                   f"{self.append}").strip()
         argv = ["qemu-system-x86_64", "-machine", self.machine, "-accel", "tcg", "-cpu", "max", "-smp", str(self.smp),
                 "-m", str(self.mem_mb), "-nodefaults", "-no-user-config", "-display", "none",
                 "-no-reboot", "-kernel", str(k.boot_image()), "-initrd", str(k.initrd), "-append", cmdline,
