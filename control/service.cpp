@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "control/metrics.hpp"
@@ -818,15 +819,26 @@ Json Service::dataplane_show(const Json& args) {
                                 "tcp_connections", "bytes_copied", "bytes_referenced", "rx_bytes_referenced", "zero_copy", "tso", "tso_frames", "resets_out",
                                 "dropped_malformed"})
             p[k] = dp[k];
+    if (ni.contains("device")) p["device"] = ni["device"];  // an o2ib NI's RDMA device
     ports.push_back(std::move(p));
   }
   std::lock_guard lock(mu_);
-  return {{"dataplane",
-           {{"shm_name", cfg_.dataplane.shm_name.value},
-            {"incarnation", incarnation_locked()},
-            {"routing", st["routing"]["state"]},
-            {"workers", workers},
-            {"ports", ports}}}};
+  Json out = {{"shm_name", cfg_.dataplane.shm_name.value},
+              {"incarnation", incarnation_locked()},
+              {"routing", st["routing"]["state"]},
+              {"workers", workers},
+              {"ports", ports}};
+  if (st.contains("o2iblnd")) {
+    // o2iblnd over verbs: the workers' engines summed.
+    const Json& ib = st["o2iblnd"];
+    Json o = Json::object();
+    o["connections"] = ib["connections"].size();
+    for (const char* k : {"remote_keys", "conns_accepted", "conns_connected", "rdma_bytes_written", "rdma_bytes_received",
+                          "bytes_copied", "bytes_bounced", "sink_registrations", "tx_timeouts", "post_failures", "cq_errors"})
+      o[k] = ib[k];
+    out["o2iblnd"] = std::move(o);
+  }
+  return {{"dataplane", std::move(out)}};
 }
 
 Json Service::buffers_show(const Json& args) {
@@ -1374,8 +1386,10 @@ void Service::o2iblnd_metrics(Families& f, const Json& ib) const {
   f.counter("lnetr_o2iblnd_tx_timeouts_total",
             "Messages failed after waiting longer than the connect timeout for a connection to their peer", {},
             ib["tx_timeouts"].get<double>());
+  std::map<std::string, int> nth;  // a peer's connections (conns_per_peer), numbered
   for (const Json& c : ib["connections"]) {
-    const L l{{"peer", c["peer"].get<std::string>()}, {"cpt", std::to_string(c["cpt"].get<int>())}};
+    const std::string peer = c["peer"].get<std::string>();
+    const L l{{"peer", peer}, {"cpt", std::to_string(c["cpt"].get<int>())}, {"conn", std::to_string(nth[peer]++)}};
     f.gauge("lnetr_o2iblnd_connection_credits",
             "Credits of the o2iblnd connection to the peer (receive buffers it has posted for us); 0 with "
             "messages queued means the peer is slow to return them",

@@ -16,7 +16,7 @@ import unittest
 from pathlib import Path
 
 import lnetr_vm
-from o2ib_topology import A, B, B2, C, D, R_IB, R_TCP, R_TCP1, Y, Z, Topology, parse_yaml
+from o2ib_topology import A, B, B2, C, D, R_IB, R_IB1, R_TCP, R_TCP1, Y, Z, Topology, parse_yaml
 
 BUILD = Path(os.environ.get("LNETR_BUILD", lnetr_vm.SOURCE_ROOT / "build" / "debug")).resolve()
 PROBE = os.environ.get("LNETR_O2IB_PROBE", str(BUILD / "tests/vm/lnetr-o2ib-probe"))
@@ -46,6 +46,9 @@ class O2ibOverVerbs(unittest.TestCase):
                 raise unittest.SkipTest(f"{b} is not built")
         try:
             cls.guest.start()
+            reason = cls.guest.cannot_execute(cls.topo.dataplane)
+            if reason:
+                raise unittest.SkipTest(reason)
             cls.topo.setup()
             cls.topo.start_router()
             for name in ("A", "C", "B"):
@@ -265,6 +268,14 @@ class O2ibOverVerbs(unittest.TestCase):
             self.assertGreaterEqual(len(conns), 1)
             self.assertEqual(conns[0]["queue_depth"], 8)
             self.assertEqual(conns[0]["version"], 18)  # 0x12
+            dp = parse_yaml(self.sh(f"{ctl} dataplane show"))["dataplane"]
+            verbs = {p["nid"]: p for p in dp["ports"] if p["transport"] == "verbs"}
+            self.assertEqual(verbs[f"{R_IB}@o2ib"]["device"], "rxe1")
+            self.assertEqual(verbs[f"{R_IB1}@o2ib1"]["device"], "rxe2")
+            self.assertEqual(dp["o2iblnd"]["remote_keys"], "pool")
+            self.assertGreaterEqual(dp["o2iblnd"]["connections"], 1)
+            self.assertGreater(dp["o2iblnd"]["rdma_bytes_written"], 0)
+            self.assertEqual(dp["o2iblnd"]["bytes_bounced"], 0)
             metrics = self.sh("python3 -c \"import urllib.request;"
                               "print(urllib.request.urlopen('http://127.0.0.1:9798/metrics').read().decode())\"")
             series = {}
