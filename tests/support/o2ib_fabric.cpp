@@ -157,25 +157,26 @@ int SimTransport::reject(CmId* cid, ByteSpan private_data) {
   return 0;
 }
 
+// A receive posted to a queue pair in error completes flushed.
+void SimTransport::flush_recv(SimId* id, const RecvWr& wr) {
+  fabric_.post([id, wr] {
+    if (id->dead() || !id->owner->events_) return;
+    WorkCompletion wc;
+    wc.wr_id = wr.wr_id;
+    wc.op = WcOp::recv;
+    wc.status = kFlushErr;
+    wc.flushed = true;
+    id->owner->events_->on_completion(wc);
+  });
+}
+
 void SimTransport::flush(SimId* id) {
   while (!id->recvs.empty()) {
-    const RecvWr wr = id->recvs.front();
+    flush_recv(id, id->recvs.front());
     id->recvs.pop_front();
-    fabric_.post([id, wr] {
-      if (id->dead() || !id->owner->events_) return;
-      WorkCompletion wc;
-      wc.wr_id = wr.wr_id;
-      wc.op = WcOp::recv;
-      wc.status = kFlushErr;
-      wc.flushed = true;
-      id->owner->events_->on_completion(wc);
-    });
   }
   // Sends held back run now and find the queue pair in error.
-  auto held = std::move(id->held_work);
-  id->held_work.clear();
-  id->held = false;
-  for (auto& w : held) fabric_.post(std::move(w));
+  release(id);
 }
 
 void SimTransport::vanish() {
@@ -289,15 +290,7 @@ int SimTransport::post_recv(CmId* cid, const RecvWr& wr) {
   }
   if (id->error) {
     // Posted to a queue pair in error: flushed at once.
-    fabric_.post([id, wr] {
-      if (id->dead() || !id->owner->events_) return;
-      WorkCompletion wc;
-      wc.wr_id = wr.wr_id;
-      wc.op = WcOp::recv;
-      wc.status = kFlushErr;
-      wc.flushed = true;
-      id->owner->events_->on_completion(wc);
-    });
+    flush_recv(id, wr);
     return 0;
   }
   id->recvs.push_back(wr);

@@ -126,6 +126,7 @@ class SimTransport final : public Transport {
   bool covers(std::uint32_t lkey, std::uint64_t addr, std::uint32_t len) const noexcept;
   bool remote_ok(std::uint32_t rkey, std::uint64_t addr, std::uint32_t len) const noexcept;
   void flush(SimId* id);
+  void flush_recv(SimId* id, const RecvWr& wr);
 
   Fabric& fabric_;
   std::string name_;
