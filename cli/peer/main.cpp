@@ -1,6 +1,7 @@
-// lnetr-peer: an LNet endpoint on kernel sockets that speaks exactly what a
-// Linux kernel node speaks (socklnd, PID 12345, privileged ports, ping and
-// push targets), used as the test and benchmark peer of lnetr.
+// lnetr-peer: an LNet endpoint that speaks exactly what a Linux kernel node
+// speaks (socklnd on kernel sockets, o2iblnd over verbs; PID 12345,
+// privileged ports, ping and push targets), used as the test and benchmark
+// peer of lnetr.
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -22,9 +23,10 @@ using namespace lnetr;
 using namespace lnetr::peer;
 
 constexpr const char* kDescription =
-    "lnetr-peer: an LNet endpoint on kernel sockets (socklnd, PID 12345), wire-compatible with a Linux kernel "
-    "node.\nIt always answers pings and pushes and serves test data on portal 42; the subcommand says what it "
-    "does besides.\nNeeds root: socklnd connects from ports 1023..512 and listens on 988.";
+    "lnetr-peer: an LNet endpoint (socklnd on kernel sockets for tcp NIDs, o2iblnd over verbs for o2ib NIDs; "
+    "PID 12345), wire-compatible with a Linux kernel node.\nIt always answers pings and pushes and serves test "
+    "data on portal 42; the subcommand says what it does besides.\nNeeds root: it connects from privileged "
+    "ports and listens on 988 (socklnd) or 987 (o2iblnd).";
 
 int die(const std::string& msg) {
   std::fprintf(stderr, "lnetr-peer: %s\n", msg.c_str());

@@ -14,8 +14,11 @@
 // Above it, an lnd::Upper (the router's forwarder, lnetr-peer's endpoint)
 // sees messages exactly as socklnd gives them (lnd/message.hpp):
 //   IMMEDIATE   on_head(); the inline payload is copied into the sink;
-//               on_received(); the receive buffer is reposted and its
-//               credit returned.  A deferred message keeps its buffer, and
+//               on_received(); then the receive buffer is reposted and its
+//               credit owed, so what the Upper sends from on_received()
+//               (an ACK, a routed message) does not carry it yet, as with
+//               Linux (a GET for this node: reposted first, so its REPLY
+//               does).  A deferred message keeps its buffer, and
 //               so the sender's credit, until resume(): back-pressure.
 //   PUT_REQ     on_head(); the sink is opened to the peer's RDMA writes and
 //               announced in PUT_ACK (a discarded message gets PUT_NAK);
