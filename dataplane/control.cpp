@@ -483,7 +483,8 @@ std::string Control::status() {
       for (const o2ib::VerbsStats& y : v.verbs) {
         vs.completions += y.completions, vs.polls += y.polls, vs.cm_events += y.cm_events;
         vs.send_posts += y.send_posts, vs.recv_posts += y.recv_posts, vs.post_failures += y.post_failures;
-        vs.cq_errors += y.cq_errors, vs.sink_registrations += y.sink_registrations;
+        vs.cq_errors += y.cq_errors, vs.sink_registrations += y.sink_registrations,
+        vs.sink_registration_ns += y.sink_registration_ns;
       }
     }
     static constexpr o2ib::MsgType kTypes[] = {o2ib::MsgType::connreq,  o2ib::MsgType::connack,  o2ib::MsgType::noop,
@@ -517,7 +518,7 @@ std::string Control::status() {
     j.key("completions").value(vs.completions).key("cq_polls").value(vs.polls).key("cm_events").value(vs.cm_events);
     j.key("send_posts").value(vs.send_posts).key("recv_posts").value(vs.recv_posts);
     j.key("post_failures").value(vs.post_failures).key("cq_errors").value(vs.cq_errors);
-    j.key("sink_registrations").value(vs.sink_registrations);
+    j.key("sink_registrations").value(vs.sink_registrations).key("sink_registration_ns").value(vs.sink_registration_ns);
     j.key("remote_keys").value(setup_.o2ib_transfer_keys ? "transfer" : "pool");
     j.key("tx_timeouts").value(t.tx_timeouts).key("tx_no_desc").value(t.tx_no_desc).key("tx_descs").value(t.tx_descs);
     j.key("connections").begin_array();

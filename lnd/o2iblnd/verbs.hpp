@@ -104,6 +104,7 @@ struct VerbsStats {
   std::uint64_t post_failures = 0;  // refused by the device
   std::uint64_t cq_errors = 0;      // completion queue or async errors
   std::uint64_t sink_registrations = 0;  // RemoteKeys::transfer: sinks registered for one transfer
+  std::uint64_t sink_registration_ns = 0;  // ... and the time spent registering and deregistering them
 };
 
 class VerbsTransport final : public Transport {
