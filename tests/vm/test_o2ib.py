@@ -46,7 +46,7 @@ class O2ibOverVerbs(unittest.TestCase):
                 raise unittest.SkipTest(f"{b} is not built")
         try:
             cls.guest.start()
-            reason = cls.guest.cannot_execute(cls.topo.dataplane)
+            reason = cls.guest.build_cannot_run()
             if reason:
                 raise unittest.SkipTest(reason)
             cls.topo.setup()
