@@ -80,6 +80,10 @@ class SimTransport final : public Transport {
   // Errors the fabric saw this transport's engine make (RNR, bad keys,
   // posting on a destroyed identifier, destroying one with work posted).
   std::vector<std::string> violations;
+  // Sinks this transport's owner names may lie (a fuzzed peer): an RDMA
+  // write outside them fails as a device fails it (remote access error,
+  // both queue pairs in error) without counting against the writer.
+  bool untrusted_sinks = false;
 
   // Transport
   void attach(TransportEvents* events) noexcept override { events_ = events; }
