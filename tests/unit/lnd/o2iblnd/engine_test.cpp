@@ -202,6 +202,8 @@ struct Host {
 
 class EngineTest : public ::testing::Test {
  protected:
+  // Payloads of put(), alive until every host and the fabric are gone.
+  std::deque<std::vector<std::uint8_t>> payloads_;
   Clock::time_point now{std::chrono::seconds(1'000'000)};
   Fabric fabric;
   std::list<Host> hosts;
@@ -226,11 +228,13 @@ class EngineTest : public ::testing::Test {
       if (h.node) h.node->tick();
     settle();
   }
-  lnd::Tx put(const Host& from, const Host& to, const std::vector<std::uint8_t>& payload, std::uint64_t bits = 7) {
+  // The payload is kept by the fixture: the fabric reads it when the work
+  // request runs, as a device does, not when it is posted.
+  lnd::Tx put(const Host& from, const Host& to, std::vector<std::uint8_t> payload, std::uint64_t bits = 7) {
     lnd::Tx t;
     t.hdr = make_put({kPidLustre, from.me}, {kPidLustre, to.me}, 4, bits, WireHandle::none(), 0,
                      static_cast<std::uint32_t>(payload.size()));
-    t.payload = payload;
+    t.payload = payloads_.emplace_back(std::move(payload));
     return t;
   }
   // Both nodes at rest: nothing held, nothing in flight, credits back.
@@ -519,8 +523,8 @@ TEST_F(EngineTest, UnregisteredMemoryIsCopiedThroughOwnBuffersAndCounted) {
   EXPECT_EQ(a.node->stats().bytes_gathered, 0u);
   EXPECT_EQ(b.node->stats().bytes_copied, big.size() + small.size());
   // Registered by its owner, the sender's payload goes as it is.
-  a.tr.register_payload(const_cast<std::uint8_t*>(big.data()), big.size());
   lnd::Tx t3 = put(a, b, big, 3);
+  a.tr.register_payload(const_cast<std::uint8_t*>(t3.payload.data()), t3.payload.size());
   ASSERT_EQ(a.node->send(b.me, t3), 0);
   settle();
   ASSERT_EQ(b.upper->received.size(), 3u);
