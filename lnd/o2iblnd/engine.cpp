@@ -1286,6 +1286,12 @@ void Node::handle_completion(Conn* c, MsgType type, std::int32_t status, Cookie 
     close_conn(c, CloseReason::unmatched_completion, -EPROTO);
     return;
   }
+  // GET_DONE's status is what the peer wrote into our sink: never more
+  // than the sink it was given.
+  if (type == MsgType::get_req && status > 0 && static_cast<std::uint32_t>(status) > d->sink_len) {
+    close_conn(c, CloseReason::bad_message, -EPROTO);
+    return;
+  }
   if (d->status == 0) {
     if (status < 0) {
       d->status = status;

@@ -501,6 +501,30 @@ TEST_F(EngineTest, UnansweredOptimizedGetGetsEnodata) {
   EXPECT_TRUE(a.upper->received.empty());
 }
 
+TEST_F(EngineTest, GetDoneClaimingMoreThanTheSinkClosesTheConnection) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  RawPeer r(fabric, "10.0.0.3@o2ib");
+  r.listen();
+  std::vector<std::uint8_t> sink(8192);
+  lnd::Tx get;
+  get.hdr = make_get({kPidLustre, a.me}, {kPidLustre, r.me}, 42, 9, WireHandle{1, 2}, 8192);
+  get.reply_sink = sink;
+  ASSERT_EQ(a.node->send(r.me, get), 0);
+  settle();
+  const GetReq* req = nullptr;
+  const auto got = r.messages();
+  for (const Msg& m : got)
+    if (m.get_req()) req = m.get_req();
+  ASSERT_NE(req, nullptr);
+  // The peer says it wrote far more than the 8192 bytes it was given.
+  r.send(Msg{r.header(MsgType::get_done), Completion{req->cookie, 1 << 28}});
+  settle();
+  EXPECT_EQ(a.node->stats().closed[static_cast<std::size_t>(CloseReason::bad_message)], 1u);
+  EXPECT_LT(a.upper->status_of(get), 0);
+  EXPECT_TRUE(a.upper->received.empty());
+  expect_at_rest(a);
+}
+
 TEST_F(EngineTest, UnregisteredMemoryIsCopiedThroughOwnBuffersAndCounted) {
   Host& a = host("A", "10.0.0.1@o2ib");
   Host& b = host("B", "10.0.0.2@o2ib");
