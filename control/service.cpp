@@ -1177,6 +1177,10 @@ void Service::collect(Families& f) {
                   "Forwarded messages sent through another gateway after theirs failed; non-zero means a gateway "
                   "failed under traffic",
                   l, static_cast<double>(c.reroutes.get()));
+        f.counter("lnetr_ring_waits_total",
+                  "Messages that waited for room on a full ring to another CPT's worker; rings are sized for every "
+                  "message, so non-zero is a fault to report (nothing is lost: they go when there is room)",
+                  l, static_cast<double>(c.ring_waits.get()));
         f.counter("lnetr_worker_loops_total", "Iterations of the worker's poll loop", l,
                   static_cast<double>(c.loops.get()));
         f.counter("lnetr_bytes_copied_total",

@@ -406,7 +406,8 @@ std::string Control::status() {
   }
   j.end_array();
 
-  std::uint64_t route_count = 0, route_length = 0, drop_count = 0, drop_length = 0, recv = 0, send = 0, reroutes = 0, pushes = 0;
+  std::uint64_t route_count = 0, route_length = 0, drop_count = 0, drop_length = 0, recv = 0, send = 0, reroutes = 0, pushes = 0,
+                ring_waits = 0;
   std::array<std::uint64_t, kDropReasonCount> drops{};
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
     const WorkerCounters& c = shared_.counters[w];
@@ -418,6 +419,7 @@ std::string Control::status() {
     send += c.send_count.get();
     reroutes += c.reroutes.get();
     pushes += c.pushes.get();
+    ring_waits += c.ring_waits.get();
     for (std::size_t r = 0; r < kDropReasonCount; ++r) drops[r] += c.drops[r].get();
   }
   j.key("statistics").begin_object();
@@ -426,6 +428,7 @@ std::string Control::status() {
   j.key("recv_count").value(recv).key("send_count").value(send);
   j.key("reroute_count").value(reroutes);
   j.key("push_count").value(pushes);
+  j.key("ring_waits").value(ring_waits);
   j.end_object();
   j.key("drops").begin_object();
   for (std::size_t r = 0; r < kDropReasonCount; ++r) j.key(std::string(name(static_cast<DropReason>(r)))).value(drops[r]);

@@ -31,6 +31,7 @@ struct alignas(64) WorkerCounters {
   Counter send_count;   // messages the router originated (replies, ACKs, pings)
   Counter reroutes;     // forwarded messages sent to another gateway after theirs failed
   Counter pushes;       // ping-info pushes sent to Multi-Rail peers
+  Counter ring_waits;   // messages that waited for room on a full ring to another worker
   Counter loops;        // worker loop iterations
   Counter busy_loops;   // iterations that found work
   Counter bytes_copied;  // payload and frame bytes copied on DPDK ports (kernel sockets: not counted)

@@ -38,6 +38,7 @@ Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& share
     pool_state_[c].nbuffers = n;
     pool_state_[c].credits = Credits::of(static_cast<std::int32_t>(n));
   }
+  ring_wait_.resize(ncpts_);
 }
 
 void Forwarder::adopt(const RouteTableView& routes) {
@@ -369,6 +370,7 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   if (!grant_buffer(m)) return lnd::RxVerdict::defer;
   rx.sink = m->rx.sink;
   rx.chain = m->rx.chain;
+  rx.discard = m->rx.discard;
   return lnd::RxVerdict::accept;
 }
 
@@ -385,12 +387,19 @@ bool Forwarder::grant_buffer(RouterMsg* m) {
 }
 
 void Forwarder::take_buffer(RouterMsg* m) {
-  // Credits never exceed the pool's buffers: the port cannot run dry.
+  // Credits never exceed the pool's buffers, so the pool cannot run dry;
+  // if it does all the same, the payload is read and dropped (on_received).
+  m->stage = RouterMsg::Stage::receiving;
   if (pool_capacity(m->pool) != 0) {
     m->buf = ports_.get_buffer(m->pool);
+    if (m->buf == nullptr) {
+      m->rx.sink = {};
+      m->rx.chain = nullptr;
+      m->rx.discard = true;
+      return;
+    }
     m->buf_ref.reset(m->buf, ports_.buffer_iova(m->buf));
   }
-  m->stage = RouterMsg::Stage::receiving;
   m->rx.sink = MutableByteSpan(m->buf, m->rx.hdr.payload_length);
   // A large payload may stay in the frames it arrives in (the stream
   // decides, frame by frame; what it copies lands in the buffer).
@@ -440,7 +449,7 @@ void Forwarder::release(RouterMsg* m) {
 }
 
 unsigned Forwarder::release_held() {
-  unsigned freed = 0;
+  unsigned freed = ring_waiting_ > 0 ? post_waiting() : 0;
   for (std::uint32_t k = held_.count; k > 0; --k) {
     RouterMsg* m = held_.pop();
     if (m->buf_ref.held_by_device()) {
@@ -478,6 +487,11 @@ void Forwarder::on_received(lnd::Rx& rx) {
     m->next_hop = rx.from;
     local_out_.push_back(m);
     return;
+  }
+  if (m->rx.discard) {  // no buffer came with its pool credit (take_buffer)
+    ++m->src->drop_count;
+    count_drop(DropReason::no_buffer, m->rx.hdr.payload_length);
+    return release(m);
   }
   route(m);
 }
@@ -601,8 +615,32 @@ void Forwarder::dispatch(RouterMsg* m) {
   m->ni = ni_index(m->next_hop);
   const std::uint32_t owner = setup_.placement.of(m->next_hop, ncpts_);
   if (owner == index_) return send_out(m);
-  // A ring holds at most the messages homed at either end: never full.
-  ports_.post(owner, {RingItem::Kind::send, m});
+  post(owner, RingItem::Kind::send, m);
+}
+
+// A ring holds at most the messages homed at either end, so it has room;
+// should it not, the message waits here (back-pressure, counted) rather
+// than be lost, and messages to that worker keep their order.
+void Forwarder::post(std::uint32_t worker, RingItem::Kind kind, RouterMsg* m) {
+  MsgQueue& q = ring_wait_[worker];
+  if (q.empty() && ports_.post(worker, {kind, m})) return;
+  m->ring_kind = static_cast<std::uint8_t>(kind);
+  q.push(m);
+  ++ring_waiting_;
+  counters().ring_waits.add();
+}
+
+unsigned Forwarder::post_waiting() {
+  unsigned n = 0;
+  for (std::uint32_t w = 0; w < ring_wait_.size() && ring_waiting_ > 0; ++w) {
+    MsgQueue& q = ring_wait_[w];
+    while (!q.empty() && ports_.post(w, {static_cast<RingItem::Kind>(q.head->ring_kind), q.head})) {
+      q.pop();
+      --ring_waiting_;
+      ++n;
+    }
+  }
+  return n;
 }
 
 // A routed message could not go to its gateway (every connection failed, or
@@ -630,7 +668,7 @@ bool Forwarder::reroute(RouterMsg* m) {
   if (m->home == index_ || setup_.placement.of(m->next_hop, ncpts_) == index_) {
     dispatch(m);
   } else {
-    ports_.post(m->home, {RingItem::Kind::dispatch, m});
+    post(m->home, RingItem::Kind::dispatch, m);
   }
   return true;
 }
@@ -696,7 +734,7 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
 // Sender: hand the message back to its home worker.
 void Forwarder::give_back(RouterMsg* m) {
   if (m->home == index_) return release(m);
-  ports_.post(m->home, {RingItem::Kind::returned, m});
+  post(m->home, RingItem::Kind::returned, m);
 }
 
 }  // namespace lnetr::dp

@@ -32,8 +32,9 @@ static_assert(sizeof(RingItem) == 16);
 // The forwarder's view of the rest of its worker.
 class ForwarderPorts {
  public:
-  // A router buffer of pool `c` (small or large).  Never empty: a buffer is
-  // only asked for once a pool credit is held.
+  // A router buffer of pool `c` (small or large), or nullptr if the pool is
+  // empty (a buffer is only asked for once a pool credit is held, so that
+  // is a fault: the message is dropped and counted, not the process).
   virtual std::uint8_t* get_buffer(PoolClass c) = 0;
   virtual void put_buffer(PoolClass c, std::uint8_t* buf) = 0;
   // The buffer's IO address (for a device reading it), or RTE_BAD_IOVA.
@@ -41,9 +42,10 @@ class ForwarderPorts {
   // socklnd: send to the next hop; resume a deferred receive.
   virtual int send(const Nid& next_hop, lnd::Tx& tx) = 0;
   virtual void resume(lnd::Rx& rx) = 0;
-  // The ring to another worker (never full: sized for every message a
-  // worker can have in flight).
-  virtual void post(std::uint32_t worker, const RingItem& item) = 0;
+  // The ring to another worker; false if it is full (it is sized for every
+  // message either end can have in flight, so that is a fault: the
+  // forwarder keeps the message and posts it again later).
+  virtual bool post(std::uint32_t worker, const RingItem& item) = 0;
 
  protected:
   ~ForwarderPorts() = default;
@@ -59,14 +61,15 @@ class Forwarder final : public lnd::Upper {
   // Send the REPLYs and ACKs owed since the last call; the number sent.
   unsigned flush_local();
   // Free the buffers of finished messages that devices no longer hold
-  // (frames chained from them, freed since); the number freed.
+  // (frames chained from them, freed since), and post messages that
+  // waited for room on a ring; the number of either.
   unsigned release_held();
   // At exit, before the ports' queues go: let go of every received frame a
   // message still keeps its payload in.
   void drop_frames() noexcept;
   // Finished messages waiting for a device to free frames chained from
-  // their buffers.
-  std::size_t held() const noexcept { return held_.count; }
+  // their buffers, and messages waiting for room on a full ring.
+  std::size_t held() const noexcept { return held_.count + ring_waiting_; }
   // Refresh what changes slowly (which local nets have an NI up).
   // Route by a new snapshot from now on (the previous one may go away
   // after this returns).  Allocates (the cursor): once per snapshot.
@@ -115,6 +118,9 @@ class Forwarder final : public lnd::Upper {
   void release(RouterMsg* m);
   void release_now(RouterMsg* m);
   void count_drop(DropReason why, std::uint32_t bytes);
+  // To another worker's ring, or behind what already waits for room there.
+  void post(std::uint32_t worker, RingItem::Kind kind, RouterMsg* m);
+  unsigned post_waiting();
   void route(RouterMsg* m);
   void answer_ping(lnd::Rx& rx);
   std::size_t own_ping_info(MutableByteSpan out) const;
@@ -163,6 +169,8 @@ class Forwarder final : public lnd::Upper {
   std::array<PoolState, kPoolClasses> pool_state_{};
   std::array<MsgQueue, kPoolClasses> pool_wait_{};
   MsgQueue held_;  // finished, their buffers still in a device (release_held)
+  std::vector<MsgQueue> ring_wait_;  // per worker: messages waiting for room on its ring, in order
+  std::size_t ring_waiting_ = 0;
 
   static constexpr std::size_t kMsgsPerChunk = 256;
   std::vector<std::unique_ptr<RouterMsg[]>> msg_chunks_;

@@ -59,6 +59,7 @@ struct RouterMsg {
   bool aborted = false;       // the connection died while it waited
   bool is_push = false;       // discard kind: ACK it once received
   std::uint8_t reroutes = 0;  // times sent to another gateway after a failure
+  std::uint8_t ring_kind = 0; // waiting for room on a ring: the RingItem::Kind to post
   std::uint16_t home = 0;     // receiving worker
   PoolClass pool = PoolClass::tiny;
   PeerNi* src = nullptr;      // previous hop (owned by home)

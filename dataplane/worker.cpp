@@ -470,7 +470,7 @@ bool Worker::push(std::uint32_t to, RingItem item) {
 
 std::uint8_t* Worker::get_buffer(PoolClass c) {
   void* buf = nullptr;
-  if (rte_mempool_get(pool_[static_cast<std::size_t>(c)], &buf) != 0) std::abort();  // credits guarantee one
+  if (rte_mempool_get(pool_[static_cast<std::size_t>(c)], &buf) != 0) return nullptr;  // credits say never
   return static_cast<std::uint8_t*>(buf);
 }
 
@@ -488,10 +488,10 @@ void Worker::resume(lnd::Rx& rx) {
   node_->resume(rx);
 }
 
-void Worker::post(std::uint32_t worker, const RingItem& item) {
+bool Worker::post(std::uint32_t worker, const RingItem& item) {
   // A ring keeps room for every message homed at either end (accepted
-  // connections use only what is left): never full.
-  if (!push(worker, item)) std::abort();
+  // connections use only what is left); the forwarder copes if it is full.
+  return push(worker, item);
 }
 
 unsigned Worker::drain_rings() {

@@ -121,7 +121,7 @@ class Worker final : public ForwarderPorts {
   std::uint64_t buffer_iova(const std::uint8_t* buf) override;
   int send(const Nid& next_hop, lnd::Tx& tx) override;
   void resume(lnd::Rx& rx) override;
-  void post(std::uint32_t worker, const RingItem& item) override;
+  bool post(std::uint32_t worker, const RingItem& item) override;
 
  private:
   bool push(std::uint32_t to, RingItem item);

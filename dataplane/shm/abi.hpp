@@ -79,7 +79,7 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 9;
+inline constexpr std::uint32_t kShmLayoutVersion = 10;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 inline constexpr std::uint32_t kMaxGateways = 256;
 // Board entries after the gateways' that lnetr-control reuses for pings an

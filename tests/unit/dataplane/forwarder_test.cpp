@@ -42,7 +42,12 @@ class FakePorts final : public ForwarderPorts {
   std::deque<std::pair<std::uint32_t, RingItem>> posted;
   std::vector<std::unique_ptr<std::uint8_t[]>> memory;
 
+  int buffers_left = -1;  // >= 0: the pools run dry after that many more
+  std::size_t ring_room = ~std::size_t{0};  // items the rings take before they are full
+
   std::uint8_t* get_buffer(PoolClass c) override {
+    if (buffers_left == 0) return nullptr;
+    if (buffers_left > 0) --buffers_left;
     ++buffers_out[c];
     memory.push_back(std::make_unique<std::uint8_t[]>(pool_capacity(c)));
     return memory.back().get();
@@ -54,7 +59,12 @@ class FakePorts final : public ForwarderPorts {
     return 0;
   }
   void resume(lnd::Rx& rx) override { resumed.push_back(rx); }
-  void post(std::uint32_t worker, const RingItem& item) override { posted.emplace_back(worker, item); }
+  bool post(std::uint32_t worker, const RingItem& item) override {
+    if (ring_room == 0) return false;
+    --ring_room;
+    posted.emplace_back(worker, item);
+    return true;
+  }
 };
 
 Setup make_setup(std::uint32_t ncpts = 1) {
@@ -750,6 +760,77 @@ TEST(Forwarder, CrossCptMessagesGoHomeToBeFreed) {
   EXPECT_EQ(p0.buffers_out[PoolClass::small], 0);
   EXPECT_EQ(f0.msgs_in_use(), 0u);
   EXPECT_EQ(shared.counters[1].route_count.get(), 1u);  // counted by the sender
+}
+
+// A pool that runs dry although its credits said otherwise (a fault) costs
+// that message, counted, and nothing else: no abort, every credit back.
+TEST(Forwarder, AMissingBufferDropsThatMessageCountedAndReturnsItsCredits) {
+  Rig r(make_setup());
+  r.ports.buffers_left = 0;
+  lnd::Rx& rx = r.head(kA, kNiA, kB, 5000);
+  ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
+  EXPECT_TRUE(rx.discard);
+  EXPECT_TRUE(rx.sink.empty());
+  r.fwd->on_received(rx);
+  EXPECT_TRUE(r.ports.sent.empty());
+  EXPECT_EQ(r.drops(DropReason::no_buffer), 1u);
+  EXPECT_EQ(r.peer(kA).drop_count, 1u);
+  r.expect_idle();
+  // The pool has buffers again: the next message goes through.
+  r.ports.buffers_left = -1;
+  lnd::Tx& tx = r.forward_to_b(5000);
+  EXPECT_EQ(tx.payload.size(), 5000u);
+  r.complete();
+  r.expect_idle();
+}
+
+// A full ring to another worker (a fault: rings are sized for every
+// message) is back-pressure: messages wait, in order, and go when there
+// is room.
+TEST(Forwarder, AFullRingHoldsMessagesInOrderUntilThereIsRoom) {
+  dp::Setup s = make_setup(2);
+  SharedState shared(s.nis.size(), 2);
+  RouteTable routes = make_routes(s);
+  FakePorts p0, p1;
+  Forwarder f0(0, s, shared, routes.view(), p0), f1(1, s, shared, routes.view(), p1);
+  Nid dst = kB;
+  for (std::uint32_t a = 2; cpt_of(dst, 2) != 1; ++a) dst = Nid::make(kB.net(), 0x0a020000 + a);
+  std::deque<lnd::Rx> rxs;
+  p0.ring_room = 0;
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    lnd::Rx& rx = rxs.emplace_back();
+    rx.from = kA;
+    rx.ni = kNiA;
+    rx.hdr.src_nid = kA;
+    rx.hdr.dest_nid = dst;
+    rx.hdr.set(PutFields{WireHandle::none(), 100 + i, 0, 5, 0});
+    rx.hdr.payload_length = 64;
+    ASSERT_EQ(f0.on_head(rx), lnd::RxVerdict::accept);
+    f0.on_received(rx);
+  }
+  EXPECT_TRUE(p0.posted.empty());
+  EXPECT_EQ(f0.held(), 2u);
+  EXPECT_EQ(shared.counters[0].ring_waits.get(), 2u);
+  // Room for one: the first goes, the second still waits.
+  p0.ring_room = 1;
+  EXPECT_EQ(f0.release_held(), 1u);
+  p0.ring_room = 10;
+  EXPECT_EQ(f0.release_held(), 1u);
+  EXPECT_EQ(f0.held(), 0u);
+  ASSERT_EQ(p0.posted.size(), 2u);
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(p0.posted[i].first, 1u);
+    EXPECT_EQ(p0.posted[i].second.kind, RingItem::Kind::send);
+    f1.on_ring(p0.posted[i].second);
+  }
+  ASSERT_EQ(p1.sent.size(), 2u);
+  EXPECT_EQ(p1.sent[0].tx->hdr.put().match_bits, 100u);
+  EXPECT_EQ(p1.sent[1].tx->hdr.put().match_bits, 101u);
+  for (auto& sent : p1.sent) f1.on_sent(*sent.tx, 0);
+  ASSERT_EQ(p1.posted.size(), 2u);
+  for (auto& [w, item] : p1.posted) f0.on_ring(item);
+  EXPECT_EQ(f0.msgs_in_use(), 0u);
+  EXPECT_EQ(shared.counters[1].route_count.get(), 2u);
 }
 
 TEST(Forwarder, AReroutedMessageGoesOnThroughItsHome) {
