@@ -19,18 +19,18 @@ namespace lnetr::control {
 
 Api::~Api() { stop(); }
 
-bool Api::open(const std::string& path, const std::string& group, std::string& err) {
+bool Api::open(const std::string& path, const std::string& group, std::string& err, const std::string& what) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   if (path.size() >= sizeof a.sun_path) {
-    err = "control.socket: path too long: " + path;
+    err = what + ": path too long: " + path;
     return false;
   }
   gid_t gid = static_cast<gid_t>(-1);
   if (!group.empty()) {
     const struct group* g = ::getgrnam(group.c_str());
     if (!g) {
-      err = "control.socket_group: no group named '" + group + "'";
+      err = what + "_group: no group named '" + group + "'";
       return false;
     }
     gid = g->gr_gid;
@@ -42,11 +42,12 @@ bool Api::open(const std::string& path, const std::string& group, std::string& e
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
       ::listen(listen_fd_, 16) != 0) {
-    err = "control.socket " + path + ": " + std::strerror(errno);
+    err = what + " " + path + ": " + std::strerror(errno);
     return false;
   }
-  if (::chmod(path.c_str(), 0660) != 0 || (gid != static_cast<gid_t>(-1) && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)) {
-    err = "control.socket " + path + ": cannot set its mode or group: " + std::strerror(errno);
+  const mode_t mode = level_ == Level::read_only && group.empty() ? 0666 : 0660;
+  if (::chmod(path.c_str(), mode) != 0 || (gid != static_cast<gid_t>(-1) && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)) {
+    err = what + " " + path + ": cannot set its mode or group: " + std::strerror(errno);
     return false;
   }
   path_ = path;
@@ -147,13 +148,17 @@ void Api::serve(int fd) {
     req.append(buf, static_cast<std::size_t>(n));
     if (req.size() > kMaxRequestBytes) break;  // refused by respond()
   }
-  send_all(fd, respond(svc_, req));
+  send_all(fd, respond(svc_, req, level_));
 }
 
-std::string Api::respond(Service& svc, std::string_view text) {
+std::string Api::respond(Service& svc, std::string_view text, Level level) {
   auto parsed = parse_request(text);
   if (auto* e = std::get_if<RequestError>(&parsed)) return failure("", e->err, e->descr);
   const Request& r = std::get<Request>(parsed);
+  if (level == Level::read_only && Service::changes(r.command))
+    return failure(r.command, EACCES,
+                   "'" + r.command + "' is not served on the read-only socket: use the management socket "
+                   "(control.socket)");
   try {
     return success(r.command, svc.handle(r.command, r.args));
   } catch (const ApiError& e) {

@@ -51,6 +51,7 @@ int run(const std::string& config_path) {
   }
 
   Api api(svc);
+  Api read_only(svc, Api::Level::read_only);
   // However run() returns: requests waiting on the dataplane end first,
   // then the API (its destructor) stops.
   struct ShutdownFirst {
@@ -61,8 +62,16 @@ int run(const std::string& config_path) {
     log("error", err);
     return 1;
   }
+  const std::string ro_path = cfg.control.readonly_socket_path();
+  if (!ro_path.empty() &&
+      !read_only.open(ro_path, cfg.control.readonly_socket_group.value, err, "control.readonly_socket")) {
+    log("error", err);
+    return 1;
+  }
   api.start();
-  log("info", "management API on " + cfg.control.socket.value);
+  read_only.start();
+  log("info", "management API on " + cfg.control.socket.value +
+                  (!ro_path.empty() ? ", read-only on " + ro_path : ""));
 
   // Prometheus: series built at each scrape.
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -116,6 +125,7 @@ int run(const std::string& config_path) {
   }
   exposer.reset();
   svc.shutdown();
+  read_only.stop();
   api.stop();
   svc.detach();
   log("info", "stopped");

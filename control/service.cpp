@@ -428,6 +428,15 @@ const std::vector<std::string>& Service::commands() {
   return names;
 }
 
+bool Service::changes(const std::string& command) {
+  // Everything but shows, stats and export: an unknown command counts as a
+  // change (handle() then names the valid ones on the management socket).
+  static const std::vector<std::string> read_only = {"route show", "gateway show", "routing show", "net show",
+                                                      "peer show",  "stats show",   "dataplane show", "buffers show",
+                                                      "global show", "export"};
+  return std::find(read_only.begin(), read_only.end(), command) == read_only.end();
+}
+
 Json Service::handle(const std::string& command, const Json& args) {
   if (!args.is_object()) bad("'args' must be a mapping");
   if (command == "route show") return route_show(args);

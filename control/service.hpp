@@ -74,6 +74,10 @@ class Service {
 
   // The commands handle() knows, for help and errors.
   static const std::vector<std::string>& commands();
+  // Whether a command changes the router or acts on the network (routes,
+  // routing, tunables, import, stats reset, ping): not for the read-only
+  // socket.
+  static bool changes(const std::string& command);
 
  private:
   Json route_show(const Json& args);

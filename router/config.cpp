@@ -62,6 +62,15 @@ std::uint32_t DataplaneConfig::effective_main_core(std::uint32_t online_cpus) co
   return 0;
 }
 
+std::string ControlConfig::readonly_socket_path() const {
+  if (!readonly_socket.value.empty()) return readonly_socket.value == "off" ? std::string() : readonly_socket.value;
+  const std::string& s = socket.value;
+  const std::size_t slash = s.rfind('/');
+  const std::size_t dot = s.rfind('.');
+  const std::size_t at = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1) ? dot : s.size();
+  return s.substr(0, at) + "-ro" + s.substr(at);
+}
+
 const NetConfig* Config::find_net(Net net) const noexcept {
   for (const auto& n : nets)
     if (n.net.value == net) return &n;
@@ -98,6 +107,7 @@ class Checker {
     check_peers();
     check_global();
     check_dataplane();
+    check_control();
   }
 
  private:
@@ -234,6 +244,13 @@ class Checker {
       error(where, "retry_count (" + std::to_string(g.retry_count.value) + ") must be less than "
                    "transaction_timeout (" + std::to_string(g.transaction_timeout.value) + ")");
     }
+  }
+
+  void check_control() {
+    const auto& c = cfg_.control;
+    if (c.readonly_socket_path() == c.socket.value)
+      error(c.readonly_socket.given() ? c.readonly_socket.source : c.socket.source,
+            "the read-only socket must not be the management socket (" + c.socket.value + ")");
   }
 
   void check_dataplane() {

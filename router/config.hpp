@@ -300,6 +300,15 @@ struct ControlConfig {
   // The group that owns it (operators in it may use lnetrctl); empty: the
   // process's own group.
   Field<std::string> socket_group;
+  // The read-only management socket: shows, stats and export only (no
+  // routes, routing, tunables, import, stats reset or pings).  Mode 0660
+  // owned by readonly_socket_group, or 0666 (any local user, as the
+  // loopback metrics) when no group is given; "off": none; empty (the
+  // default): beside `socket`, its name with "-ro" before the extension
+  // (/run/lnetr/control.sock -> /run/lnetr/control-ro.sock).
+  Field<std::string> readonly_socket;
+  std::string readonly_socket_path() const;
+  Field<std::string> readonly_socket_group;
   // The Prometheus exposer's "address:port" (loopback unless configured),
   // or "off".
   Field<std::string> metrics{std::string(kDefaultMetrics)};

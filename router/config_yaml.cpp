@@ -916,6 +916,10 @@ void Loader::control(const Node& n, const std::string& path, ControlConfig& out)
       text(e.value, p, "a socket path", kMaxSocketPath, out.socket);
     } else if (k == "socket_group") {
       text(e.value, p, "a group name", 64, out.socket_group);
+    } else if (k == "readonly_socket") {
+      text(e.value, p, "a socket path or off", kMaxSocketPath, out.readonly_socket);
+    } else if (k == "readonly_socket_group") {
+      text(e.value, p, "a group name", 64, out.readonly_socket_group);
     } else if (k == "metrics") {
       // "off", or ADDRESS:PORT with a port 1..65535 (an IPv6 address in []).
       const std::string& v = e.value.text;

@@ -164,6 +164,42 @@ class Verbs(LnetrctlTestCase):
         self.error(("set", "routing", "1"), 1, "manage", "routing", 16, "routing is stopping")
         self.stop_server(b)
 
+    def test_read_only_socket_serves_shows_and_refuses_changes(self):
+        ro = self.router.api_sock[:-len(".sock")] + "-ro.sock"
+        os.chmod(self.dir, 0o755)  # let an unprivileged user reach the sockets
+        self.assertEqual(os.stat(ro).st_mode & 0o777, 0o666)
+        self.assertEqual(os.stat(self.router.api_sock).st_mode & 0o777, 0o660)
+
+        def as_nobody(socket_path, *args):
+            cp = self.topo.host("r").run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                          lnetrctl_binary(), "--socket", socket_path] + list(args))
+            return cp.returncode, cp.stdout, cp.stderr
+
+        # Any local user may look, through the read-only socket ...
+        rc, out, err = as_nobody(ro, "route", "show", "-v")
+        self.assertEqual(rc, 0, err)
+        before = parse_yaml(out)["route"]
+        for verb in (("net", "show"), ("global", "show"), ("stats", "show"), ("export",)):
+            rc, out, err = as_nobody(ro, *verb)
+            self.assertEqual(rc, 0, "%s: %s" % (verb, err))
+        # ... but change nothing there, and not reach the management socket.
+        for verb in (("route", "add", "--net", "tcp5", "--gateway", self.topo.b_nid), ("set", "routing", "0"),
+                     ("set", "drop_asym_route", "1"), ("stats", "reset"), ("ping", self.topo.b_nid)):
+            rc, out, err = as_nobody(ro, *verb)
+            self.assertNotEqual(rc, 0, verb)
+            self.assertIn("errno: -13", err, verb)
+            self.assertIn("read-only socket", err, verb)
+        rc, out, err = as_nobody(self.router.api_sock, "route", "show")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("Permission denied", err)
+        # Root, on the read-only socket, is refused changes all the same.
+        cp = self.topo.host("r").run([lnetrctl_binary(), "--socket", ro, "route", "add", "--net", "tcp5",
+                                      "--gateway", self.topo.b_nid])
+        self.assertNotEqual(cp.returncode, 0)
+        self.assertIn("read-only socket", cp.stderr)
+        self.assertEqual(self.yaml("route", "show", "-v")["route"], before)
+        self.assertEqual(self.yaml("routing", "show")["routing"][2]["enable"], 1)
+
     def test_export_then_import_on_a_fresh_router(self):
         t = self.topo
         for net, prio in (("tcp5", 1), ("tcp6", 2)):

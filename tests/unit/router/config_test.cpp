@@ -715,6 +715,18 @@ TEST(Config, ControlSection) {
                           "\"9798\""));
   EXPECT_THAT(ctl("  metrics: \"127.0.0.1:0\"\n"), ElementsAre(HasSubstr("control.metrics: expected ADDRESS:PORT")));
   EXPECT_THAT(ctl("  sockets: /x\n"), ElementsAre(HasSubstr("control.sockets")));
+  // The read-only socket: beside the management one unless named, or off.
+  EXPECT_EQ(defaults.readonly_socket_path(), "/run/lnetr/control-ro.sock");
+  EXPECT_EQ(c.config.control.readonly_socket_path(), "/tmp/c-ro.sock");
+  EXPECT_EQ(load_ok(std::string(kOneNet) + "control:\n  socket: /tmp/x/api\n").config.control.readonly_socket_path(),
+            "/tmp/x/api-ro");
+  EXPECT_EQ(load_ok(std::string(kOneNet) + "control:\n  readonly_socket: /tmp/ro\n  readonly_socket_group: adm\n")
+                .config.control.readonly_socket_path(),
+            "/tmp/ro");
+  EXPECT_EQ(load_ok(std::string(kOneNet) + "control:\n  readonly_socket: \"off\"\n").config.control.readonly_socket_path(),
+            "");
+  EXPECT_THAT(ctl("  socket: /tmp/s\n  readonly_socket: /tmp/s\n"),
+              ElementsAre(HasSubstr("the read-only socket must not be the management socket")));
 }
 
 TEST(ConfigErrors, DataplaneRules) {
