@@ -858,13 +858,20 @@ Json Service::buffers_show(const Json& args) {
 
 Json Service::global_show(const Json& args) {
   only(args, {});
+  // drop_asym_route as the dataplane applies it (it may have been set at
+  // run time, or read from its own file), else as configured.
+  std::optional<int> asym;
+  try {
+    asym = dataplane("drop_asym_route").value("drop_asym_route", 0);
+  } catch (const ApiError&) {
+  }
   std::lock_guard lock(mu_);
   const config::GlobalConfig& g = cfg_.global;
   return {{"global",
            {{"numa_range", g.numa_range.value},
             {"max_interfaces", g.max_interfaces.value},
             {"discovery", g.discovery.value ? 1 : 0},
-            {"drop_asym_route", g.drop_asym_route.value ? 1 : 0},
+            {"drop_asym_route", asym.value_or(g.drop_asym_route.value ? 1 : 0)},
             {"retry_count", g.retry_count.value},
             {"transaction_timeout", g.transaction_timeout.value},
             {"health_sensitivity", params_.sensitivity},
@@ -881,8 +888,8 @@ Json Service::global_show(const Json& args) {
 
 // The tunables lnetr-control applies at run time.
 Json Service::set_tunable(const Json& args) {
-  only(args, {"health_sensitivity", "alive_router_check_interval", "router_ping_timeout", "tiny_buffers",
-              "small_buffers", "large_buffers"});
+  only(args, {"health_sensitivity", "alive_router_check_interval", "router_ping_timeout", "drop_asym_route",
+              "tiny_buffers", "small_buffers", "large_buffers"});
   for (const char* pool : {"tiny_buffers", "small_buffers", "large_buffers"})
     if (args.contains(pool))
       throw ApiError{EOPNOTSUPP, std::string(pool) + " cannot change at run time: lnetr-dataplane sizes its router buffer "
@@ -891,8 +898,13 @@ Json Service::set_tunable(const Json& args) {
   const auto sens = opt_int(args, "health_sensitivity", 0, kSensitivityMax);
   const auto check = opt_int(args, "alive_router_check_interval", 0, 0x7fffffff);
   const auto timeout = opt_int(args, "router_ping_timeout", 1, 0x7fffffff);
-  if (!sens && !check && !timeout) bad("nothing to set: give health_sensitivity, alive_router_check_interval or router_ping_timeout");
+  const auto asym = opt_int(args, "drop_asym_route", 0, 1);
+  if (!sens && !check && !timeout && !asym)
+    bad("nothing to set: give health_sensitivity, alive_router_check_interval, router_ping_timeout or drop_asym_route");
+  // The dataplane applies drop_asym_route: it must take it, or nothing changes.
+  if (asym) dataplane(*asym ? "drop_asym_route 1" : "drop_asym_route 0");
   std::lock_guard lock(mu_);
+  if (asym) cfg_.global.drop_asym_route.value = *asym != 0;
   if (sens) params_.sensitivity = static_cast<std::uint32_t>(*sens);
   if (check) params_.check_interval = std::chrono::seconds(*check);
   if (timeout) params_.ping_timeout = std::chrono::seconds(*timeout);
@@ -902,6 +914,7 @@ Json Service::set_tunable(const Json& args) {
   if (sens) out["health_sensitivity"] = *sens;
   if (check) out["alive_router_check_interval"] = *check;
   if (timeout) out["router_ping_timeout"] = *timeout;
+  if (asym) out["drop_asym_route"] = *asym;
   return {{"global", out}};
 }
 
@@ -1022,6 +1035,15 @@ Json Service::import_config(const Json& args) {
   if (in.routing.enable.given() && !del) {
     const Json r = dataplane(in.routing.enable.value ? "routing 1" : "routing 0");
     if (r.contains("routing")) done.push_back("routing " + r["routing"].get<std::string>());
+  }
+  if (in.global.drop_asym_route.given() && !del) {
+    const bool on = in.global.drop_asym_route.value;
+    dataplane(on ? "drop_asym_route 1" : "drop_asym_route 0");
+    {
+      std::lock_guard lock(mu_);
+      cfg_.global.drop_asym_route.value = on;
+    }
+    done.push_back(std::string("drop_asym_route ") + (on ? "1" : "0"));
   }
   return {{"import", {{"done", done}, {"errors", errors}, {"warnings", warnings}}}};
 }

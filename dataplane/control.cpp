@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -135,31 +136,112 @@ bool Control::open(std::string& err) {
   return true;
 }
 
+namespace {
+
+constexpr std::size_t kMaxClients = 32;
+constexpr std::size_t kMaxRequest = 256;
+constexpr auto kTickPeriod = 100ms;
+constexpr auto kRequestTime = 2s;  // to send the request line
+constexpr auto kAnswerTime = 10s;  // to read the answer
+
+}  // namespace
+
 void Control::run() {
+  auto next_tick = std::chrono::steady_clock::now();
+  std::vector<pollfd> fds;
   while (!shared_.stop.load(std::memory_order_relaxed)) {
-    tick();
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (listen_fd_ < 0 || ::poll(&p, 1, 100) <= 0) {
-      if (listen_fd_ < 0) std::this_thread::sleep_for(100ms);
-      continue;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= next_tick) {
+      tick();
+      next_tick = now + kTickPeriod;
     }
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    // One short request line; a client that does not send it in time loses.
-    timeval tv{2, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    std::string line;
-    char c;
-    while (line.size() < 256 && ::recv(fd, &c, 1, 0) == 1 && c != '\n') line += c;
-    const std::string reply = handle(line);
-    std::size_t off = 0;
-    while (off < reply.size()) {
-      const ssize_t n = ::send(fd, reply.data() + off, reply.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      off += static_cast<std::size_t>(n);
+    // Wait for the next tick, a client's deadline or a socket.
+    auto wake = next_tick;
+    fds.clear();
+    const bool accepting = listen_fd_ >= 0 && clients_.size() < kMaxClients;
+    if (accepting) fds.push_back({listen_fd_, POLLIN, 0});
+    for (const Client& c : clients_) {
+      fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+      wake = std::min(wake, c.deadline);
     }
-    ::close(fd);
+    const auto wait_ms = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<std::int64_t>(wait_ms, 0, 1000)));
+    if (n < 0) continue;
+    now = std::chrono::steady_clock::now();
+    const std::size_t first = accepting ? 1 : 0;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < clients_.size(); ++i) {
+      if (serve(clients_[i], fds[first + i].revents, now)) {
+        clients_[kept++] = std::move(clients_[i]);
+      } else {
+        ::close(clients_[i].fd);
+      }
+    }
+    clients_.resize(kept);
+    if (accepting && (fds[0].revents & POLLIN) != 0) accept_clients(now);
   }
+  for (const Client& c : clients_) ::close(c.fd);
+  clients_.clear();
+}
+
+void Control::accept_clients(std::chrono::steady_clock::time_point now) {
+  while (clients_.size() < kMaxClients) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    Client c;
+    c.fd = fd;
+    c.deadline = now + kRequestTime;
+    clients_.push_back(std::move(c));
+  }
+}
+
+bool Control::serve(Client& c, short revents, std::chrono::steady_clock::time_point now) {
+  if (c.out.empty() && (revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+    char buf[kMaxRequest];
+    bool complete = false;
+    for (;;) {
+      const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+      if (n == 0) {
+        complete = true;  // the line ends at the end of the stream
+        break;
+      }
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        return false;
+      }
+      c.in.append(buf, static_cast<std::size_t>(n));
+      const auto nl = c.in.find('\n');
+      if (nl != std::string::npos || c.in.size() >= kMaxRequest) {
+        c.in.resize(std::min({nl, c.in.size(), kMaxRequest}));
+        complete = true;
+        break;
+      }
+    }
+    if (complete) {
+      c.out = handle(c.in);
+      c.deadline = std::chrono::steady_clock::now() + kAnswerTime;
+      revents |= POLLOUT;  // most answers go out at once
+    }
+  }
+  if (!c.out.empty() && (revents & (POLLOUT | POLLHUP | POLLERR)) != 0) {
+    while (c.sent < c.out.size()) {
+      const ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n <= 0) return false;
+      c.sent += static_cast<std::size_t>(n);
+    }
+    if (c.sent == c.out.size()) return false;  // answered: close
+  }
+  if (now >= c.deadline) {
+    ++clients_timed_out_;
+    log_warn("control socket: a client %s in time; closed (%llu so far)",
+             c.out.empty() ? "sent no request line" : "did not read its answer",
+             static_cast<unsigned long long>(clients_timed_out_));
+    return false;
+  }
+  return true;
 }
 
 void Control::tick() {
@@ -222,9 +304,18 @@ std::string Control::handle(const std::string& request) {
   if (request == "status") return status();
   if (request == "routing 1") return set_routing(true);
   if (request == "routing 0") return set_routing(false);
+  if (request == "drop_asym_route" || request == "drop_asym_route 1" || request == "drop_asym_route 0") {
+    if (request != "drop_asym_route") {
+      const bool on = request.back() == '1';
+      if (shared_.drop_asym_route.exchange(on) != on) log_info("drop_asym_route %d", on ? 1 : 0);
+    }
+    Json j;
+    j.begin_object().key("drop_asym_route").value(shared_.drop_asym_route.load() ? 1 : 0).end_object();
+    return j.str();
+  }
   Json j;
-  j.begin_object().key("errno").value(-EINVAL).key("descr").value("unknown request '" + request +
-                                                                   "': expected 'status' or 'routing 0|1'");
+  j.begin_object().key("errno").value(-EINVAL).key("descr").value(
+      "unknown request '" + request + "': expected 'status', 'routing 0|1' or 'drop_asym_route [0|1]'");
   j.end_object();
   return j.str();
 }
@@ -282,6 +373,8 @@ std::string Control::status() {
   const RoutingState rs = shared_.routing.load(std::memory_order_relaxed);
   j.key("routing").begin_object().key("state").value(routing_name(rs)).key("enable").value(routing_enable_value(rs));
   j.end_object();
+  j.key("drop_asym_route").value(shared_.drop_asym_route.load() ? 1 : 0);
+  j.key("control_clients_timed_out").value(clients_timed_out_);
 
   const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   const std::int64_t timeout =

@@ -5,8 +5,13 @@
 //
 // Protocol: one request line per connection, one YAML document back, then
 // the connection closes.  Requests:
-//   status          routing state, NIs, buffer pools, peers, counters
-//   routing 0|1     disable / enable forwarding (Linux's stopping / starting)
+//   status               routing state, NIs, buffer pools, peers, counters
+//   routing 0|1          disable / enable forwarding (Linux's stopping / starting)
+//   drop_asym_route [0|1]  show / set the asymmetric-route check
+// Clients are served side by side on non-blocking sockets, each with a
+// deadline: one that sends slowly, or stops reading its answer, is closed
+// when its time is up and never holds up the others or the thread's
+// periodic work (link watching, ping-info pushes, the routing drain).
 #pragma once
 
 #include <chrono>
@@ -34,7 +39,17 @@ class Control {
   std::string handle(const std::string& request);
 
  private:
+  struct Client {
+    int fd = -1;
+    std::string in;                // the request line so far
+    std::string out;               // the answer, once the request is complete
+    std::size_t sent = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
   void tick();
+  void accept_clients(std::chrono::steady_clock::time_point now);
+  // Read, answer or write as the socket allows; false once it is done with.
+  bool serve(Client& c, short revents, std::chrono::steady_clock::time_point now);
   std::string status();
   std::string set_routing(bool on);
   // Run `fn` on every worker and wait for all (false if one did not answer).
@@ -45,6 +60,8 @@ class Control {
   Fabric& fabric_;
   const shm::Region& region_;
   int listen_fd_ = -1;
+  std::vector<Client> clients_;
+  std::uint64_t clients_timed_out_ = 0;
   std::chrono::steady_clock::time_point routing_since_{};
   std::vector<bool> ni_status_;  // per NI: UP in our ping info at the last tick
   bool pushed_disabled_ = false; // RTE_DISABLED as last advertised

@@ -75,12 +75,12 @@ void Forwarder::attach_gateways(std::span<shm::GatewayShm> board) {
 // Which board entry (if any) watches each gateway of the snapshot.  Control
 // fills an entry before it publishes a snapshot naming its gateway.
 void Forwarder::map_gateways() {
-  gw_down_.assign(routes_.gateways().size(), nullptr);
+  gw_board_.assign(routes_.gateways().size(), nullptr);
   const auto gateway_slots = board_.first(std::min<std::size_t>(board_.size(), shm::kMaxGateways));
-  for (std::size_t i = 0; i < gw_down_.size(); ++i)
+  for (std::size_t i = 0; i < gw_board_.size(); ++i)
     for (shm::GatewayShm& g : gateway_slots)
       if (g.assigned.load(std::memory_order_acquire) != 0 && g.nid == routes_.gateways()[i]) {
-        gw_down_[i] = &g.down;
+        gw_board_[i] = &g;
         break;
       }
 }
@@ -307,8 +307,35 @@ lnd::RxVerdict Forwarder::discard(lnd::Rx& rx, bool ack_push) {
   return lnd::RxVerdict::accept;
 }
 
+// A route to the source's net whose gateway is `from`, or a Multi-Rail
+// gateway whose last ping answer listed `from` among its NIs (LNet checks
+// the gateway peer, all its NIDs).
+bool Forwarder::routes_back(const Nid& src, const Nid& from) const noexcept {
+  const auto routes = routes_.routes_to(src.net());
+  for (const Route& r : routes)
+    if (r.gateway == from) return true;
+  for (const Route& r : routes) {
+    const shm::GatewayShm* g = r.gateway_index < gw_board_.size() ? gw_board_[r.gateway_index] : nullptr;
+    if (g == nullptr) continue;
+    const shm::PingResult res = shm::load_result(*g);
+    for (std::uint32_t i = 0; i < std::min<std::uint32_t>(res.n_nis, shm::kPingNis); ++i)
+      if (res.nis[i].nid == from) return true;
+  }
+  return false;
+}
+
 lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   PeerNi& src = peer_ni(rx.from);
+  const Verdict v = classify(rx.hdr, rx.ni, locals_, forwards(shared_.routing.load(std::memory_order_relaxed)));
+  // drop_asym_route: a message for us from a remote net must come through a
+  // gateway we would route back through; checked before anything is
+  // learned from it (as Linux's lnet_parse), so it revives no gateway.
+  if (v.what == Disposition::for_us && rx.hdr.src_nid.net() != rx.from.net() &&
+      shared_.drop_asym_route.load(std::memory_order_relaxed) && !routes_back(rx.hdr.src_nid, rx.from)) {
+    ++src.drop_count;
+    count_drop(DropReason::asym_route, rx.hdr.payload_length);
+    return discard(rx, false);
+  }
   src.alive = true;
   if (src.gateway != nullptr) {
     if (src.gateway->down.load(std::memory_order_relaxed) != 0)
@@ -318,7 +345,6 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   }
   ++src.recv_count;
   note_ping(rx);
-  const Verdict v = classify(rx.hdr, rx.ni, locals_, forwards(shared_.routing.load(std::memory_order_relaxed)));
   switch (v.what) {
     case Disposition::reject:
       ++src.drop_count;

@@ -122,6 +122,9 @@ class Forwarder final : public lnd::Upper {
   void post(std::uint32_t worker, RingItem::Kind kind, RouterMsg* m);
   unsigned post_waiting();
   void route(RouterMsg* m);
+  // drop_asym_route: whether `from` is the gateway of a route back to `src`'s
+  // net (Linux's asymmetric-route check).
+  bool routes_back(const Nid& src, const Nid& from) const noexcept;
   void answer_ping(lnd::Rx& rx);
   std::size_t own_ping_info(MutableByteSpan out) const;
   lnd::RxVerdict take_ping_reply(lnd::Rx& rx);
@@ -135,7 +138,8 @@ class Forwarder final : public lnd::Upper {
     return it == peers_.end() ? 0 : it->second->tx.cur;
   }
   bool gateway_down(const Route& r) const noexcept {
-    const std::atomic<std::uint32_t>* d = r.gateway_index < gw_down_.size() ? gw_down_[r.gateway_index] : nullptr;
+    const shm::GatewayShm* g = r.gateway_index < gw_board_.size() ? gw_board_[r.gateway_index] : nullptr;
+    const std::atomic<std::uint32_t>* d = g ? &g->down : nullptr;
     return d != nullptr && d->load(std::memory_order_relaxed) != 0;
   }
   // Send side.
@@ -185,9 +189,9 @@ class Forwarder final : public lnd::Upper {
   std::vector<Nid> ping_nid_;                  // ... and to whom
   // Ping replies longer than a descriptor holds, while being read.
   std::unordered_map<RouterMsg*, std::vector<std::uint8_t>> long_replies_;
-  // Per gateway of the adopted snapshot: its board entry's `down` flag
-  // (nullptr: not on the board, never skipped).
-  std::vector<const std::atomic<std::uint32_t>*> gw_down_;
+  // Per gateway of the adopted snapshot: its board entry (its `down` flag
+  // and last ping answer; nullptr: not on the board, never skipped).
+  std::vector<const shm::GatewayShm*> gw_board_;
 };
 
 }  // namespace lnetr::dp

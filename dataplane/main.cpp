@@ -193,6 +193,7 @@ int run(const Setup& setup) {
   const std::int64_t start = std::chrono::steady_clock::now().time_since_epoch().count();
   for (std::size_t i = 0; i < setup.nis.size(); ++i) shared.ni[i].last_ping_ns.store(start);
   shared.routing.store(setup.routing ? RoutingState::enabled : RoutingState::disabled);
+  shared.drop_asym_route.store(setup.drop_asym_route);
 
   // The static route table of this issue (lnetr-control will publish it).
   std::vector<Net> local_nets;

@@ -171,6 +171,7 @@ SetupResult make_setup(const config::Config& cfg) {
   s.shm_name = dp.shm_name.value;
   s.alive_router_check_interval = std::chrono::seconds(dp.alive_router_check_interval.value);
   s.discovery = cfg.global.discovery.value;
+  s.drop_asym_route = cfg.global.drop_asym_route.value;
   s.router_ping_timeout = std::chrono::seconds(dp.router_ping_timeout.value);
 
   sock::Options& o = s.sock;

@@ -79,6 +79,7 @@ struct Setup {
   Placement placement;  // which worker owns a peer
   std::chrono::seconds alive_router_check_interval{60};
   bool discovery = true;  // global.discovery: our ping info says we run it
+  bool drop_asym_route = false;  // global.drop_asym_route (SharedState holds the one in force)
   std::chrono::seconds router_ping_timeout{50};
 
   std::uint32_t ncpts() const noexcept { return static_cast<std::uint32_t>(cores.size()); }

@@ -42,6 +42,7 @@ struct SharedState {
 
   std::atomic<RoutingState> routing{RoutingState::enabled};
   std::atomic<bool> stop{false};
+  std::atomic<bool> drop_asym_route{false};  // global.drop_asym_route, settable at run time
   std::unique_ptr<SharedNi[]> ni;  // by NI index
   std::unique_ptr<WorkerCounters[]> own_counters;
   // By worker: own_counters, or the shared-memory region's (where

@@ -29,6 +29,8 @@ namespace lnetr {
   X(send_failed, "the next hop's connection failed before the message was sent")                  \
   X(not_for_us, "a message addressed to this router that it has no use for (not a ping or push)") \
   X(protocol, "a message breaking LNet's rules (wrong net, another local NID, bad lengths)")       \
+  X(asym_route, "a message for the router came through a gateway that is not on a route back to its "   \
+                "source net (drop_asym_route)")                                                     \
   X(no_buffer, "a router buffer was missing though a pool credit was held (a fault: report it)")   \
   X(shutdown, "dropped while the router was stopping")
 

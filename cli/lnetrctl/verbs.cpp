@@ -70,6 +70,9 @@ std::vector<VerbSpec> make_verbs() {
        {}, {{"VALUE", ValueKind::integer, "0 or 1"}}, false},
       {"set", "health_sensitivity", "health a gateway loses per failure (0..1000)", {},
        {{"VALUE", ValueKind::integer, "0..1000"}}, false},
+      {"set", "drop_asym_route", "drop (1) or accept (0) messages for the router that come through a gateway not on "
+       "a route back to their source net",
+       {}, {{"VALUE", ValueKind::integer, "0 or 1"}}, false},
       {"set", "alive_router_check_interval", "seconds between gateway checks (0: no checks)", {},
        {{"VALUE", ValueKind::integer, "seconds"}}, false},
       {"set", "router_ping_timeout", "seconds a gateway has to answer a check", {},

@@ -39,9 +39,11 @@ constexpr auto kTickInterval = 250ms;
 constexpr std::size_t kMaxPingSink = kPingHeaderSize + kPingNid4EntrySize * kPingMaxNis;
 constexpr std::size_t kHandles = 4096;
 
-// rx.cookie of a message being dropped (its payload, if any, discarded).
-char dropped_tag;
+// rx.cookie of a message being dropped (its payload, if any, discarded);
+// kDroppedAsym: dropped by drop_asym_route, before anything is learned from it.
+char dropped_tag, dropped_asym_tag;
 void* const kDropped = &dropped_tag;
+void* const kDroppedAsym = &dropped_asym_tag;
 
 }  // namespace
 
@@ -472,6 +474,13 @@ lnd::RxVerdict Endpoint::on_head(lnd::Rx& rx) {
     drop(rx, DropReason::not_for_us);
     return lnd::RxVerdict::accept;
   }
+  // LNet's asymmetric-route check: from a remote net, it must come through
+  // the gateway of one of our routes to that net.
+  if (cfg_.drop_asym_route && h.src_nid.net() != rx.from.net() && !routes_.routes_back(h.src_nid.net(), rx.from)) {
+    drop(rx, DropReason::asym_route);
+    rx.cookie = kDroppedAsym;
+    return lnd::RxVerdict::accept;
+  }
   switch (h.type) {
     case MsgType::ack: {
       Op* op = handles_.find(h.ack().dst_wmd);
@@ -530,6 +539,7 @@ lnd::RxVerdict Endpoint::on_head(lnd::Rx& rx) {
 void Endpoint::on_received(lnd::Rx& rx) {
   const LnetHeader& h = rx.hdr;
   stats_.rx.count(h.type, h.payload_length);
+  if (rx.cookie == kDroppedAsym) return;  // nothing learned from it (no gateway revived)
   if (rx.from != h.src_nid) routes_.heard_routed_from(rx.from);
   if (rx.cookie == kDropped) return;
 
@@ -607,7 +617,7 @@ void Endpoint::on_received(lnd::Rx& rx) {
 }
 
 void Endpoint::on_rx_aborted(lnd::Rx& rx) {
-  if (rx.cookie == kDropped || rx.cookie == nullptr) return;
+  if (rx.cookie == kDropped || rx.cookie == kDroppedAsym || rx.cookie == nullptr) return;
   if (rx.hdr.type == MsgType::get) {  // the Response named in on_head(), unused
     free_responses_.push_back(static_cast<Response*>(rx.cookie));
     return;

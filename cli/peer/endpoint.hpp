@@ -64,6 +64,9 @@ struct EndpointConfig {
   o2ib::NiTunables o2ib_tunables;
   std::vector<RouteSpec> routes;
   std::chrono::seconds router_check_interval{60};  // 0: no router checker
+  // Drop messages from a remote net that come through a gateway that is not
+  // on a route back to that net (LNet's drop_asym_route).
+  bool drop_asym_route = false;
 };
 
 // Why a received message was not taken.
@@ -74,7 +77,8 @@ struct EndpointConfig {
   X(unmatched_reply, "a REPLY naming no GET in flight (late, duplicate or not ours)")              \
   X(unmatched_ack, "an ACK naming no PUT in flight (late, duplicate or not ours)")                 \
   X(reply_too_long, "a REPLY longer than the GET's sink")                                          \
-  X(rx_aborted, "the connection died while the payload was being received")
+  X(rx_aborted, "the connection died while the payload was being received")                        \
+  X(asym_route, "from a remote net through a gateway not on a route back to it (drop_asym_route)")
 
 enum class DropReason : std::uint8_t {
 #define LNETR_X(n, text) n,

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   int port = sock::kAcceptPort;
   int sock_timeout = 50, keepalive = 30;
   unsigned conns_per_peer = 1;
-  bool print_stats = false;
+  bool print_stats = false, drop_asym = false;
   app.add_option("--nid", nid_s, "our NID, e.g. 10.0.0.5@tcp (or use --interface)");
   app.add_option("--interface", iface, "take our NID from this interface's IPv4 address, on --net");
   app.add_option("--net", net_s, "net of the NID taken from --interface")->capture_default_str();
@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
                  "seconds between gateway checks (ping, and push if Multi-Rail); 0: none")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--drop-asym-route", drop_asym,
+               "drop messages from a remote net that come through a gateway not on a route back to it (as "
+               "lnetctl set drop_asym_route 1)");
   app.add_option("--accept", accept_s, "which connections the acceptor takes: secure (ports < 1024), all, none")
       ->capture_default_str()
       ->check(CLI::IsMember({"secure", "all", "none"}));
@@ -203,6 +206,7 @@ int main(int argc, char** argv) {
     cfg.routes.push_back(*spec);
   }
   cfg.router_check_interval = std::chrono::seconds(check_interval);
+  cfg.drop_asym_route = drop_asym;
   cfg.sock.port = static_cast<std::uint16_t>(port);
   cfg.sock.accept = accept_s == "all" ? sock::AcceptMode::all
                     : accept_s == "none" ? sock::AcceptMode::none

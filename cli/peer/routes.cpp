@@ -1,4 +1,7 @@
 #include "cli/peer/routes.hpp"
+
+#include <algorithm>
+
 #include "router/enum_names.hpp"
 
 namespace lnetr::peer {
@@ -115,6 +118,11 @@ void RouteTable::record_check(std::size_t gw, GatewayVerdict verdict) noexcept {
   // (RTE_DISABLED, no UP NI): those flags keep it out of use by themselves.
   g.alive = verdict != GatewayVerdict::ping_failed && verdict != GatewayVerdict::bad_ping_info &&
             verdict != GatewayVerdict::push_failed;
+}
+
+bool RouteTable::routes_back(Net net, const Nid& gateway) const noexcept {
+  return std::any_of(routes_.begin(), routes_.end(),
+                     [&](const Route& r) { return r.net == net && gateways_[r.gateway].nid == gateway; });
 }
 
 void RouteTable::heard_routed_from(const Nid& nid) noexcept {

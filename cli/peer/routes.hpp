@@ -79,6 +79,9 @@ class RouteTable {
   // routes; nullptr if none (no route at all, or every route down).
   const Nid* select(Net net) noexcept;
   bool has_route(Net net) const noexcept;
+  // Whether `gateway` is the gateway of a route to `net` (LNet's
+  // drop_asym_route accepts a routed message only from such a gateway).
+  bool routes_back(Net net, const Nid& gateway) const noexcept;
 
   // Apply a ping answer of gateway `gw` reached over `local_net`: its flags
   // take effect at once.  Returns (and shows as the gateway's verdict) what

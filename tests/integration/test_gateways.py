@@ -224,6 +224,51 @@ class AsymmetricFailure(GatewayTestCase):
         self.finish()
 
 
+class AsymmetricRoute(GatewayTestCase):
+    """drop_asym_route on R: a message for R from tcp2 is taken only through a
+    gateway on one of R's routes back to tcp2."""
+
+    def ping_r(self, via):
+        """Ping R's tcp1 NID from a probe on tcp2 that routes through `via`
+        (g1 or g2); True if R answered."""
+        t = self.topo
+        opts = ["--route", "tcp1=%s" % t.g_nid[via]["tcp2"], "--router-check-interval", "0"]
+        rc, doc, cp = self.run_peer(self.probe, ["ping", t.r_nid["tcp1"], "--timeout", "1"], opts, host=t.host("b"))
+        return rc == 0
+
+    def asym_drops(self):
+        return self.status("r")["drops"]["asym_route"]
+
+    def test_messages_through_a_gateway_not_routing_back_are_dropped(self):
+        t = self.topo
+        probe_ip = t.ip["b"]["eth0"].rsplit(".", 1)[0] + ".4"
+        t.host("b").run(["ip", "addr", "add", probe_ip + "/24", "dev", "eth0"], check=True)
+        self.probe = probe_ip + "@tcp2"
+        # R keeps only G1 as its way back to tcp2 (every worker on the new table).
+        versions = lambda: [w["route_version"] for w in self.status("r")["workers"]]
+        before = max(versions())
+        self.ok("route del", {"net": "tcp2", "gateway": self.g2})
+        self.assertIsNotNone(self.wait_for(lambda: min(versions()) > before, 5), "route table not adopted")
+        self.assertEqual(self.ok("global show")["global"]["drop_asym_route"], 0)
+        # Off (the kernel's default): answered whichever way the ping came.
+        self.assertTrue(self.ping_r("g2"))
+        self.assertTrue(self.ping_r("g1"))
+        self.assertEqual(self.ok("set", {"drop_asym_route": 1})["global"]["drop_asym_route"], 1)
+        self.assertEqual(self.ok("global show")["global"]["drop_asym_route"], 1)
+        self.assertEqual(self.status("r")["drop_asym_route"], 1)
+        # On: through G2, which R would not route back through, dropped and
+        # counted; through G1 answered.
+        self.assertFalse(self.ping_r("g2"))
+        self.assertEqual(self.asym_drops(), 1)
+        self.assertTrue(self.ping_r("g1"))
+        self.assertEqual(self.asym_drops(), 1)
+        # Off again: answered.
+        self.assertEqual(self.ok("set", {"drop_asym_route": 0})["global"]["drop_asym_route"], 0)
+        self.assertTrue(self.ping_r("g2"))
+        self.assertEqual(self.asym_drops(), 1)
+        self.finish()
+
+
 class ManagementApi(GatewayTestCase):
 
     def test_routes_change_at_run_time_without_dropping_traffic(self):

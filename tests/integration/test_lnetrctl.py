@@ -152,7 +152,7 @@ class Verbs(LnetrctlTestCase):
         self.error(("route", "del", "--net", "tcp6", "--gateway", t.b_nid), 1, "del", "route", 2, "no route")
 
         for name, value in (("health_sensitivity", 200), ("alive_router_check_interval", 7),
-                            ("router_ping_timeout", 4)):
+                            ("router_ping_timeout", 4), ("drop_asym_route", 1), ("drop_asym_route", 0)):
             self.assertEqual(self.cli("set", name, str(value)), (0, "", ""))
             self.assertEqual(self.yaml("global", "show")["global"][name], value)
         for pool in ("tiny_buffers", "small_buffers", "large_buffers"):

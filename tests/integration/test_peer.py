@@ -291,7 +291,44 @@ class Wire(PeerTestCase):
         self.assertEqual(s["pushes_invalid"], 0)
         self.assertEqual(s["protocol_errors"], 1)
         self.assertEqual(drops(s), {"not_for_us": 1, "portal0_no_match": 1, "no_portal": 1, "unmatched_reply": 1,
-                                    "unmatched_ack": 1, "reply_too_long": 0, "rx_aborted": 0})
+                                    "unmatched_ack": 1, "reply_too_long": 0, "rx_aborted": 0, "asym_route": 0})
+
+    def test_drop_asym_route(self):
+        a = self.start_server(A, ["--route", "tcp7=" + GW, "--router-check-interval", "0", "--drop-asym-route"])
+        ka, kk, remote = nid4(A), nid4(K), nid4(REMOTE)
+        # A kernel router at GW, our gateway to tcp7, forwards a ping from a
+        # node there: answered, back through GW.
+        g = SocklndConn(GW, A, CONN_CONTROL)
+        self.addCleanup(g.close)
+        g.send(Msg(GET, ka, remote, wmd=(1, 1), match_bits=PING_MATCH_BITS, ptl_index=0, sink_length=272))
+        r = g.recv()
+        self.assertEqual((r.type, r.wmd, r.dest_nid), (REPLY, (1, 1), remote))
+        # K is no gateway of ours to tcp7: the same ping through K is dropped
+        # (the next, K's own, is answered: the connection goes on).
+        k = SocklndConn(K, A, CONN_CONTROL)
+        self.addCleanup(k.close)
+        k.send(Msg(GET, ka, remote, wmd=(2, 2), match_bits=PING_MATCH_BITS, ptl_index=0, sink_length=272))
+        k.send(Msg(PUT, ka, remote, pattern(7, 0, 100), wmd=(2, 3), match_bits=7, ptl_index=TEST_PORTAL))
+        k.send(Msg(GET, ka, kk, wmd=(2, 4), match_bits=PING_MATCH_BITS, ptl_index=0, sink_length=272))
+        r = k.recv()
+        self.assertEqual((r.type, r.wmd, r.dest_nid), (REPLY, (2, 4), kk))
+        rc, st = self.stop_server(a)
+        s = st["server"]
+        self.assertEqual(drops(s)["asym_route"], 2)
+        self.assertEqual(s["puts_verified"], 0)
+
+    def test_asym_route_accepted_by_default(self):
+        a = self.start_server(A, ["--route", "tcp7=" + GW, "--router-check-interval", "0"])
+        ka, kk = nid4(A), nid4(K)
+        k = SocklndConn(K, A, CONN_CONTROL)
+        self.addCleanup(k.close)
+        # Through K, not our gateway to tcp7: taken all the same.
+        k.send(Msg(PUT, ka, nid4(REMOTE), pattern(7, 0, 100), wmd=NONE_WMD, match_bits=7, ptl_index=TEST_PORTAL))
+        k.send(Msg(GET, ka, kk, wmd=(2, 4), match_bits=PING_MATCH_BITS, ptl_index=0, sink_length=272))
+        self.assertEqual(k.recv().wmd, (2, 4))
+        rc, st = self.stop_server(a)
+        self.assertEqual(drops(st["server"])["asym_route"], 0)
+        self.assertEqual(st["server"]["puts_verified"], 1)
 
     def test_user_space_peer_needs_accept_all(self):
         a = self.start_server(A)  # accept=secure: an unprivileged port is refused

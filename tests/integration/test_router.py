@@ -13,7 +13,9 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import threading
 import tempfile
 import time
 import unittest
@@ -262,6 +264,57 @@ class PushOnNiChange(RouterTestCase):
         self.stop_server(a)
         self.stop_server(b)
         self.assert_router_idle()
+
+
+class ControlSocket(RouterTestCase):
+    """The dataplane serves its control socket's clients side by side, each
+    with a deadline: clients that say nothing, or send their request a byte
+    at a time, hold up neither other clients nor the control thread's own
+    work (here: noticing a link go down)."""
+
+    def test_slow_and_silent_clients_hold_up_nothing(self):
+        silent = []
+        for _ in range(10):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(self.router.sock)
+            self.addCleanup(s.close)
+            silent.append(s)
+        slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        slow.connect(self.router.sock)
+        self.addCleanup(slow.close)
+        stop = threading.Event()
+
+        def dribble():  # "status" a byte every 0.3 s, never the newline
+            for c in b"status" * 3:
+                if stop.wait(0.3):
+                    return
+                try:
+                    slow.send(bytes([c]))
+                except OSError:
+                    return
+        t = threading.Thread(target=dribble)
+        t.start()
+        self.addCleanup(t.join)
+        self.addCleanup(stop.set)
+        time.sleep(0.2)
+        # Another client is answered at once.
+        start = time.monotonic()
+        self.assertIn("routing", self.status())
+        self.assertLess(time.monotonic() - start, 1.0)
+        # The link watcher runs on.
+        start = time.monotonic()
+        self.topo.set_link("b", False)
+        self.assertTrue(self.router.proc.wait_stderr(": link down", timeout=5), self.router.proc.stderr_so_far)
+        self.assertLess(time.monotonic() - start, 1.5)
+        self.topo.set_link("b", True)
+        # Past their deadline (2 s for the request line) the stalled clients
+        # are closed and counted.
+        for s in silent + [slow]:
+            s.settimeout(5)
+            self.assertEqual(s.recv(100), b"")
+        stop.set()
+        self.assertGreaterEqual(self.status()["control_clients_timed_out"], 11)
+        self.assertTrue(self.router.proc.wait_stderr("sent no request line in time", timeout=1))
 
 
 class ControlProcess(RouterTestCase):

@@ -671,6 +671,67 @@ TEST(Forwarder, AnOperatorsPingOfARemoteNidGoesThroughAGatewayAndAnyWorkerTakesT
   r.expect_idle();
 }
 
+// drop_asym_route: a message for the router from a remote net is taken only
+// through a gateway of a route back to that net (the route's NID, or another
+// NID its last ping answer listed); forwarded messages are not checked.
+TEST(Forwarder, DropAsymRouteTakesMessagesForUsOnlyThroughAGatewayRoutingBack) {
+  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}});
+  const Nid remote = nid("10.7.0.5@tcp7");
+  const Nid gw1_other = nid("10.2.0.19@tcp1");  // another NID of gateway 1
+  std::uint64_t cookie = 0;
+  auto ping = [&](const Nid& via, const Nid& src) -> lnd::RxVerdict {
+    lnd::Rx& p = r.head(via, kNiB, kNiB, 0, MsgType::get);
+    p.hdr = make_get({kPidLustre, src}, {kPidLustre, kNiB}, kLnetReservedPortal, kPingMatchBits, {++cookie, 1},
+                     kPingSinkLnetctl);
+    return r.fwd->on_head(p);
+  };
+  auto answered = [&]() {
+    const unsigned n = r.fwd->flush_local();
+    for (unsigned i = 0; i < n; ++i) r.complete();
+    return n == 1;
+  };
+  // Off (the default): answered whichever way it came.
+  EXPECT_EQ(ping(kGw2, remote), lnd::RxVerdict::accept);
+  EXPECT_TRUE(answered());
+  r.shared.drop_asym_route = true;
+  EXPECT_EQ(ping(kGw1, remote), lnd::RxVerdict::accept);
+  EXPECT_TRUE(answered());
+  EXPECT_EQ(ping(kGw2, remote), lnd::RxVerdict::accept);  // read and dropped
+  EXPECT_FALSE(answered());
+  EXPECT_EQ(r.drops(DropReason::asym_route), 1u);
+  EXPECT_EQ(r.peer(kGw2).drop_count, 1u);
+  // From its own net no gateway is involved: not checked.
+  EXPECT_EQ(ping(kB, kB), lnd::RxVerdict::accept);
+  EXPECT_TRUE(answered());
+  // A Multi-Rail gateway through another of its NIDs: dropped until its ping
+  // answer lists that NID.
+  EXPECT_EQ(ping(gw1_other, remote), lnd::RxVerdict::accept);
+  EXPECT_FALSE(answered());
+  EXPECT_EQ(r.drops(DropReason::asym_route), 2u);
+  Board b;
+  b.assign(0, kGw1);
+  r.fwd->attach_gateways(b.span());
+  r.fwd->adopt(r.routes.view());
+  shm::PingResult res{};
+  res.outcome = shm::PingOutcome::answered;
+  res.n_nis = 2;
+  res.nis[0] = {kGw1, kNiStatusUp};
+  res.nis[1] = {gw1_other, kNiStatusUp};
+  ASSERT_TRUE(shm::store_result(b.slots[0], res));
+  EXPECT_EQ(ping(gw1_other, remote), lnd::RxVerdict::accept);
+  EXPECT_TRUE(answered());
+  EXPECT_EQ(r.drops(DropReason::asym_route), 2u);
+  // Forwarded traffic is not the check's business.
+  lnd::Rx& fwd = r.head(kGw2, kNiB, kA, 10);
+  fwd.hdr.src_nid = remote;
+  EXPECT_EQ(r.fwd->on_head(fwd), lnd::RxVerdict::accept);
+  EXPECT_FALSE(fwd.discard);
+  r.fwd->on_received(fwd);
+  r.complete();
+  EXPECT_EQ(r.drops(DropReason::asym_route), 2u);
+  r.expect_idle();
+}
+
 TEST(Forwarder, AGatewayWhoseConnectionsFailIsSkippedUntilHeardFrom) {
   Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
   Board b;

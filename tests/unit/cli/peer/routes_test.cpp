@@ -50,6 +50,16 @@ TEST(RouteTable, AddChecks) {
   EXPECT_EQ(t.routes().size(), 2u);
 }
 
+TEST(RouteTable, RoutesBackNamesOnlyTheGatewaysOfThatNet) {
+  RouteTable t;
+  std::string err;
+  ASSERT_TRUE(t.add({net("tcp1"), kGw1}, kTcp, err));
+  ASSERT_TRUE(t.add({net("tcp2"), kGw2}, kTcp, err));
+  EXPECT_TRUE(t.routes_back(net("tcp1"), kGw1));
+  EXPECT_FALSE(t.routes_back(net("tcp1"), kGw2));  // a gateway, but to tcp2
+  EXPECT_FALSE(t.routes_back(net("tcp3"), kGw1));  // no route to tcp3 at all
+}
+
 TEST(RouteTable, RoundRobinAmongUsableGateways) {
   RouteTable t;
   std::string err;
