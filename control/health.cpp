@@ -55,12 +55,14 @@ void GatewayHealth::set_gateways(std::span<const Nid> nids, Clock::time_point no
     }
   }
   gateways_ = std::move(next);
+  index_.clear();
+  for (std::size_t i = 0; i < gateways_.size(); ++i) index_.emplace(gateways_[i].nid, i);
 }
 
 std::optional<std::size_t> GatewayHealth::find(const Nid& nid) const noexcept {
-  for (std::size_t i = 0; i < gateways_.size(); ++i)
-    if (gateways_[i].nid == nid) return i;
-  return std::nullopt;
+  const auto it = index_.find(nid);
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::vector<std::size_t> GatewayHealth::due(Clock::time_point now) const {

@@ -31,6 +31,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "router/enum_names.hpp"
@@ -177,6 +178,7 @@ class GatewayHealth {
 
   HealthParams params_;
   std::vector<Gateway> gateways_;
+  std::unordered_map<Nid, std::size_t> index_;  // nid -> position in gateways_
 };
 
 }  // namespace lnetr::control

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 #include <thread>
 
 #include "control/metrics.hpp"
@@ -119,13 +120,17 @@ T required(std::optional<T> v, const char* key) {
 class Controller {
  public:
   Controller(shm::Region region, RouteTableBuilder& builder, const HealthParams& params, const Placement& placement)
-      : region_(std::move(region)), builder_(builder), health_(params), placement_(placement) {
-    for (std::uint32_t i = 0; i < shm::kMaxGateways; ++i) {
+      : region_(std::move(region)), builder_(builder), health_(params), placement_(placement),
+        down_seen_(shm::kMaxGateways), heard_seen_(shm::kMaxGateways) {
+    for (std::uint32_t i = shm::kMaxGateways; i-- > 0;) {
       shm::GatewayShm& g = region_.gateway(i);
       if (g.assigned.load() != 0) {
         // A gateway the dataplane has down now is handled at the first step.
         down_seen_[i] = g.down_events.load() - (g.down.load() != 0 ? 1 : 0);
         heard_seen_[i] = g.heard.load();
+        slot_of_.emplace(g.nid, i);
+      } else {
+        free_.push_back(i);  // lowest last: taken first
       }
     }
   }
@@ -140,23 +145,41 @@ class Controller {
   bool watch_gateways(Clock::time_point now) {
     std::vector<Nid> nids;
     std::vector<std::optional<std::uint32_t>> sens;
+    std::unordered_map<Nid, std::size_t> index;
     for (const Route& r : builder_.routes()) {
-      auto it = std::find(nids.begin(), nids.end(), r.gateway);
-      if (it == nids.end()) {
+      auto [it, added] = index.emplace(r.gateway, nids.size());
+      if (added) {
         nids.push_back(r.gateway);
         sens.emplace_back();
-        it = nids.end() - 1;
       }
-      if (r.health_sensitivity != kSensitivityGlobal) sens[static_cast<std::size_t>(it - nids.begin())] = r.health_sensitivity;
+      if (r.health_sensitivity != kSensitivityGlobal) sens[it->second] = r.health_sensitivity;
     }
-    // Every gateway gets its slot first: on failure the health state and
-    // slots stay those of the previous table (the caller rolls back).
+    // Enough slots for the new gateways first: on failure the health state
+    // and slots stay those of the previous table (the caller rolls back).
+    std::size_t needed = 0;
+    for (const Nid& n : nids) needed += slot_of_.contains(n) ? 0 : 1;
+    reclaim();
+    if (needed > free_.size()) {
+      log("error", "no gateway slot left for " + std::to_string(needed) + " new gateway(s): " +
+                       std::to_string(slot_of_.size()) + " in use, " + std::to_string(retired_.size()) +
+                       " waiting for every worker to let go (at most " + std::to_string(shm::kMaxGateways) + ")");
+      return false;
+    }
+    // Gateways no route names any more give their slots up: unassigned now
+    // (no worker maps or pings them from its next snapshot on), reusable once
+    // every worker has adopted a snapshot published after this.
+    const std::uint64_t next = shm::published_version(region_.header().published.load()) + 1;
+    for (auto it = slot_of_.begin(); it != slot_of_.end();) {
+      if (index.contains(it->first)) {
+        ++it;
+        continue;
+      }
+      region_.gateway(it->second).assigned.store(0);
+      retired_.push_back({it->second, next});
+      it = slot_of_.erase(it);
+    }
     std::vector<std::uint32_t> slots;
-    for (const Nid& n : nids) {
-      const auto s = slot_for(n);
-      if (!s) return false;
-      slots.push_back(*s);
-    }
+    for (const Nid& n : nids) slots.push_back(slot_for(n));
     health_.set_gateways(nids, now);
     slot_ = std::move(slots);
     for (std::size_t i = 0; i < nids.size(); ++i) health_.set_sensitivity(i, sens[i]);
@@ -279,28 +302,43 @@ class Controller {
   }
 
  private:
-  std::optional<std::uint32_t> slot_for(const Nid& nid) {
-    auto board = region_.gateways().first(shm::kMaxGateways);
-    std::uint32_t free = static_cast<std::uint32_t>(board.size());
-    for (std::uint32_t i = 0; i < board.size(); ++i) {
-      const bool taken = board[i].assigned.load() != 0;
-      if (taken && board[i].nid == nid) return i;
-      if (!taken && free == board.size()) free = i;
-    }
-    if (free == board.size()) {
-      // Slots are never reused within a dataplane incarnation.
-      log("error", "no gateway slot left for " + to_string(nid) + " (at most " + std::to_string(shm::kMaxGateways) +
-                       " gateways per dataplane run)");
-      return std::nullopt;
-    }
-    shm::GatewayShm& g = board[free];
+  // The slot of a gateway, assigning a free one to a new gateway (the
+  // caller made sure there is one).
+  std::uint32_t slot_for(const Nid& nid) {
+    if (auto it = slot_of_.find(nid); it != slot_of_.end()) return it->second;
+    const std::uint32_t i = free_.back();
+    free_.pop_back();
+    shm::GatewayShm& g = region_.gateway(i);
     g.nid = nid;
     g.via = Nid{};
     g.owner = placement_.of(nid, region_.header().n_workers);
-    g.assigned.store(1);  // after nid, via and owner
-    down_seen_[free] = g.down_events.load();
-    heard_seen_[free] = g.heard.load();
-    return free;
+    g.down.store(0);
+    shm::store_result(g, shm::PingResult{});  // nothing of the slot's last gateway
+    down_seen_[i] = g.down_events.load();
+    heard_seen_[i] = g.heard.load();
+    g.assigned.store(1);  // after the rest (release)
+    slot_of_.emplace(nid, i);
+    return i;
+  }
+
+  // Retired slots every worker has let go of become free: each worker
+  // holds (and is reading) only snapshots published after the retirement,
+  // which neither map nor ping them.
+  void reclaim() {
+    if (retired_.empty()) return;
+    std::uint64_t oldest = ~std::uint64_t{0};
+    for (std::uint32_t w = 0; w < region_.header().n_workers; ++w) {
+      const shm::WorkerShm& ws = region_.worker(w);
+      const std::uint64_t reading = ws.reading_version.load();
+      const std::uint64_t held = ws.held_version.load();
+      if (held != shm::kNoVersion) oldest = std::min(oldest, held);  // kNoVersion: holds nothing
+      if (reading != shm::kNoVersion) oldest = std::min(oldest, reading);
+    }
+    std::erase_if(retired_, [&](const std::pair<std::uint32_t, std::uint64_t>& r) {
+      if (oldest < r.second) return false;
+      free_.push_back(r.first);
+      return true;
+    });
   }
 
   void gateway_event(std::size_t i, bool changed) {
@@ -321,8 +359,11 @@ class Controller {
   std::vector<std::uint32_t> slot_;                               // per watched gateway: its board slot
   bool unpublished_ = false;  // the last publish gave up: retry on the next step
   bool hold_carried_ = false;  // routes keep their carried state until their gateway's first check
-  std::array<std::uint64_t, shm::kMaxGateways> down_seen_{};   // per slot: down_events handled
-  std::array<std::uint64_t, shm::kMaxGateways> heard_seen_{};  // per slot: heard handled
+  std::vector<std::uint64_t> down_seen_;   // per slot: down_events handled
+  std::vector<std::uint64_t> heard_seen_;  // per slot: heard handled
+  std::unordered_map<Nid, std::uint32_t> slot_of_;               // assigned slots
+  std::vector<std::uint32_t> free_;                              // unassigned, reusable now
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> retired_; // unassigned at (before) that version
 };
 
 // ---- Service ---------------------------------------------------------------------
@@ -1028,7 +1069,9 @@ Json Service::import_config(const Json& args) {
       }
     }
     if (changed) {
-      log("info", "import of " + name + ": " + done.dump());
+      // A count, not the list: an import may carry thousands of routes.
+      log("info", "import of " + name + ": " + std::to_string(done.size()) + " route(s) " +
+                      (del ? "deleted" : "added") + ", " + std::to_string(errors.size()) + " refused");
       routes_changed();
     }
   }

@@ -1,7 +1,9 @@
 #include "dataplane/forwarder.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <unordered_map>
 
 #include "dataplane/shm/region.hpp"
 #include "router/local_msgs.hpp"
@@ -73,16 +75,26 @@ void Forwarder::attach_gateways(std::span<shm::GatewayShm> board) {
 }
 
 // Which board entry (if any) watches each gateway of the snapshot.  Control
-// fills an entry before it publishes a snapshot naming its gateway.
+// fills an entry before it publishes a snapshot naming its gateway, and
+// unassigns the entry of a gateway before it publishes one that no longer
+// names it; it reuses the entry only once every worker has adopted such a
+// snapshot, so a peer's pointer to an entry its snapshot does not map is
+// let go of here.
 void Forwarder::map_gateways() {
   gw_board_.assign(routes_.gateways().size(), nullptr);
   const auto gateway_slots = board_.first(std::min<std::size_t>(board_.size(), shm::kMaxGateways));
-  for (std::size_t i = 0; i < gw_board_.size(); ++i)
-    for (shm::GatewayShm& g : gateway_slots)
-      if (g.assigned.load(std::memory_order_acquire) != 0 && g.nid == routes_.gateways()[i]) {
-        gw_board_[i] = &g;
-        break;
-      }
+  std::unordered_map<Nid, shm::GatewayShm*> assigned;
+  for (shm::GatewayShm& g : gateway_slots)
+    if (g.assigned.load(std::memory_order_acquire) != 0) assigned.emplace(g.nid, &g);
+  for (std::size_t i = 0; i < gw_board_.size() && !assigned.empty(); ++i)
+    if (auto it = assigned.find(routes_.gateways()[i]); it != assigned.end()) gw_board_[i] = it->second;
+  std::vector<const shm::GatewayShm*> mapped(gw_board_.begin(), gw_board_.end());
+  std::sort(mapped.begin(), mapped.end());
+  std::erase_if(gw_peers_, [&mapped](PeerNi* p) {
+    if (std::binary_search(mapped.begin(), mapped.end(), p->gateway)) return false;
+    p->gateway = nullptr;
+    return true;
+  });
 }
 
 unsigned Forwarder::send_pings() {
@@ -92,12 +104,18 @@ unsigned Forwarder::send_pings() {
     // Acquire: nid and owner were written before the request.
     const std::uint64_t req = g.request.load(std::memory_order_acquire);
     if (req == 0 || req == ping_sent_[i] || g.owner != index_) continue;
+    // A gateway slot given up (its gateway left the routes): not pinged, and
+    // its entry soon belongs to another gateway.
+    if (i < shm::kMaxGateways && g.assigned.load(std::memory_order_acquire) == 0) continue;
     ping_sent_[i] = req;
     ping_nid_[i] = g.nid;
     // A remote NID (operators' pings only) goes through the gateway `via`.
     const Nid next_hop = g.via == Nid{} ? g.nid : g.via;
     PeerNi& p = peer_ni(next_hop);
-    if (i < shm::kMaxGateways) p.gateway = &g;
+    if (i < shm::kMaxGateways && p.gateway != &g) {
+      if (p.gateway == nullptr) gw_peers_.push_back(&p);
+      p.gateway = &g;
+    }
     RouterMsg* m = alloc_msg();
     m->kind = RouterMsg::Kind::ping;
     m->ping_slot = i;

@@ -192,6 +192,7 @@ class Forwarder final : public lnd::Upper {
   // Per gateway of the adopted snapshot: its board entry (its `down` flag
   // and last ping answer; nullptr: not on the board, never skipped).
   std::vector<const shm::GatewayShm*> gw_board_;
+  std::vector<PeerNi*> gw_peers_;  // peers whose `gateway` points into the board
 };
 
 }  // namespace lnetr::dp

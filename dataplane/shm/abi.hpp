@@ -79,9 +79,11 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 10;
+inline constexpr std::uint32_t kShmLayoutVersion = 11;
 inline constexpr std::uint32_t kMaxWorkers = 128;
-inline constexpr std::uint32_t kMaxGateways = 256;
+// Gateways watched at once (slots of gateways no route names any more are
+// reused once every worker has let go of them).
+inline constexpr std::uint32_t kMaxGateways = 4096;
 // Board entries after the gateways' that lnetr-control reuses for pings an
 // operator asks for (any NID, one ping at a time per entry).
 inline constexpr std::uint32_t kApiPingSlots = 8;

@@ -317,6 +317,80 @@ class ControlSocket(RouterTestCase):
         self.assertTrue(self.router.proc.wait_stderr("sent no request line in time", timeout=1))
 
 
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class RouteChurn(RouterTestCase):
+    """Thousands of routes through thousands of gateways added and deleted at
+    run time, round after round, while traffic flows between a and b: no
+    request fails, nothing is dropped, and neither process grows.  Each round
+    uses 2000 new gateways, so that after two rounds the gateway slots only
+    last by being reused.  LNETR_CHURN_SECONDS (default 20) sets how long."""
+
+    GATEWAYS = 2000
+
+    def routes_text(self, rnd):
+        lines = ["route:"]
+        for i in range(self.GATEWAYS):
+            gw = "172.%d.%d.%d@tcp1" % (16 + rnd % 16, i // 250, 1 + i % 250)
+            lines += ["  - net: tcp%d" % (10 + i % 20), "    gateway: %s" % gw]
+        return "\n".join(lines) + "\n"
+
+    def api_ok(self, command, args=None):
+        res = self.router.api(command, args, timeout=60)
+        self.assertEqual(res["errno"], 0, res)
+        return res["data"]
+
+    def test_thousands_of_routes_and_gateways_churn_under_load(self):
+        ctl, err = self.router.start_control(self.procs)
+        self.assertIsNone(err, err)
+        # Gateway checks off: thousands of unreachable gateways would only be
+        # connection attempts; what is under test is the tables and slots.
+        self.api_ok("set", {"alive_router_check_interval": 0})
+        seconds = float(os.environ.get("LNETR_CHURN_SECONDS", "20"))
+        b = self.server("b")
+        json_path = os.path.join(self.dir, "load.json")
+        load = self.procs.start(self.peer_argv(self.nid("a"), ["brw", self.topo.b_nid, "--op", "write", "--size",
+                                                               "65536", "--concurrency", "8", "--duration",
+                                                               str(seconds + 10), "--timeout", "8", "--json",
+                                                               json_path], self.peer_options("a")),
+                                host=self.topo.host("a"))
+        start = time.monotonic()
+        rounds = 0
+        baseline = None
+        while rounds < 3 or time.monotonic() - start < seconds:
+            text = self.routes_text(rounds)
+            res = self.api_ok("import", {"text": text, "name": "round-%d" % rounds})["import"]
+            self.assertEqual(res["errors"], [], res["errors"][:3])
+            self.assertEqual(len(self.api_ok("route show")["route"]), self.GATEWAYS)
+            res = self.api_ok("import", {"text": text, "name": "round-%d" % rounds, "del": 1})["import"]
+            self.assertEqual(res["errors"], [], res["errors"][:3])
+            self.assertEqual(self.api_ok("route show")["route"], [])
+            rounds += 1
+            if rounds == 2:  # after the first rounds' growth (allocator pools, tables at full size)
+                baseline = (rss_kib(ctl.pid), rss_kib(self.router.proc.pid))
+        end = (rss_kib(ctl.pid), rss_kib(self.router.proc.pid))
+        print("\nroute churn: %d rounds of %d routes and gateways in %.0f s; RSS control %d -> %d KiB, "
+              "dataplane %d -> %d KiB" % (rounds, self.GATEWAYS, time.monotonic() - start, baseline[0], end[0],
+                                          baseline[1], end[1]))
+        self.assertLess(end[0] - baseline[0], 8192, "lnetr-control grew")
+        self.assertLess(end[1] - baseline[1], 8192, "lnetr-dataplane grew")
+        load.wait(timeout=120)
+        with open(json_path) as f:
+            res = json.load(f)
+        self.assertEqual(res["errors"], 0, res)
+        self.assertGreater(res["ops"], 0, res)
+        st = self.status()
+        self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+        self.stop_server(b)
+        self.assert_router_idle()
+
+
 class ControlProcess(RouterTestCase):
     def route_versions(self, above, timeout=10):
         """Wait until every worker routes by one snapshot newer than `above`."""
