@@ -667,22 +667,11 @@ Json Service::set_routing(const Json& args) {
 
 namespace {
 
-std::string cpt_text(const std::vector<std::uint32_t>& cpts, std::uint32_t n_workers) {
+// Every CPT: each worker serves the peers its hash gives it, on every NI.
+std::string all_cpts(std::uint32_t n_workers) {
   std::string t = "[";
-  if (cpts.empty())
-    for (std::uint32_t i = 0; i < n_workers; ++i) t += (i ? "," : "") + std::to_string(i);
-  else
-    for (std::size_t i = 0; i < cpts.size(); ++i) t += (i ? "," : "") + std::to_string(cpts[i]);
+  for (std::uint32_t i = 0; i < n_workers; ++i) t += (i ? "," : "") + std::to_string(i);
   return t + "]";
-}
-
-// The config NI the dataplane reports as `ni` (by NID, else interface).
-const config::NiConfig* config_ni(const config::NetConfig& n, const Json& ni) {
-  for (const config::NiConfig& c : n.nis)
-    if ((c.nid && to_string(c.nid->value) == ni["nid"].get<std::string>()) ||
-        (!c.nid && c.interface && c.interface->value == ni["interface"].get<std::string>()))
-      return &c;
-  return nullptr;
 }
 
 // A peer's counters summed over the workers that account for it; credits
@@ -736,23 +725,16 @@ Json Service::net_show(const Json& args) {
           dropped += p["drop_count"].get<std::uint64_t>();
         }
         j["statistics"] = {{"send_count", sent}, {"recv_count", received}, {"drop_count", dropped}};
-        const config::NiConfig* c = config_ni(n, ni);
-        j["tunables"] = {{"peer_timeout", c ? c->tunables.peer_timeout.value : 0},
+        // The values in force, as the dataplane reports them (o2ib's
+        // clamped as Linux clamps them; the fmr_* keys are not in force in
+        // lnetr: no registration pools).  Every CPT's worker serves every
+        // NI's peers (by hash), whatever the file's CPT list says.
+        j["tunables"] = {{"peer_timeout", ni["peer_timeout"]},
                          {"peer_credits", ni["peer_credits"]},
-                         {"peer_buffer_credits", c ? c->tunables.peer_buffer_credits.value : 0},
+                         {"peer_buffer_credits", ni["peer_buffer_credits"]},
                          {"credits", ni["credits"]}};
-        if (ni.contains("lnd_tunables")) {
-          // o2ib: the values in force, as the dataplane clamped them (the
-          // fmr_* keys are not in force in lnetr: no registration pools).
-          j["lnd tunables"] = ni["lnd_tunables"];
-          if (c) j["CPT"] = cpt_text(c->cpts.value, n_workers);
-        } else if (c) {
-          const config::LndTunables& l = c->lnd_tunables;
-          j["lnd tunables"] = Json{{"conns_per_peer", l.conns_per_peer.value},
-                                   {"timeout", l.timeout.value},
-                                   {"tos", l.tos.value}};
-          j["CPT"] = cpt_text(c->cpts.value, n_workers);
-        }
+        j["lnd tunables"] = ni["lnd_tunables"];
+        j["CPT"] = all_cpts(n_workers);
         j["link"] = ni["link"];
       }
       nis.push_back(j);
@@ -908,20 +890,25 @@ Json Service::global_show(const Json& args) {
   }
   std::lock_guard lock(mu_);
   const config::GlobalConfig& g = cfg_.global;
+  // Only what is in force: what lnetr does not apply shows the kernel
+  // default its behaviour matches (the file's other value was named in a
+  // warning at load time, config.cpp check_in_force()); recovery_interval is
+  // deprecated and ignored by the kernel too.
+  const config::GlobalConfig k;
   return {{"global",
-           {{"numa_range", g.numa_range.value},
-            {"max_interfaces", g.max_interfaces.value},
+           {{"numa_range", k.numa_range.value},
+            {"max_interfaces", k.max_interfaces.value},
             {"discovery", g.discovery.value ? 1 : 0},
             {"drop_asym_route", asym.value_or(g.drop_asym_route.value ? 1 : 0)},
-            {"retry_count", g.retry_count.value},
-            {"transaction_timeout", g.transaction_timeout.value},
+            {"retry_count", k.retry_count.value},
+            {"transaction_timeout", k.transaction_timeout.value},
             {"health_sensitivity", params_.sensitivity},
             {"recovery_interval", g.recovery_interval.value},
-            {"router_sensitivity", g.router_sensitivity.value},
-            {"lnd_timeout", g.lnd_timeout.value},
-            {"response_tracking", g.response_tracking.value},
-            {"recovery_limit", g.recovery_limit.value},
-            {"max_recovery_ping_interval", g.max_recovery_ping_interval.value},
+            {"router_sensitivity", k.router_sensitivity.value},
+            {"lnd_timeout", (k.transaction_timeout.value - 1) / (k.retry_count.value + 1)},
+            {"response_tracking", k.response_tracking.value},
+            {"recovery_limit", k.recovery_limit.value},
+            {"max_recovery_ping_interval", k.max_recovery_ping_interval.value},
             {"alive_router_check_interval",
              std::chrono::duration_cast<std::chrono::seconds>(params_.check_interval).count()},
             {"router_ping_timeout", std::chrono::duration_cast<std::chrono::seconds>(params_.ping_timeout).count()}}}};
@@ -1031,13 +1018,42 @@ Json Service::import_config(const Json& args) {
   Json warnings = Json::array();
   for (const auto& w : loaded->warnings) warnings.push_back(w.to_string());
   Json done = Json::array(), errors = Json::array();
+  Json running_nis = Json::array();
+  if (!in.nets.empty()) running_nis = dataplane("status")["nis"];
   {
     std::lock_guard lock(mu_);
     if (!builder_) throw ApiError{EAGAIN, "not attached to a dataplane yet: no route table to change"};
-    for (const config::NetConfig& n : in.nets)
-      if (std::none_of(cfg_.nets.begin(), cfg_.nets.end(), [&](const auto& c) { return c.net.value == n.net.value; }))
+    for (const config::NetConfig& n : in.nets) {
+      const auto running = std::find_if(cfg_.nets.begin(), cfg_.nets.end(),
+                                         [&](const auto& c) { return c.net.value == n.net.value; });
+      if (running == cfg_.nets.end()) {
         warnings.push_back(config::to_string(n.source) + ": net " + to_string(n.net.value) +
                            " is not one of this router's nets; NIs are not added at run time");
+        continue;
+      }
+      // An NI's tunables are read when the dataplane starts: ones here that
+      // differ from those in force (as the dataplane reports them, which is
+      // what an export of it says) change nothing, and are said to.
+      const Json* in_force = nullptr;
+      for (const Json& s : running_nis)
+        if (auto nid = parse_nid(s.value("nid", "")); nid && nid->net() == n.net.value) in_force = &s;
+      if (!in_force) continue;
+      auto differs = [](const auto& field, const Json& v) {
+        return field.given() && v.is_number_integer() && v.get<std::int64_t>() != field.value;
+      };
+      const Json& lnd = (*in_force)["lnd_tunables"];
+      for (const config::NiConfig& ni : n.nis) {
+        const config::Tunables& a = ni.tunables;
+        const config::LndTunables& l = ni.lnd_tunables;
+        if (differs(a.peer_timeout, (*in_force)["peer_timeout"]) || differs(a.peer_credits, (*in_force)["peer_credits"]) ||
+            differs(a.peer_buffer_credits, (*in_force)["peer_buffer_credits"]) ||
+            differs(a.credits, (*in_force)["credits"]) || differs(l.conns_per_peer, lnd.value("conns_per_peer", Json())) ||
+            differs(l.timeout, lnd.value("timeout", Json())) || differs(l.tos, lnd.value("tos", Json())))
+          warnings.push_back(config::to_string(ni.source) + ": net " + to_string(n.net.value) +
+                             ": its NI's tunables are not changed at run time (they are read when the dataplane "
+                             "starts: edit its configuration file)");
+      }
+    }
     const config::BufferConfig& b = in.buffers;
     if ((b.tiny.given() && b.tiny.value != cfg_.buffers.tiny.value) ||
         (b.small.given() && b.small.value != cfg_.buffers.small.value) ||
@@ -1079,6 +1095,17 @@ Json Service::import_config(const Json& args) {
     const Json r = dataplane(in.routing.enable.value ? "routing 1" : "routing 0");
     if (r.contains("routing")) done.push_back("routing " + r["routing"].get<std::string>());
   }
+  if (in.global.health_sensitivity.given() && !del) {
+    std::lock_guard lock(mu_);
+    params_.sensitivity = in.global.health_sensitivity.value;
+    if (ctl_) ctl_->health().set_params(params_);
+    done.push_back("health_sensitivity " + std::to_string(params_.sensitivity));
+  }
+  if (in.global.discovery.given() && in.global.discovery.value != cfg_.global.discovery.value)
+    warnings.push_back(config::to_string(in.global.discovery.source) + ": discovery " +
+                       (in.global.discovery.value ? "1" : "0") +
+                       " is not applied at run time: the dataplane's ping answers say what its configuration "
+                       "file says; edit it and restart the dataplane");
   if (in.global.drop_asym_route.given() && !del) {
     const bool on = in.global.drop_asym_route.value;
     dataplane(on ? "drop_asym_route 1" : "drop_asym_route 0");

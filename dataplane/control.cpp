@@ -388,7 +388,17 @@ std::string Control::status() {
     j.key("link").value(shared_.ni[i].link_up.load(std::memory_order_relaxed) ? "up" : "down");
     j.key("credits").value(static_cast<std::uint64_t>(ni.credits));
     j.key("peer_credits").value(static_cast<std::uint64_t>(ni.peer_credits));
-    if (ni.is_o2ib()) {
+    j.key("peer_buffer_credits").value(static_cast<std::uint64_t>(ni.peer_buffer_credits));
+    j.key("peer_timeout").value(static_cast<std::uint64_t>(ni.peer_timeout));
+    if (!ni.is_o2ib()) {
+      // socklnd's settings in force for the NI (dataplane.socklnd: one set
+      // for every tcp NI; no IP type of service is set).
+      j.key("lnd_tunables").begin_object();
+      j.key("conns_per_peer").value(static_cast<std::uint64_t>(setup_.sock.conns_per_peer));
+      j.key("timeout").value(static_cast<std::int64_t>(setup_.sock.timeout.count()));
+      j.key("tos").value(std::int64_t{-1});
+      j.end_object();
+    } else {
       // The o2iblnd tunables in force (clamped as Linux clamps them).
       if (i < fabric_.verbs.size() && fabric_.verbs[i]) j.key("device").value(fabric_.verbs[i]->name());
       const o2ib::NiTunables& t = ni.o2ib;

@@ -108,6 +108,7 @@ class Checker {
     check_global();
     check_dataplane();
     check_control();
+    check_in_force();
   }
 
  private:
@@ -244,6 +245,69 @@ class Checker {
       error(where, "retry_count (" + std::to_string(g.retry_count.value) + ") must be less than "
                    "transaction_timeout (" + std::to_string(g.transaction_timeout.value) + ")");
     }
+  }
+
+  // What the file sets that lnetr does not apply is said by name (values at
+  // the kernel's defaults are what lnetr does anyway, and every kernel
+  // export lists them): nothing is accepted and silently ignored.
+  void check_in_force() {
+    const GlobalConfig& g = cfg_.global;
+    const GlobalConfig dflt;
+    auto global = [&](const Field<std::uint32_t>& f, std::uint32_t d, const char* name, const std::string& why) {
+      if (f.given() && f.value != d)
+        warn(f.source, std::string(name) + " " + std::to_string(f.value) + " is not in force: " + why);
+    };
+    global(g.numa_range, dflt.numa_range.value, "numa_range",
+           "lnetr does not choose among NIs by NUMA distance");
+    global(g.max_interfaces, dflt.max_interfaces.value, "max_interfaces",
+           "lnetr reads ping answers whole and lists all its NIs in its own");
+    global(g.retry_count, dflt.retry_count.value, "retry_count",
+           "a router resends nothing (only originators do); LND timeouts are dataplane.socklnd.sock_timeout and "
+           "dataplane.o2iblnd's timeout");
+    global(g.transaction_timeout, dflt.transaction_timeout.value, "transaction_timeout",
+           "lnetr does not expire queued messages by it; LND timeouts are dataplane.socklnd.sock_timeout and "
+           "dataplane.o2iblnd's timeout");
+    global(g.router_sensitivity, dflt.router_sensitivity.value, "router_sensitivity",
+           "a gateway's failures cost health_sensitivity");
+    global(g.response_tracking, dflt.response_tracking.value, "response_tracking",
+           "a router tracks no responses to the messages it forwards; its gateway checks time out after "
+           "router_ping_timeout");
+    global(g.recovery_limit, dflt.recovery_limit.value, "recovery_limit",
+           "lnetr sends no recovery pings to unhealthy peer NIs; gateways are checked every "
+           "alive_router_check_interval");
+    global(g.max_recovery_ping_interval, dflt.max_recovery_ping_interval.value, "max_recovery_ping_interval",
+           "lnetr sends no recovery pings to unhealthy peer NIs; gateways are checked every "
+           "alive_router_check_interval");
+    const auto ncpt = static_cast<std::uint32_t>(cfg_.dataplane.cores.value.size());
+    const auto& sock = cfg_.dataplane.socklnd;
+    for (const NetConfig& net : cfg_.nets) {
+      for (const NiConfig& ni : net.nis) {
+        const auto& cpts = ni.cpts;
+        // (A fragment without dataplane.cores: applied to a running router,
+        // whose NIs keep the CPTs they have.)
+        if (cpts.given() && !cpts.value.empty() &&
+            (cpts.value.size() < ncpt || (opt_.fragment && !cfg_.dataplane.cores.given())))
+          warn(cpts.source, "CPT list is not in force: every CPT's worker serves the peers its hash gives it, on "
+                            "every NI");
+        if (net.net.value.lnd() != LndType::sock) continue;
+        const LndTunables& l = ni.lnd_tunables;
+        if (l.conns_per_peer.given() && l.conns_per_peer.value != 0 &&
+            l.conns_per_peer.value != sock.effective_conns_per_peer())
+          warn(l.conns_per_peer.source, "conns_per_peer " + std::to_string(l.conns_per_peer.value) +
+                                            " is not in force per NI: every tcp NI uses dataplane.socklnd."
+                                            "conns_per_peer (" + std::to_string(sock.effective_conns_per_peer()) + ")");
+        if (l.timeout.given() && l.timeout.value != 0 && l.timeout.value != sock.sock_timeout.value)
+          warn(l.timeout.source, "timeout " + std::to_string(l.timeout.value) +
+                                     " is not in force per NI: every tcp NI uses dataplane.socklnd.sock_timeout (" +
+                                     std::to_string(sock.sock_timeout.value) + ")");
+        if (l.tos.given() && l.tos.value != -1)
+          warn(l.tos.source, "tos " + std::to_string(l.tos.value) +
+                                 " is not in force: lnetr sets no IP type of service on tcp NIs yet");
+      }
+    }
+    if (!cfg_.peers.empty())
+      warn(cfg_.peers.front().source, "peer: configured peers are not used: lnetr learns its peers' NIs from "
+                                      "their messages, pings and pushes");
   }
 
   void check_control() {

@@ -200,6 +200,65 @@ class Verbs(LnetrctlTestCase):
         self.assertEqual(self.yaml("route", "show", "-v")["route"], before)
         self.assertEqual(self.yaml("routing", "show")["routing"][2]["enable"], 1)
 
+    def test_every_tunable_of_an_export_is_applied_or_named(self):
+        # A kernel export with every global tunable off its default, an NI's
+        # lnd tunables and CPT list, and a peer: each is applied, or named
+        # in a warning, never taken silently.
+        t = self.topo
+        text = """net:
+    - net type: tcp1
+      local NI(s):
+        - interfaces:
+              0: %s
+          lnd tunables:
+              conns_per_peer: 4
+              timeout: 20
+              tos: 104
+          CPT: "[0]"
+peer:
+    - primary nid: %s
+      Multi-Rail: True
+      peer ni:
+        - nid: %s
+global:
+    numa_range: 1
+    max_interfaces: 200
+    discovery: 1
+    drop_asym_route: 1
+    retry_count: 3
+    transaction_timeout: 60
+    health_sensitivity: 250
+    recovery_interval: 1
+    router_sensitivity: 50
+    lnd_timeout: 14
+    response_tracking: 1
+    recovery_limit: 30
+    max_recovery_ping_interval: 60
+""" % (t.if_rb, t.b_nid, t.b_nid)
+        path = os.path.join(self.dir, "tunables.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        rc, out, err = self.cli("import", path)
+        self.assertEqual(rc, 0, err)
+        for named in ("numa_range 1", "max_interfaces 200", "retry_count 3", "transaction_timeout 60",
+                      "router_sensitivity 50", "response_tracking 1", "recovery_limit 30",
+                      "max_recovery_ping_interval 60", "conns_per_peer 4", "timeout 20", "tos 104",
+                      "CPT list is not in force", "configured peers are not used",
+                      "tunables are not changed at run time"):
+            self.assertIn(named, err)
+        # Applied: drop_asym_route and health_sensitivity (recovery_interval
+        # is deprecated and ignored, as by the kernel; lnd_timeout is derived).
+        g = self.yaml("global", "show")["global"]
+        self.assertEqual((g["drop_asym_route"], g["health_sensitivity"]), (1, 250), g)
+        self.assertEqual(self.status()["drop_asym_route"], 1)
+        # Shown: what is in force, not what the file asked for.
+        self.assertEqual((g["numa_range"], g["max_interfaces"], g["retry_count"], g["transaction_timeout"],
+                          g["router_sensitivity"], g["lnd_timeout"], g["response_tracking"], g["recovery_limit"],
+                          g["max_recovery_ping_interval"]), (0, 4096, 2, 150, 100, 49, 3, 0, 900), g)
+        ni = self.yaml("net", "show", "--net", "tcp1", "-v")["net"][0]["local NI(s)"][0]
+        self.assertEqual(ni["lnd tunables"], {"conns_per_peer": 1, "timeout": 10, "tos": -1}, ni)
+        self.assertEqual(ni["CPT"], "[0,1]")
+
     def test_export_then_import_on_a_fresh_router(self):
         t = self.topo
         for net, prio in (("tcp5", 1), ("tcp6", 2)):

@@ -175,7 +175,8 @@ TEST(ConfigVectors, ClientExportWithRoute) {
   EXPECT_EQ(c.routes[0].hop.value, kHopUndefined);
   EXPECT_TRUE(c.routes[0].hop.given());
   EXPECT_EQ(c.routes[0].priority.value, 0u);
-  EXPECT_TRUE(loaded.warnings.empty()) << join_errors(loaded.warnings);
+  // The export lists A's peers: said to be unused, by name.
+  EXPECT_THAT(strings(loaded.warnings), ElementsAre(HasSubstr("peer[0]: peer: configured peers are not used")));
   EXPECT_TRUE(c.routing.enable.value);  // absent: lnetr's default
   EXPECT_FALSE(c.routing.enable.given());
   ASSERT_EQ(c.peers.size(), 3u);
@@ -226,8 +227,10 @@ TEST(ConfigVectors, HandwrittenImport) {
 
   // Gateways on tcp, which this document does not configure (the guest had
   // it already): kept, with a warning each, as lnetctl ignores EHOSTUNREACH.
-  ASSERT_EQ(loaded.warnings.size(), 4u) << join_errors(loaded.warnings);
-  EXPECT_THAT(loaded.warnings[0].to_string(),
+  // And its NI's conns_per_peer 2, not in force per NI.
+  ASSERT_EQ(loaded.warnings.size(), 5u) << join_errors(loaded.warnings);
+  EXPECT_THAT(loaded.warnings[0].to_string(), HasSubstr("conns_per_peer 2 is not in force per NI"));
+  EXPECT_THAT(loaded.warnings[1].to_string(),
               HasSubstr("lnetctl-import-handwritten.yaml:21:16: route[0].gateway: gateway 10.201.1.50@tcp is not on a "
                         "local net"));
 }
@@ -1111,8 +1114,44 @@ TEST(ConfigErrors, WarningsForIgnoredKeys) {
                          "        lnd tunables: {map_on_demand: 1, conns_per_peer: 2}\n");
   EXPECT_THAT(strings(w.warnings),
               ElementsAre("lnetr.yaml:5:24: net[0].local NI(s)[0].lnd tunables.map_on_demand: an o2iblnd tunable; "
-                          "ignored on a tcp net"));
+                          "ignored on a tcp net",
+                          "lnetr.yaml:5:58: net[0].local NI(s)[0].lnd tunables.conns_per_peer: conns_per_peer 2 is "
+                          "not in force per NI: every tcp NI uses dataplane.socklnd.conns_per_peer (1)"));
   EXPECT_EQ(w.config.nets[0].nis[0].lnd_tunables.conns_per_peer.value, 2);
+}
+
+// Every setting a kernel export can carry is applied or named in a warning
+// when it asks for something lnetr does not do; at the kernel's defaults
+// (what every export lists) nothing is said.
+TEST(ConfigErrors, SettingsNotInForceAreNamed) {
+  const std::string net = "net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n";
+  const auto quiet = load_ok(net + "global:\n  numa_range: 0\n  max_interfaces: 4096\n  discovery: 1\n"
+                                   "  drop_asym_route: 1\n  retry_count: 2\n  transaction_timeout: 150\n"
+                                   "  health_sensitivity: 100\n  recovery_interval: 1\n  router_sensitivity: 100\n"
+                                   "  lnd_timeout: 49\n  response_tracking: 3\n  recovery_limit: 0\n"
+                                   "  max_recovery_ping_interval: 900\n");
+  EXPECT_TRUE(quiet.warnings.empty()) << join_errors(quiet.warnings);
+  const auto w = load_ok(net + "global:\n  numa_range: 1\n  max_interfaces: 200\n  retry_count: 3\n"
+                               "  transaction_timeout: 50\n  router_sensitivity: 50\n  response_tracking: 1\n"
+                               "  recovery_limit: 60\n  max_recovery_ping_interval: 60\n"
+                               "peer:\n  - primary nid: 10.0.0.9@tcp\n    peer ni:\n      - nid: 10.0.0.9@tcp\n"
+                               "dataplane:\n  cores: [0, 1]\n");
+  std::vector<std::string> named;
+  for (const std::string& s : strings(w.warnings)) named.push_back(s.substr(s.find(": ") + 2));
+  for (const char* key : {"global.numa_range: numa_range 1 is not in force", "global.max_interfaces: max_interfaces 200",
+                          "global.retry_count: retry_count 3", "global.transaction_timeout: transaction_timeout 50",
+                          "global.router_sensitivity: router_sensitivity 50",
+                          "global.response_tracking: response_tracking 1", "global.recovery_limit: recovery_limit 60",
+                          "global.max_recovery_ping_interval: max_recovery_ping_interval 60",
+                          "peer[0]: peer: configured peers are not used"})
+    EXPECT_THAT(named, Contains(HasSubstr(key))) << key;
+  EXPECT_EQ(named.size(), 9u) << join_errors(w.warnings);
+  const auto ni = load_ok("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
+                          "        lnd tunables: {timeout: 20, tos: 104}\n        CPT: \"[1]\"\n"
+                          "dataplane:\n  cores: [0, 1]\n");
+  EXPECT_THAT(strings(ni.warnings),
+              UnorderedElementsAre(HasSubstr("timeout 20 is not in force per NI"), HasSubstr("tos 104 is not in force"),
+                                   HasSubstr("CPT list is not in force")));
 }
 
 TEST(ConfigErrors, O2ibRegistrationPoolTunablesWarnedWhenNotDefault) {
