@@ -116,12 +116,21 @@ bool GatewayHealth::failed(std::size_t gw, GatewayReason why, Clock::time_point 
 
 bool GatewayHealth::forwarded(std::size_t gw, Clock::time_point) {
   Gateway& g = gateways_[gw];
+  g.health = kMaxHealth;  // a router resets a gateway's health on any reception (§7)
   if (g.alive) return false;
   g.alive = true;
   g.reason = GatewayReason::forwarding;
   g.health = kMaxHealth;
   g.recovery = 0;  // its next check stays as scheduled
   return true;
+}
+
+bool GatewayHealth::send_failed(std::size_t gw, std::uint64_t n) {
+  Gateway& g = gateways_[gw];
+  const std::uint64_t cost = std::uint64_t{sensitivity(g)} * n;
+  const std::uint32_t before = g.health;
+  g.health = g.health > cost ? static_cast<std::uint32_t>(g.health - cost) : 0;
+  return g.health != before;
 }
 
 std::vector<std::size_t> GatewayHealth::expire(Clock::time_point now) {

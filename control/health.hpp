@@ -163,6 +163,11 @@ class GatewayHealth {
   bool failed(std::size_t gw, GatewayReason why, Clock::time_point now);
   // Routed traffic arrived from it: alive again (a no-op if it was).
   bool forwarded(std::size_t gw, Clock::time_point now);
+  // `n` sends to the gateway failed in the dataplane: each costs its
+  // sensitivity in health, as LNet lowers a peer NI's health on a failed
+  // send; the gateway stays alive (its checks decide that).  True if the
+  // health changed.
+  bool send_failed(std::size_t gw, std::uint64_t n);
   // Outstanding pings older than ping_timeout fail; the gateways whose alive
   // flag changed.
   std::vector<std::size_t> expire(Clock::time_point now);

@@ -121,13 +121,14 @@ class Controller {
  public:
   Controller(shm::Region region, RouteTableBuilder& builder, const HealthParams& params, const Placement& placement)
       : region_(std::move(region)), builder_(builder), health_(params), placement_(placement),
-        down_seen_(shm::kMaxGateways), heard_seen_(shm::kMaxGateways) {
+        down_seen_(shm::kMaxGateways), heard_seen_(shm::kMaxGateways), failures_seen_(shm::kMaxGateways) {
     for (std::uint32_t i = shm::kMaxGateways; i-- > 0;) {
       shm::GatewayShm& g = region_.gateway(i);
       if (g.assigned.load() != 0) {
         // A gateway the dataplane has down now is handled at the first step.
         down_seen_[i] = g.down_events.load() - (g.down.load() != 0 ? 1 : 0);
         heard_seen_[i] = g.heard.load();
+        failures_seen_[i] = g.send_failures.load();
         slot_of_.emplace(g.nid, i);
       } else {
         free_.push_back(i);  // lowest last: taken first
@@ -205,6 +206,13 @@ class Controller {
         if (s.down.load(std::memory_order_relaxed) != 0)
           gateway_event(i, health_.failed(i, GatewayReason::connections_failed, now));
       }
+      // Sends to it failed: each costs health, and the healthiest gateways
+      // are chosen first.
+      const std::uint64_t failures = s.send_failures.load(std::memory_order_relaxed);
+      if (failures != failures_seen_[slot_[i]]) {
+        health_.send_failed(i, failures - failures_seen_[slot_[i]]);
+        failures_seen_[slot_[i]] = failures;
+      }
       // It forwarded traffic to us (and no connection failed since).
       const std::uint64_t heard = s.heard.load(std::memory_order_relaxed);
       if (heard != heard_seen_[slot_[i]] && s.down.load(std::memory_order_relaxed) == 0) {
@@ -239,6 +247,9 @@ class Controller {
       }
     }
     for (std::size_t i : health_.expire(now)) gateway_event(i, true);
+    // Health as selection in every worker ranks the gateways by.
+    for (std::size_t i = 0; i < health_.gateways().size(); ++i)
+      region_.gateway(slot_[i]).health.store(health_.gateways()[i].health, std::memory_order_relaxed);
     if (checking) {
       std::vector<std::uint32_t> kick;
       for (std::size_t i : health_.due(now)) {
@@ -316,6 +327,8 @@ class Controller {
     shm::store_result(g, shm::PingResult{});  // nothing of the slot's last gateway
     down_seen_[i] = g.down_events.load();
     heard_seen_[i] = g.heard.load();
+    failures_seen_[i] = g.send_failures.load();
+    g.health.store(kMaxHealth);
     g.assigned.store(1);  // after the rest (release)
     slot_of_.emplace(nid, i);
     return i;
@@ -361,6 +374,7 @@ class Controller {
   bool hold_carried_ = false;  // routes keep their carried state until their gateway's first check
   std::vector<std::uint64_t> down_seen_;   // per slot: down_events handled
   std::vector<std::uint64_t> heard_seen_;  // per slot: heard handled
+  std::vector<std::uint64_t> failures_seen_;  // per slot: send_failures handled
   std::unordered_map<Nid, std::uint32_t> slot_of_;               // assigned slots
   std::vector<std::uint32_t> free_;                              // unassigned, reusable now
   std::vector<std::pair<std::uint32_t, std::uint64_t>> retired_; // unassigned at (before) that version

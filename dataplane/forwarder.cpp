@@ -95,6 +95,14 @@ void Forwarder::map_gateways() {
     p->gateway = nullptr;
     return true;
   });
+  // The gateways this worker owns: their peers publish credits from now on.
+  for (shm::GatewayShm* g : gw_board_) {
+    if (g == nullptr || g->owner != index_) continue;
+    PeerNi& p = peer_ni(g->nid);
+    if (p.gateway == nullptr) gw_peers_.push_back(&p);
+    p.gateway = g;
+    publish_gateway(p);
+  }
 }
 
 unsigned Forwarder::send_pings() {
@@ -637,7 +645,7 @@ void Forwarder::route(RouterMsg* m) {
     m->next_hop = dest;
   } else {
     auto usable = [this](const Route& route) noexcept { return nets_up_(route) && !gateway_down(route); };
-    auto r = routes_.select(dest.net(), cursor_, usable, [this](const Route& route) { return gateway_credits(route); });
+    auto r = routes_.select(dest.net(), cursor_, usable, [this](const Route& route) { return gateway_state(route); });
     if (!r) {
       ++m->src->drop_count;
       count_drop(r.error() == NoRoute::no_route ? DropReason::no_route : DropReason::route_down,
@@ -704,7 +712,7 @@ bool Forwarder::reroute(RouterMsg* m) {
   auto usable = [this, &failed](const Route& route) noexcept {
     return nets_up_(route) && !gateway_down(route) && !(route.gateway == failed);
   };
-  auto r = routes_.select(dest, cursor_, usable, [this](const Route& route) { return gateway_credits(route); });
+  auto r = routes_.select(dest, cursor_, usable, [this](const Route& route) { return gateway_state(route); });
   if (!r) return false;
   ++m->reroutes;
   counters().reroutes.add();
@@ -727,8 +735,11 @@ void Forwarder::send_out(RouterMsg* m) {
   }
   if (!p.tx.take()) {
     p.tx_wait.push(m);
+    p.tx_queued_bytes += m->rx.hdr.payload_length;
+    publish_gateway(p);
     return;
   }
+  publish_gateway(p);
   start_send(m, p);
 }
 
@@ -762,7 +773,15 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
   }
   PeerNi& p = peer_ni(m->next_hop);
   if (ni_tx_[m->ni].give()) transmit(ni_wait_[m->ni].pop());
-  if (p.tx.give()) start_send(p.tx_wait.pop(), p);
+  if (p.tx.give()) {
+    RouterMsg* next = p.tx_wait.pop();
+    p.tx_queued_bytes -= next->rx.hdr.payload_length;
+    start_send(next, p);
+  }
+  publish_gateway(p);
+  if (status != 0 && p.gateway != nullptr)  // costs the gateway health (lnetr-control)
+    p.gateway->send_failures.store(p.gateway->send_failures.load(std::memory_order_relaxed) + 1,
+                                   std::memory_order_relaxed);
   if (status == 0) {
     ++p.send_count;
     counters().route_count.add();

@@ -131,11 +131,28 @@ class Forwarder final : public lnd::Upper {
   void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);
   ByteSpan ping_reply_bytes(RouterMsg* m, std::uint32_t length);
   void map_gateways();
-  // A gateway's transmit credits for selection: gateways this worker owns
-  // show theirs; others count as equal.
-  std::int32_t gateway_credits(const Route& r) const noexcept {
-    auto it = peers_.find(r.gateway);
-    return it == peers_.end() ? 0 : it->second->tx.cur;
+  // A gateway as selection ranks it: its health, then the bytes queued to
+  // it, then its transmit credits, as the worker that owns it publishes
+  // them on the board (so every worker sees the same); a gateway without a
+  // board entry by this worker's own view.
+  GatewayNiState gateway_state(const Route& r) const noexcept {
+    GatewayNiState s;
+    const shm::GatewayShm* g = r.gateway_index < gw_board_.size() ? gw_board_[r.gateway_index] : nullptr;
+    if (g != nullptr) {
+      s.health = g->health.load(std::memory_order_relaxed);
+      s.tx_credits = g->tx_credits.load(std::memory_order_relaxed);
+      s.queued_bytes = g->queued_bytes.load(std::memory_order_relaxed);
+    } else if (auto it = peers_.find(r.gateway); it != peers_.end()) {
+      s.tx_credits = it->second->tx.cur;
+      s.queued_bytes = it->second->tx_queued_bytes;
+    }
+    return s;
+  }
+  // The owner's view of a gateway peer, on the board for every worker.
+  static void publish_gateway(const PeerNi& p) noexcept {
+    if (p.gateway == nullptr) return;
+    p.gateway->tx_credits.store(p.tx.cur, std::memory_order_relaxed);
+    p.gateway->queued_bytes.store(p.tx_queued_bytes, std::memory_order_relaxed);
   }
   bool gateway_down(const Route& r) const noexcept {
     const shm::GatewayShm* g = r.gateway_index < gw_board_.size() ? gw_board_[r.gateway_index] : nullptr;
@@ -191,7 +208,7 @@ class Forwarder final : public lnd::Upper {
   std::unordered_map<RouterMsg*, std::vector<std::uint8_t>> long_replies_;
   // Per gateway of the adopted snapshot: its board entry (its `down` flag
   // and last ping answer; nullptr: not on the board, never skipped).
-  std::vector<const shm::GatewayShm*> gw_board_;
+  std::vector<shm::GatewayShm*> gw_board_;
   std::vector<PeerNi*> gw_peers_;  // peers whose `gateway` points into the board
 };
 

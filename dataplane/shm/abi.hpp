@@ -79,7 +79,7 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 11;
+inline constexpr std::uint32_t kShmLayoutVersion = 12;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 // Gateways watched at once (slots of gateways no route names any more are
 // reused once every worker has let go of them).
@@ -185,6 +185,15 @@ struct alignas(64) GatewayShm {
   std::atomic<std::uint64_t> down_events; // times `down` was set
   std::atomic<std::uint64_t> pings_sent;
   std::atomic<std::uint64_t> heard;       // routed messages received from it (it forwards: it lives)
+  // Selection among gateways (routing-credits.md §2.2 step 3.4), seen alike
+  // by every worker: written by the owner worker, its transmit credits to
+  // the gateway and the bytes waiting for them, and its failed sends ...
+  std::atomic<std::int32_t> tx_credits;
+  std::atomic<std::uint64_t> queued_bytes;
+  std::atomic<std::uint64_t> send_failures;
+  // ... and by control, the gateway's health (0..1000), which such failures
+  // and failed checks lower and any reception from it restores.
+  std::atomic<std::uint32_t> health;
 };
 static_assert(std::is_standard_layout_v<GatewayShm>);
 

@@ -203,6 +203,20 @@ TEST_F(HealthTest, RoutedTrafficRevivesADeadGateway) {
   EXPECT_FALSE(h.forwarded(0, t0 + 5s));  // alive already: no change
 }
 
+// A failed send costs health but not life (checks decide that); anything
+// heard from the gateway restores it, as on a kernel router.
+TEST_F(HealthTest, FailedSendsCostHealthOnlyAndReceptionRestoresIt) {
+  EXPECT_TRUE(h.send_failed(0, 3));
+  EXPECT_EQ(g(0).health, kMaxHealth - 3 * 300);  // sensitivity 300 each
+  EXPECT_TRUE(g(0).alive);
+  EXPECT_EQ(g(1).health, kMaxHealth);
+  EXPECT_TRUE(h.send_failed(0, 1));
+  EXPECT_EQ(g(0).health, 0u);  // floored
+  EXPECT_FALSE(h.send_failed(0, 1));
+  EXPECT_FALSE(h.forwarded(0, t0));  // alive already ...
+  EXPECT_EQ(g(0).health, kMaxHealth);  // ... but healthy again
+}
+
 TEST_F(HealthTest, SetGatewaysKeepsKnownStateAndForgetsTheRest) {
   h.sent(0, 1, t0);
   h.expire(t0 + 3s);

@@ -732,6 +732,64 @@ TEST(Forwarder, DropAsymRouteTakesMessagesForUsOnlyThroughAGatewayRoutingBack) {
   r.expect_idle();
 }
 
+// Among routes tied on priority and hops the healthier gateway wins (health
+// from lnetr-control on the board), then the one with fewer bytes queued and
+// more credits as its owner worker publishes them: every worker ranks the
+// gateways alike, not by its own (empty) view of them.
+TEST(Forwarder, GatewaysRankByHealthThenTheirOwnersCredits) {
+  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 0}});
+  Board b;
+  b.assign(0, kGw1, {}, 0);
+  b.assign(1, kGw2, {}, 0);
+  b.slots[0].health = 1000;
+  b.slots[1].health = 1000;
+  r.fwd->attach_gateways(b.span());
+  r.fwd->adopt(r.routes.view());
+  // The owner published its peers' credits on adoption.
+  EXPECT_EQ(b.slots[0].tx_credits.load(), 2);
+  EXPECT_EQ(b.slots[1].tx_credits.load(), 2);
+  // Equal: round robin.
+  const Nid first = r.next_hop_to_tcp7();
+  EXPECT_NE(r.next_hop_to_tcp7(), first);
+  // Gateway 1 lost health (failed sends): gateway 2, every time.
+  b.slots[0].health = 700;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(r.next_hop_to_tcp7(), kGw2);
+  // A failed send to a gateway is counted for lnetr-control to charge.
+  lnd::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
+  ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
+  r.fwd->on_received(rx);
+  ASSERT_EQ(r.ports.sent.size(), 1u);
+  r.complete(-ECONNRESET);  // goes on through the other gateway
+  EXPECT_EQ(b.slots[1].send_failures.load(), 1u);
+  r.complete();
+  b.slots[0].health = 1000;
+
+  // Another worker, which owns neither gateway, ranks them by what the
+  // owner published: gateway 2 with messages queued for credits loses.
+  dp::Setup s2 = make_setup(2);
+  SharedState shared2(s2.nis.size(), 2);
+  FakePorts p1;
+  Forwarder f1(1, s2, shared2, r.routes.view(), p1);
+  f1.attach_gateways(b.span());
+  f1.adopt(r.routes.view());
+  b.slots[1].tx_credits = -3;
+  b.slots[1].queued_bytes = 3 * 4096;
+  std::deque<lnd::Rx> rxs;  // held until the test ends, as a connection's
+  for (std::uint32_t i = 0; i < 2; ++i) {  // (kA's two router credits)
+    lnd::Rx& rx1 = rxs.emplace_back();
+    rx1.from = kA;
+    rx1.ni = kNiA;
+    rx1.hdr.src_nid = kA;
+    rx1.hdr.dest_nid = nid("10.7.0.5@tcp7");
+    rx1.hdr.set(PutFields{});
+    rx1.hdr.payload_length = 10;
+    ASSERT_EQ(f1.on_head(rx1), lnd::RxVerdict::accept);
+    f1.on_received(rx1);
+    ASSERT_EQ(p1.posted.size(), i + 1);  // to the owner, worker 0
+    EXPECT_EQ(static_cast<RouterMsg*>(p1.posted[i].second.ptr)->next_hop, kGw1);
+  }
+}
+
 TEST(Forwarder, AGatewayWhoseConnectionsFailIsSkippedUntilHeardFrom) {
   Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
   Board b;
