@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <thread>
 
@@ -384,6 +385,7 @@ class Controller {
 
 Service::Service(config::Config cfg) : cfg_(std::move(cfg)), params_(health_params(cfg_)) {
   placement_ = config::placement(cfg_);
+  metrics_peers_ = cfg_.control.metrics_peers.value;
 }
 Service::~Service() = default;
 
@@ -1366,7 +1368,52 @@ void Service::collect(Families& f) {
                 p["mincredits"].get<double>());
       }
     }
-    for (const Json& p : st["peers"]) {
+    // Peers: per net always; per peer only for the busiest metrics_peers
+    // (a router with tens of thousands of clients must not export a series
+    // set per client).
+    struct NetPeers {
+      double peers = 0, down = 0, tx_min = 0, rtr_min = 0;
+      bool any = false;
+    };
+    std::map<std::string, NetPeers> per_net;
+    std::vector<const Json*> ranked;
+    const Json peers = merged_peers(st, placement_);  // one entry per peer
+    for (const Json& p : peers) {
+      const std::string nid = p["nid"].get<std::string>();
+      NetPeers& n = per_net[nid.substr(nid.find('@') + 1)];
+      n.peers += 1;
+      n.down += p["state"] == "up" ? 0 : 1;
+      n.tx_min = n.any ? std::min(n.tx_min, p["min_tx_credits"].get<double>()) : p["min_tx_credits"].get<double>();
+      n.rtr_min = n.any ? std::min(n.rtr_min, p["min_rtr_credits"].get<double>()) : p["min_rtr_credits"].get<double>();
+      n.any = true;
+      ranked.push_back(&p);
+    }
+    for (const auto& [net, n] : per_net) {
+      const L l{{"net", net}};
+      f.gauge("lnetr_net_peers", "Peers the router knows on the net (summed over the CPTs that account for them)", l,
+              n.peers);
+      f.gauge("lnetr_net_peers_down", "Of those, peers considered down (all their connections failed)", l, n.down);
+      f.gauge("lnetr_net_peer_tx_credits_min",
+              "Lowest transmit credits any peer of the net has reached; at or below 0 a peer was a bottleneck", l,
+              n.tx_min);
+      f.gauge("lnetr_net_peer_router_credits_min",
+              "Lowest router credits any peer of the net has reached; at or below 0 a peer's messages waited", l,
+              n.rtr_min);
+    }
+    auto traffic = [](const Json* p) {
+      return (*p)["send_count"].get<std::uint64_t>() + (*p)["recv_count"].get<std::uint64_t>();
+    };
+    const std::size_t keep = std::min<std::size_t>(ranked.size(), metrics_peers_);
+    std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end(),
+                      [&](const Json* a, const Json* b) {
+                        const auto ta = traffic(a), tb = traffic(b);
+                        return ta != tb ? ta > tb : (*a)["nid"].get<std::string>() < (*b)["nid"].get<std::string>();
+                      });
+    ranked.resize(keep);
+    std::set<std::string> exported;
+    for (const Json* pp : ranked) {
+      const Json& p = *pp;
+      exported.insert(p["nid"].get<std::string>());
       const L l{{"peer", p["nid"].get<std::string>()}, {"cpt", std::to_string(p["cpt"].get<int>())}};
       f.gauge("lnetr_peer_up", "1 while the peer is considered alive; 0 after all connections to it failed", l,
               p["state"] == "up" ? 1 : 0);
@@ -1438,7 +1485,7 @@ void Service::collect(Families& f) {
       f.counter("lnetr_socklnd_connections_refused_total",
                 "Incoming connections the acceptor refused, by reason (e.g. bad magic, insecure port)",
                 {{"reason", it.key()}}, it.value().get<double>());
-    if (st.contains("o2iblnd")) o2iblnd_metrics(f, st["o2iblnd"]);
+    if (st.contains("o2iblnd")) o2iblnd_metrics(f, st["o2iblnd"], exported);
   } catch (const std::exception& e) {
     log("warning", std::string("metrics: unexpected dataplane status document: ") + e.what());
   }
@@ -1447,7 +1494,7 @@ void Service::collect(Families& f) {
 // o2iblnd (verbs NIs): connections, rejects and closes by reason, messages
 // by type, RDMA and copied bytes, completions, and every connection's
 // credits.
-void Service::o2iblnd_metrics(Families& f, const Json& ib) const {
+void Service::o2iblnd_metrics(Families& f, const Json& ib, const std::set<std::string>& peers) const {
   using L = Families::Labels;
   f.counter("lnetr_o2iblnd_connections_total",
             "o2iblnd connections established, by who connected (active: the router connected)",
@@ -1508,6 +1555,7 @@ void Service::o2iblnd_metrics(Families& f, const Json& ib) const {
   std::map<std::string, int> nth;  // a peer's connections (conns_per_peer), numbered
   for (const Json& c : ib["connections"]) {
     const std::string peer = c["peer"].get<std::string>();
+    if (!peers.contains(peer)) continue;  // per-peer series for the exported peers only
     const L l{{"peer", peer}, {"cpt", std::to_string(c["cpt"].get<int>())}, {"conn", std::to_string(nth[peer]++)}};
     f.gauge("lnetr_o2iblnd_connection_credits",
             "Credits of the o2iblnd connection to the peer (receive buffers it has posted for us); 0 with "

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,7 @@ class Service {
   Json handle(const std::string& command, const Json& args);
   // Every metric series, at scrape time (control/metrics.hpp).
   void collect(class Families& f);
-  void o2iblnd_metrics(class Families& f, const Json& ib) const;
+  void o2iblnd_metrics(class Families& f, const Json& ib, const std::set<std::string>& peers) const;
 
   // The commands handle() knows, for help and errors.
   static const std::vector<std::string>& commands();
@@ -114,6 +115,7 @@ class Service {
   config::Config cfg_;
   HealthParams params_;
   Placement placement_;  // which worker owns a peer (nets on DPDK ports are pinned)
+  std::size_t metrics_peers_ = 100;  // control.metrics_peers
   std::optional<RouteTableBuilder> builder_;
   std::unique_ptr<Controller> ctl_;
   // Operators' pings: which API ping slot is in use, and from when a slot

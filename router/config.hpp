@@ -312,6 +312,10 @@ struct ControlConfig {
   // The Prometheus exposer's "address:port" (loopback unless configured),
   // or "off".
   Field<std::string> metrics{std::string(kDefaultMetrics)};
+  // Per-peer series only for this many peers (the busiest); every net also
+  // has aggregate series, so that a router with tens of thousands of
+  // clients exports a bounded number of series.  0: none per peer.
+  Field<std::uint32_t> metrics_peers{100};
 };
 
 // ---- the whole ---------------------------------------------------------------

@@ -502,6 +502,31 @@ class Metrics(GatewayTestCase):
         self.assertLess(m[("lnetr_gateway_health", frozenset({("gateway", self.g1)}))], 1000)
         self.finish()
 
+    def test_per_peer_series_are_bounded_and_nets_aggregate(self):
+        # lnetr-control again, exporting per-peer series for one peer only.
+        self.ctl.stop(signal.SIGTERM)
+        with open(self.cfg["r"]) as f:
+            text = f.read()
+        self.assertTrue(text.rstrip().endswith("metrics: 127.0.0.1:9798"), text[-200:])
+        bounded = os.path.join(self.dir, "r-bounded.yaml")
+        with open(bounded, "w") as f:
+            f.write(text.rstrip() + "\n  metrics_peers: 1\n")
+        self.ctl = self.topo.start_control(self.procs, bounded)
+        self.assertTrue(self.ctl.wait_stderr("published route table", timeout=15), self.ctl.stderr_so_far)
+        json_path = os.path.join(self.dir, "load.json")
+        res = self.finish_load(self.start_load(json_path, duration=1, concurrency=4), json_path)
+        self.assertEqual(res["errors"], 0, res)
+        m = parse_metrics(self.scrape())
+        peers = {dict(l)["peer"] for (n, l) in m if n == "lnetr_peer_tx_credits"}
+        self.assertEqual(len(peers), 1, peers)
+        # The router's peers per net all the same: A on tcp, G1 and G2 on tcp1.
+        net_peers = {dict(l)["net"]: v for (n, l), v in m.items() if n == "lnetr_net_peers"}
+        self.assertEqual(net_peers.get("tcp"), 1, net_peers)
+        self.assertEqual(net_peers.get("tcp1"), 2, net_peers)
+        self.assertEqual(m[("lnetr_net_peers_down", frozenset({("net", "tcp1")}))], 0)
+        self.assertLessEqual(m[("lnetr_net_peer_tx_credits_min", frozenset({("net", "tcp1")}))], 8)
+        self.finish()
+
 
 if __name__ == "__main__":
     unittest.main()
