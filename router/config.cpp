@@ -160,6 +160,9 @@ class Checker {
         const Nid& nid = ni.nid->value;
         if (nid.is_any() || nid.lnd() == LndType::lo) {
           error(ni.nid->source, "NID " + to_string(nid) + " cannot be a local NI");
+        } else if (!nid.is_nid4()) {
+          error(ni.nid->source, "NID " + to_string(nid) + ": not an IPv4 NID; lnetr serves no IPv6 nets yet "
+                                "(kernel sockets or DPDK ports)");
         } else if (nid.net() != net.net.value) {
           error(ni.nid->source, "NID " + to_string(nid) + " is not on net " + net_name);
         } else if (auto [it, fresh] = nids.emplace(nid, &ni.nid->source); !fresh) {
@@ -203,6 +206,10 @@ class Checker {
       if (gw.net() == net) {
         error(r.gateway.source, "gateway " + to_string(gw) + " is on the remote net " + to_string(net) +
                                     " itself");
+        continue;
+      }
+      if (!gw.is_nid4()) {
+        error(r.gateway.source, "gateway " + to_string(gw) + ": not an IPv4 NID; lnetr serves no IPv6 nets yet");
         continue;
       }
       if (cfg_.find_net(net)) {

@@ -37,6 +37,10 @@ bool RouteTable::add(const RouteSpec& r, Net local_net, std::string& err) {
     err = what + "not a usable gateway NID";
     return false;
   }
+  if (!r.gateway.is_nid4()) {
+    err = what + "not an IPv4 gateway NID (lnetr-peer speaks IPv4 only)";
+    return false;
+  }
   if (r.net == local_net) {
     err = what + "the net is local: it needs no route";
     return false;

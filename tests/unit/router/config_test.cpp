@@ -1123,6 +1123,13 @@ TEST(ConfigErrors, WarningsForIgnoredKeys) {
 // Every setting a kernel export can carry is applied or named in a warning
 // when it asks for something lnetr does not do; at the kernel's defaults
 // (what every export lists) nothing is said.
+TEST(ConfigErrors, IpV6NidsAreRefusedByName) {
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - nid: 2001:db8::5@tcp\n"),
+              ElementsAre(HasSubstr("NID 2001:db8::5@tcp: not an IPv4 NID; lnetr serves no IPv6 nets yet")));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "route:\n  - net: tcp9\n    gateway: 2001:db8::1@tcp\n"),
+              ElementsAre(HasSubstr("gateway 2001:db8::1@tcp: not an IPv4 NID")));
+}
+
 TEST(ConfigErrors, SettingsNotInForceAreNamed) {
   const std::string net = "net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n";
   const auto quiet = load_ok(net + "global:\n  numa_range: 0\n  max_interfaces: 4096\n  discovery: 1\n"

@@ -68,6 +68,17 @@ TEST(RouteTableAdd, WildcardOrLoopbackGatewayIsInvalid) {
   EXPECT_TRUE(b.routes().empty());
 }
 
+// An IPv6 gateway would be reached at its address's first four bytes:
+// refused until IPv6 nets are served.
+TEST(RouteTableAdd, IpV6GatewayIsRefused) {
+  auto b = builder();
+  auto v6 = b.add(spec("o2ib1", "2001:db8::1@tcp"));
+  ASSERT_FALSE(v6);
+  EXPECT_EQ(v6.error(), RouteError::large_nid_gateway);
+  EXPECT_EQ(errno_of(RouteError::large_nid_gateway), EAFNOSUPPORT);
+  EXPECT_TRUE(b.routes().empty());
+}
+
 TEST(RouteTableAdd, WildcardOrLoopbackNetIsInvalid) {
   auto b = builder();
   auto any = b.add(RouteSpec{Net::from_u32(kNetAny), nid("10.0.0.1@tcp")});
