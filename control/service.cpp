@@ -917,11 +917,11 @@ Json Service::global_show(const Json& args) {
             {"discovery", g.discovery.value ? 1 : 0},
             {"drop_asym_route", asym.value_or(g.drop_asym_route.value ? 1 : 0)},
             {"retry_count", k.retry_count.value},
-            {"transaction_timeout", k.transaction_timeout.value},
+            {"transaction_timeout", g.transaction_timeout.value},
             {"health_sensitivity", params_.sensitivity},
             {"recovery_interval", g.recovery_interval.value},
             {"router_sensitivity", k.router_sensitivity.value},
-            {"lnd_timeout", (k.transaction_timeout.value - 1) / (k.retry_count.value + 1)},
+            {"lnd_timeout", (std::max<std::uint32_t>(g.transaction_timeout.value, 1) - 1) / (k.retry_count.value + 1)},
             {"response_tracking", k.response_tracking.value},
             {"recovery_limit", k.recovery_limit.value},
             {"max_recovery_ping_interval", k.max_recovery_ping_interval.value},
@@ -1117,6 +1117,11 @@ Json Service::import_config(const Json& args) {
     if (ctl_) ctl_->health().set_params(params_);
     done.push_back("health_sensitivity " + std::to_string(params_.sensitivity));
   }
+  if (in.global.transaction_timeout.given() && in.global.transaction_timeout.value != cfg_.global.transaction_timeout.value)
+    warnings.push_back(config::to_string(in.global.transaction_timeout.source) + ": transaction_timeout " +
+                       std::to_string(in.global.transaction_timeout.value) +
+                       " is not applied at run time: the dataplane reads it when it starts; edit its configuration "
+                       "file and restart it");
   if (in.global.discovery.given() && in.global.discovery.value != cfg_.global.discovery.value)
     warnings.push_back(config::to_string(in.global.discovery.source) + ": discovery " +
                        (in.global.discovery.value ? "1" : "0") +

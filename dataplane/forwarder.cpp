@@ -241,6 +241,95 @@ void Forwarder::tick() {
   for (std::size_t i = 0; i < ni_nids_.size(); ++i)
     if (auto slot = routes_.local_slot(ni_nids_[i].net()))
       nets_up_.set(*slot, shared_.ni[i].link_up.load(std::memory_order_relaxed));
+  const std::int64_t now = sock::Clock::now().time_since_epoch().count();
+  if (now >= next_expiry_ns_) {
+    next_expiry_ns_ = now + std::chrono::nanoseconds(std::chrono::seconds(1)).count();
+    expire_waiting(now);
+  }
+}
+
+void Forwarder::wait_in(MsgQueue& q, RouterMsg* m) noexcept {
+  m->queued_ns = sock::Clock::now().time_since_epoch().count();
+  q.push(m);
+}
+
+// A message that waited longer than transaction_timeout for a credit or a
+// router buffer is dropped (counted as `timeout`) and gives back what it
+// held; one still to be read is read and thrown away first (its connection
+// goes on).  Each queue is in arrival order: only its head can be due.
+unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
+  const std::int64_t due = now_ns - std::chrono::nanoseconds(setup_.transaction_timeout).count();
+  auto old = [due](const MsgQueue& q) { return !q.empty() && q.head->queued_ns <= due; };
+  unsigned n = 0;
+  for (auto& [nid, up] : peers_) {
+    PeerNi& p = *up;
+    while (old(p.rtr_wait)) {  // holds nothing yet
+      RouterMsg* m = p.rtr_wait.pop();
+      ++p.rtr.cur;  // one waiter fewer
+      expire_unread(m, false);
+      ++n;
+    }
+    while (old(p.tx_wait)) {  // read, in its buffer; waiting for the peer's credit
+      RouterMsg* m = p.tx_wait.pop();
+      ++p.tx.cur;
+      p.tx_queued_bytes -= m->rx.hdr.payload_length;
+      publish_gateway(p);
+      ++p.drop_count;
+      count_drop(DropReason::timeout, m->rx.hdr.payload_length);
+      give_back(m);
+      ++n;
+    }
+  }
+  for (std::size_t c = 0; c < kPoolClasses; ++c) {
+    while (old(pool_wait_[c])) {  // holds its router credit
+      RouterMsg* m = pool_wait_[c].pop();
+      ++pool_state_[c].credits.cur;
+      expire_unread(m, true);
+      ++n;
+    }
+  }
+  for (std::size_t i = 0; i < ni_wait_.size(); ++i) {
+    while (old(ni_wait_[i])) {  // holds the peer's credit, waiting for the NI's
+      RouterMsg* m = ni_wait_[i].pop();
+      ++ni_tx_[i].cur;
+      PeerNi& p = peer_ni(m->next_hop);
+      if (p.tx.give()) {
+        RouterMsg* next = p.tx_wait.pop();
+        p.tx_queued_bytes -= next->rx.hdr.payload_length;
+        start_send(next, p);
+      }
+      publish_gateway(p);
+      ++p.drop_count;
+      count_drop(DropReason::timeout, m->rx.hdr.payload_length);
+      give_back(m);
+      ++n;
+    }
+  }
+  return n;
+}
+
+void Forwarder::expire_unread(RouterMsg* m, bool holds_rtr) {
+  if (m->aborted) {  // its connection died meanwhile: nothing left to read
+    PeerNi* src = m->src;
+    free_msg(m);
+    if (holds_rtr) give_rtr(*src);
+    return;
+  }
+  ++m->src->drop_count;
+  count_drop(DropReason::timeout, m->rx.hdr.payload_length);
+  m->stage = holds_rtr ? RouterMsg::Stage::expired_rtr : RouterMsg::Stage::expired;
+  m->rx.discard = true;
+  m->rx.sink = {};
+  m->rx.chain = nullptr;
+  resume(m);
+}
+
+// An expired message's payload has been read (or its connection died).
+void Forwarder::finish_expired(RouterMsg* m) {
+  PeerNi* src = m->src;
+  const bool holds_rtr = m->stage == RouterMsg::Stage::expired_rtr;
+  free_msg(m);
+  if (holds_rtr) give_rtr(*src);
 }
 
 void Forwarder::on_ring(const RingItem& item) {
@@ -416,7 +505,7 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   // The previous hop's router credit, then a buffer of the right pool.
   if (!src.rtr.take()) {
     m->stage = RouterMsg::Stage::wait_rtr;
-    src.rtr_wait.push(m);
+    wait_in(src.rtr_wait, m);
     return lnd::RxVerdict::defer;
   }
   if (!grant_buffer(m)) return lnd::RxVerdict::defer;
@@ -431,7 +520,7 @@ bool Forwarder::grant_buffer(RouterMsg* m) {
   const auto c = static_cast<std::size_t>(m->pool);
   if (!pool_state_[c].credits.take()) {
     m->stage = RouterMsg::Stage::wait_buffer;
-    pool_wait_[c].push(m);
+    wait_in(pool_wait_[c], m);
     return false;
   }
   take_buffer(m);
@@ -540,6 +629,7 @@ void Forwarder::on_received(lnd::Rx& rx) {
     local_out_.push_back(m);
     return;
   }
+  if (m->stage == RouterMsg::Stage::expired || m->stage == RouterMsg::Stage::expired_rtr) return finish_expired(m);
   if (m->rx.discard) {  // no buffer came with its pool credit (take_buffer)
     ++m->src->drop_count;
     count_drop(DropReason::no_buffer, m->rx.hdr.payload_length);
@@ -553,6 +643,7 @@ void Forwarder::on_rx_aborted(lnd::Rx& rx) {
   if (!m) return;
   if (m->kind == RouterMsg::Kind::ping_reply) long_replies_.erase(m);
   if (m->kind != RouterMsg::Kind::forward) return free_msg(m);
+  if (m->stage == RouterMsg::Stage::expired || m->stage == RouterMsg::Stage::expired_rtr) return finish_expired(m);
   ++m->src->drop_count;
   count_drop(DropReason::send_failed, m->rx.hdr.payload_length);
   if (m->stage == RouterMsg::Stage::receiving) return release(m);
@@ -734,7 +825,7 @@ void Forwarder::send_out(RouterMsg* m) {
     return give_back(m);
   }
   if (!p.tx.take()) {
-    p.tx_wait.push(m);
+    wait_in(p.tx_wait, m);
     p.tx_queued_bytes += m->rx.hdr.payload_length;
     publish_gateway(p);
     return;
@@ -746,7 +837,7 @@ void Forwarder::send_out(RouterMsg* m) {
 // `m` holds its peer transmit credit: take the NI's, or queue.
 void Forwarder::start_send(RouterMsg* m, PeerNi& p) {
   if (!ni_tx_[p.ni].take()) {
-    ni_wait_[p.ni].push(m);
+    wait_in(ni_wait_[p.ni], m);
     return;
   }
   transmit(m);

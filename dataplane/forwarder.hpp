@@ -70,7 +70,8 @@ class Forwarder final : public lnd::Upper {
   // Finished messages waiting for a device to free frames chained from
   // their buffers, and messages waiting for room on a full ring.
   std::size_t held() const noexcept { return held_.count + ring_waiting_; }
-  // Refresh what changes slowly (which local nets have an NI up).
+  // Refresh what changes slowly (which local nets have an NI up), and once
+  // a second drop what waited longer than transaction_timeout.
   // Route by a new snapshot from now on (the previous one may go away
   // after this returns).  Allocates (the cursor): once per snapshot.
   void adopt(const RouteTableView& routes);
@@ -118,6 +119,11 @@ class Forwarder final : public lnd::Upper {
   void release(RouterMsg* m);
   void release_now(RouterMsg* m);
   void count_drop(DropReason why, std::uint32_t bytes);
+  // transaction_timeout: drop what waited too long for a credit or a buffer.
+  static void wait_in(MsgQueue& q, RouterMsg* m) noexcept;
+  unsigned expire_waiting(std::int64_t now_ns);
+  void expire_unread(RouterMsg* m, bool holds_rtr);
+  void finish_expired(RouterMsg* m);
   // To another worker's ring, or behind what already waits for room there.
   void post(std::uint32_t worker, RingItem::Kind kind, RouterMsg* m);
   unsigned post_waiting();
@@ -190,6 +196,7 @@ class Forwarder final : public lnd::Upper {
   std::array<PoolState, kPoolClasses> pool_state_{};
   std::array<MsgQueue, kPoolClasses> pool_wait_{};
   MsgQueue held_;  // finished, their buffers still in a device (release_held)
+  std::int64_t next_expiry_ns_ = 0;  // next scan of the credit queues for messages waiting too long
   std::vector<MsgQueue> ring_wait_;  // per worker: messages waiting for room on its ring, in order
   std::size_t ring_waiting_ = 0;
 

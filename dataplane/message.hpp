@@ -52,6 +52,8 @@ struct RouterMsg {
     wait_buffer,  // holds the router credit, in a pool's wait queue
     receiving,    // holds both credits and a buffer; payload being read
     routed,       // complete, on its way out (possibly on another worker)
+    expired,      // waited too long for a credit: its payload is read and thrown away ...
+    expired_rtr,  // ... and it holds the previous hop's router credit
   };
 
   Kind kind = Kind::forward;
@@ -74,6 +76,7 @@ struct RouterMsg {
   // they arrived in (ref_chain.hpp), the rest in buf.  Let go at home.
   lnd::RefChain chain;
   RouterMsg* next = nullptr;    // queue link
+  std::int64_t queued_ns = 0;   // when it began waiting in a credit queue (steady clock)
   lnd::Rx rx;                  // home's receive
   lnd::Tx tx;                  // the sender's transmit
   std::array<std::uint8_t, 512> inline_{};  // a local REPLY's payload (ping info)

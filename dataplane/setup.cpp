@@ -173,6 +173,7 @@ SetupResult make_setup(const config::Config& cfg) {
   s.discovery = cfg.global.discovery.value;
   s.drop_asym_route = cfg.global.drop_asym_route.value;
   s.router_ping_timeout = std::chrono::seconds(dp.router_ping_timeout.value);
+  s.transaction_timeout = std::chrono::seconds(cfg.global.transaction_timeout.value);
 
   sock::Options& o = s.sock;
   const auto& sp = dp.socklnd;

@@ -81,6 +81,9 @@ struct Setup {
   bool discovery = true;  // global.discovery: our ping info says we run it
   bool drop_asym_route = false;  // global.drop_asym_route (SharedState holds the one in force)
   std::chrono::seconds router_ping_timeout{50};
+  // global.transaction_timeout: a message waiting longer than this for
+  // credits or a router buffer is dropped (DropReason::timeout).
+  std::chrono::seconds transaction_timeout{150};
 
   std::uint32_t ncpts() const noexcept { return static_cast<std::uint32_t>(cores.size()); }
 };

@@ -271,9 +271,6 @@ class Checker {
     global(g.retry_count, dflt.retry_count.value, "retry_count",
            "a router resends nothing (only originators do); LND timeouts are dataplane.socklnd.sock_timeout and "
            "dataplane.o2iblnd's timeout");
-    global(g.transaction_timeout, dflt.transaction_timeout.value, "transaction_timeout",
-           "lnetr does not expire queued messages by it; LND timeouts are dataplane.socklnd.sock_timeout and "
-           "dataplane.o2iblnd's timeout");
     global(g.router_sensitivity, dflt.router_sensitivity.value, "router_sensitivity",
            "a gateway's failures cost health_sensitivity");
     global(g.response_tracking, dflt.response_tracking.value, "response_tracking",

@@ -31,6 +31,8 @@ namespace lnetr {
   X(protocol, "a message breaking LNet's rules (wrong net, another local NID, bad lengths)")       \
   X(asym_route, "a message for the router came through a gateway that is not on a route back to its "   \
                 "source net (drop_asym_route)")                                                     \
+  X(timeout, "waited longer than transaction_timeout for credits or a router buffer (a next hop or "      \
+             "the buffer pools too slow to drain: check peers' credits and the pools' minimums)")           \
   X(no_buffer, "a router buffer was missing though a pool credit was held (a fault: report it)")   \
   X(shutdown, "dropped while the router was stopping")
 

@@ -881,6 +881,94 @@ TEST(Forwarder, CrossCptMessagesGoHomeToBeFreed) {
   EXPECT_EQ(shared.counters[1].route_count.get(), 1u);  // counted by the sender
 }
 
+// transaction_timeout: a message waiting longer for a router credit, a
+// buffer, a peer's or an NI's transmit credit is dropped (`timeout`) and
+// gives back what it held; one not yet read is read and thrown away.
+TEST(Forwarder, MessagesWaitingLongerThanTheTransactionTimeoutAreDropped) {
+  dp::Setup s = make_setup();
+  s.transaction_timeout = std::chrono::seconds(0);  // every waiter is due at the next scan
+  {
+    SCOPED_TRACE("waiting for a router credit");
+    Rig r(s);
+    lnd::Rx& a = r.head(kA, kNiA, kB, 10);
+    lnd::Rx& b = r.head(kA, kNiA, kB, 10);
+    lnd::Rx& c = r.head(kA, kNiA, kB, 10);
+    ASSERT_EQ(r.fwd->on_head(a), lnd::RxVerdict::accept);
+    ASSERT_EQ(r.fwd->on_head(b), lnd::RxVerdict::accept);
+    ASSERT_EQ(r.fwd->on_head(c), lnd::RxVerdict::defer);  // kA has 2 router credits
+    r.fwd->tick();
+    ASSERT_EQ(r.ports.resumed.size(), 1u);
+    EXPECT_TRUE(r.ports.resumed[0].discard);  // read and thrown away
+    r.fwd->on_received(r.ports.resumed[0]);
+    EXPECT_EQ(r.drops(DropReason::timeout), 1u);
+    EXPECT_EQ(r.peer(kA).rtr.cur, 0);  // the two others hold theirs; nobody waits
+    r.fwd->on_received(a);
+    r.fwd->on_received(b);
+    r.complete();
+    r.complete();
+    r.expect_idle();
+  }
+  {
+    SCOPED_TRACE("waiting for a buffer");
+    Rig r(s);
+    lnd::Rx& a = r.head(kA, kNiA, kB, 5000);
+    lnd::Rx& b = r.head(kA, kNiA, kB, 5000);
+    lnd::Rx& c = r.head(kA2, kNiA, kB, 5000);
+    ASSERT_EQ(r.fwd->on_head(a), lnd::RxVerdict::accept);
+    ASSERT_EQ(r.fwd->on_head(b), lnd::RxVerdict::accept);
+    ASSERT_EQ(r.fwd->on_head(c), lnd::RxVerdict::defer);  // 2 large buffers
+    r.fwd->tick();
+    ASSERT_EQ(r.ports.resumed.size(), 1u);
+    EXPECT_TRUE(r.ports.resumed[0].discard);
+    r.fwd->on_received(r.ports.resumed[0]);
+    EXPECT_EQ(r.drops(DropReason::timeout), 1u);
+    EXPECT_EQ(r.peer(kA2).rtr.cur, r.peer(kA2).rtr.max);  // its router credit back
+    EXPECT_EQ(r.pool(PoolClass::large).credits.cur, 0);
+    r.fwd->on_received(a);
+    r.fwd->on_received(b);
+    r.complete();
+    r.complete();
+    r.expect_idle();
+  }
+  {
+    SCOPED_TRACE("waiting for the next hop's credit");
+    Rig r(s);
+    std::vector<lnd::Rx*> rx;
+    for (const Nid& from : {kA, kA, kA2}) {
+      rx.push_back(&r.head(from, kNiA, kB, 10));
+      ASSERT_EQ(r.fwd->on_head(*rx.back()), lnd::RxVerdict::accept);
+      r.fwd->on_received(*rx.back());
+    }
+    EXPECT_EQ(r.ports.sent.size(), 2u);  // kB has 2 transmit credits; the third waits
+    r.fwd->tick();
+    EXPECT_EQ(r.drops(DropReason::timeout), 1u);
+    EXPECT_EQ(r.peer(kB).tx.cur, 0);
+    EXPECT_EQ(r.peer(kB).tx_queued_bytes, 0u);
+    r.complete();
+    r.complete();
+    EXPECT_TRUE(r.ports.sent.empty());  // the expired one is not sent after all
+    r.expect_idle();
+  }
+  {
+    SCOPED_TRACE("waiting for the NI's credit");
+    Rig r(s);
+    const Nid to[] = {kB, kB, nid("10.2.0.3@tcp1"), nid("10.2.0.3@tcp1"), nid("10.2.0.4@tcp1")};
+    const Nid from[] = {kA, kA, kA2, kA2, nid("10.1.0.4@tcp")};
+    for (std::size_t i = 0; i < 5; ++i) {
+      lnd::Rx& rx = r.head(from[i], kNiA, to[i], 0);  // tiny: 8 buffers
+      ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
+      r.fwd->on_received(rx);
+    }
+    EXPECT_EQ(r.ports.sent.size(), 4u);  // the NI has 4 credits; the fifth waits
+    r.fwd->tick();
+    EXPECT_EQ(r.drops(DropReason::timeout), 1u);
+    EXPECT_EQ(r.fwd->ni_credits()[1].cur, 0);
+    for (int i = 0; i < 4; ++i) r.complete();
+    EXPECT_TRUE(r.ports.sent.empty());
+    r.expect_idle();
+  }
+}
+
 // A pool that runs dry although its credits said otherwise (a fault) costs
 // that message, counted, and nothing else: no abort, every credit back.
 TEST(Forwarder, AMissingBufferDropsThatMessageCountedAndReturnsItsCredits) {
