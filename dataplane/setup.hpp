@@ -46,6 +46,7 @@ struct NiSetup {
   std::uint32_t peer_buffer_credits = 0;  // 0: peer_credits
   std::uint32_t credits = 256;            // NI transmit credits
   std::uint32_t peer_timeout = 180;       // s; > 0 enables the peer-down fail-fast
+  int tos = -1;  // tcp NIs on kernel sockets: `lnd tunables: tos` (IP type of service)
 };
 
 struct RouteSetup {

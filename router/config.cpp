@@ -304,9 +304,6 @@ class Checker {
           warn(l.timeout.source, "timeout " + std::to_string(l.timeout.value) +
                                      " is not in force per NI: every tcp NI uses dataplane.socklnd.sock_timeout (" +
                                      std::to_string(sock.sock_timeout.value) + ")");
-        if (l.tos.given() && l.tos.value != -1)
-          warn(l.tos.source, "tos " + std::to_string(l.tos.value) +
-                                 " is not in force: lnetr sets no IP type of service on tcp NIs yet");
       }
     }
     if (!cfg_.peers.empty())

@@ -624,7 +624,13 @@ void Conn::finish_active_hello(const Hello& h) {
 
 void Conn::start_established() {
   state_ = State::established;
-  s_->configure(node_.opts_);
+  if (ni_ != nullptr && ni_->tos >= 0) {
+    Options o = node_.opts_;
+    o.tos = ni_->tos;
+    s_->configure(o);
+  } else {
+    s_->configure(node_.opts_);
+  }
   rx_state_ = RxState::head;
   rx_deadline_ = Clock::now() + node_.opts_.timeout;
   if (peer_) peer_->last_alive_ = Clock::now();

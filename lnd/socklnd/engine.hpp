@@ -72,6 +72,7 @@ struct Options {
   bool nagle = false;
   int tx_buffer_size = 0;
   int rx_buffer_size = 0;
+  int tos = -1;  // IP type of service of the connections (-1: none set); per NI: LocalNi::tos
   std::chrono::milliseconds min_reconnect{1000};
   std::chrono::milliseconds max_reconnect{60000};
 };
@@ -162,6 +163,7 @@ Nid peer_nid_of(const Accepted& a) noexcept;
 struct LocalNi {
   Nid nid;
   Transport* transport = nullptr;
+  int tos = -1;  // the NI's `lnd tunables: tos` (-1: Options::tos)
 };
 
 class Node {

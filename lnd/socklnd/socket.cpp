@@ -104,6 +104,7 @@ void setup_conn_socket(int fd, const Options& o) noexcept {
   if (o.tx_buffer_size > 0) setopt(fd, SOL_SOCKET, SO_SNDBUF, o.tx_buffer_size);
   if (o.rx_buffer_size > 0) setopt(fd, SOL_SOCKET, SO_RCVBUF, o.rx_buffer_size);
   setopt(fd, SOL_SOCKET, SO_LINGER, linger{1, 0});
+  if (o.tos >= 0) setopt(fd, IPPROTO_IP, IP_TOS, o.tos);
 }
 
 bool local_address(int fd, sockaddr_in& a) noexcept {

@@ -266,6 +266,47 @@ class PushOnNiChange(RouterTestCase):
         self.assert_router_idle()
 
 
+class TypeOfService(RouterTestCase):
+    """An NI's `lnd tunables: tos` sets the IP type of service of that NI's
+    kernel sockets, read back from the router's sockets with ss."""
+
+    def setUp(self):
+        # The topology and a router whose tcp1 NI has tos 104 (0x68, AF31).
+        PeerTestCase.setUp(self)
+        self.topo = Topology()
+        self.topo.up()
+        self.addCleanup(self.topo.down)
+        self.dir = tempfile.mkdtemp(prefix="lnetr-router-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.router = Router(self.topo, self.dir, check=self.check, sock_timeout=self.sock_timeout, tcp1_tos=104)
+        err = self.router.start(self.procs)
+        if err:
+            self.fail(err)
+
+    def test_an_nis_tos_marks_its_sockets_only(self):
+        b = self.server("b")
+        # A load from a, so that both NIs have connections while we look.
+        load = self.procs.start(self.peer_argv(self.nid("a"), ["brw", self.topo.b_nid, "--op", "write", "--size",
+                                                               "4096", "--duration", "3"], self.peer_options("a")),
+                                host=self.topo.host("a"))
+        time.sleep(1.5)
+        cp = self.topo.host("r").run(["ss", "-tni", "--tos"])
+        load.wait(timeout=60)
+        tos = {}  # local address -> the tos values of its connections
+        for line in cp.stdout.splitlines():
+            f = line.split()
+            if line.startswith("ESTAB") and len(f) >= 4:
+                tos.setdefault(f[3].rsplit(":", 1)[0], []).append(
+                    next((x.split(":")[1] for x in f if x.startswith("tos:")), "0x0"))
+        self.assertIn(self.topo.rb_ip, tos, cp.stdout)
+        self.assertIn(self.topo.ra_ip, tos, cp.stdout)
+        self.assertEqual(set(tos[self.topo.rb_ip]), {"0x68"}, cp.stdout)
+        self.assertNotIn("0x68", tos[self.topo.ra_ip], cp.stdout)
+        ni = next(n for n in self.status()["nis"] if n["nid"].endswith("@tcp1"))
+        self.assertEqual(ni["lnd_tunables"]["tos"], 104)
+        self.stop_server(b)
+
+
 class ControlSocket(RouterTestCase):
     """The dataplane serves its control socket's clients side by side, each
     with a deadline: clients that say nothing, or send their request a byte
