@@ -391,11 +391,11 @@ std::string Control::status() {
     j.key("peer_buffer_credits").value(static_cast<std::uint64_t>(ni.peer_buffer_credits));
     j.key("peer_timeout").value(static_cast<std::uint64_t>(ni.peer_timeout));
     if (!ni.is_o2ib()) {
-      // socklnd's settings in force for the NI (dataplane.socklnd: one set
-      // for every tcp NI, but the IP type of service, the NI's own).
+      // socklnd's settings in force for the NI (its own lnd tunables, else
+      // dataplane.socklnd's).
       j.key("lnd_tunables").begin_object();
-      j.key("conns_per_peer").value(static_cast<std::uint64_t>(setup_.sock.conns_per_peer));
-      j.key("timeout").value(static_cast<std::int64_t>(setup_.sock.timeout.count()));
+      j.key("conns_per_peer").value(static_cast<std::uint64_t>(ni.conns_per_peer));
+      j.key("timeout").value(static_cast<std::int64_t>(ni.sock_timeout.count()));
       j.key("tos").value(static_cast<std::int64_t>(ni.tos));
       j.end_object();
     } else {

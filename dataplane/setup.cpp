@@ -116,6 +116,10 @@ SetupResult make_setup(const config::Config& cfg) {
       if (n.peer_buffer_credits == 0) n.peer_buffer_credits = dp.peer_buffer_credits.value;
       n.credits = u32(ni.tunables.credits.value);
       n.peer_timeout = u32(ni.tunables.peer_timeout.value);
+      if (!n.is_o2ib()) {
+        n.conns_per_peer = u32(ni.lnd_tunables.conns_per_peer.value);
+        n.sock_timeout = std::chrono::seconds(ni.lnd_tunables.timeout.value);
+      }
       if (!n.is_o2ib() && ni.lnd_tunables.tos.value >= 0) {
         if (n.port >= 0)
           log_warn("%s: tos %d is not in force: lnetr's TCP on DPDK ports sets no IP type of service yet",

@@ -140,7 +140,7 @@ bool Worker::init(std::string& err) {
       const auto& lane = lanes_[static_cast<std::size_t>(n.port)];
       t = lane ? static_cast<sock::Transport*>(lane->transport.get()) : &no_port_;
     }
-    nis.push_back({n.nid, t, n.tos});
+    nis.push_back({n.nid, t, n.tos, n.conns_per_peer, n.sock_timeout});
   }
   node_ = std::make_unique<sock::Node>(setup_.sock, nis, incarnation_, poller_, forwarder_);
   if (!init_o2ib(err)) return false;

@@ -283,7 +283,6 @@ class Checker {
            "lnetr sends no recovery pings to unhealthy peer NIs; gateways are checked every "
            "alive_router_check_interval");
     const auto ncpt = static_cast<std::uint32_t>(cfg_.dataplane.cores.value.size());
-    const auto& sock = cfg_.dataplane.socklnd;
     for (const NetConfig& net : cfg_.nets) {
       for (const NiConfig& ni : net.nis) {
         const auto& cpts = ni.cpts;
@@ -293,17 +292,6 @@ class Checker {
             (cpts.value.size() < ncpt || (opt_.fragment && !cfg_.dataplane.cores.given())))
           warn(cpts.source, "CPT list is not in force: every CPT's worker serves the peers its hash gives it, on "
                             "every NI");
-        if (net.net.value.lnd() != LndType::sock) continue;
-        const LndTunables& l = ni.lnd_tunables;
-        if (l.conns_per_peer.given() && l.conns_per_peer.value != 0 &&
-            l.conns_per_peer.value != sock.effective_conns_per_peer())
-          warn(l.conns_per_peer.source, "conns_per_peer " + std::to_string(l.conns_per_peer.value) +
-                                            " is not in force per NI: every tcp NI uses dataplane.socklnd."
-                                            "conns_per_peer (" + std::to_string(sock.effective_conns_per_peer()) + ")");
-        if (l.timeout.given() && l.timeout.value != 0 && l.timeout.value != sock.sock_timeout.value)
-          warn(l.timeout.source, "timeout " + std::to_string(l.timeout.value) +
-                                     " is not in force per NI: every tcp NI uses dataplane.socklnd.sock_timeout (" +
-                                     std::to_string(sock.sock_timeout.value) + ")");
       }
     }
     if (!cfg_.peers.empty())

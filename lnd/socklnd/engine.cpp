@@ -238,7 +238,7 @@ bool Conn::read_some(std::uint8_t* dst, std::size_t len, std::size_t& got) {
   const ssize_t n = s_->recv(dst, len);
   if (n > 0) {
     got = static_cast<std::size_t>(n);
-    rx_deadline_ = Clock::now() + node_.opts_.timeout;
+    rx_deadline_ = Clock::now() + node_.timeout_of(ni_);
     if (peer_) peer_->last_alive_ = Clock::now();
     return true;
   }
@@ -421,7 +421,7 @@ void Conn::queue(Tx& t) {
   t.wire_len = static_cast<std::uint32_t>(n + (h ? *h : 0));
   t.sent = 0;
   t.piece = t.piece_at = 0;
-  if (txq_.empty() && ctl_len_ == ctl_sent_) tx_deadline_ = Clock::now() + node_.opts_.timeout;
+  if (txq_.empty() && ctl_len_ == ctl_sent_) tx_deadline_ = Clock::now() + node_.timeout_of(ni_);
   txq_.push(&t);
   want_write();
 }
@@ -502,7 +502,7 @@ void Conn::do_write() {
       return;
     }
     const Clock::time_point now = Clock::now();
-    tx_deadline_ = now + node_.opts_.timeout;
+    tx_deadline_ = now + node_.timeout_of(ni_);
     ++node_.stats_.tx_writes;
     auto left = static_cast<std::size_t>(n);
     const std::size_t c = std::min(left, ctl_len_ - ctl_sent_);
@@ -632,7 +632,7 @@ void Conn::start_established() {
     s_->configure(node_.opts_);
   }
   rx_state_ = RxState::head;
-  rx_deadline_ = Clock::now() + node_.opts_.timeout;
+  rx_deadline_ = Clock::now() + node_.timeout_of(ni_);
   if (peer_) peer_->last_alive_ = Clock::now();
 }
 
@@ -706,7 +706,7 @@ void Peer::flush_waiting() {
 void Peer::want_connections(Clock::time_point now) {
   if (!waiting_.empty()) connect_set_ = true;
   if (connecting_ || !connect_set_ || now < next_connect_) return;
-  const std::uint32_t n = std::max<std::uint32_t>(1, node_.opts_.conns_per_peer);
+  const std::uint32_t n = node_.conns_per_peer_of(ni_);
   if (count(ConnType::control) == 0) return connect(ConnType::control, now);
   if (count(ConnType::bulk_in) < n && count(ConnType::bulk_in) <= count(ConnType::bulk_out))
     return connect(ConnType::bulk_in, now);
@@ -729,7 +729,7 @@ void Peer::connect(ConnType type, Clock::time_point now) {
   c->remote_ = make_addr(nid_.addr4(), node_.opts_.port);
   c->hs_version_ = connect_version_ != 0 ? connect_version_ : default_version(nid_);
   c->version_ = c->hs_version_;
-  c->rx_deadline_ = now + node_.opts_.timeout;
+  c->rx_deadline_ = now + node_.timeout_of(ni_);
   // The acceptor request and our HELLO go out together once connected.
   AcceptorRequest req{nid_.is_nid4() ? 1u : 2u, nid_, kNativeOrder};
   Hello h;
@@ -795,7 +795,7 @@ void Peer::fail_waiting(int err) {
 }
 
 void Peer::tick(Clock::time_point now) {
-  const auto timeout = node_.opts_.timeout;
+  const auto timeout = node_.timeout_of(ni_);
   // Messages that waited a whole timeout for a connection fail.
   while (waiting_.head && now - waiting_.head->queued_at >= timeout) {
     Tx* t = waiting_.pop();
@@ -815,7 +815,7 @@ void Peer::tick(Clock::time_point now) {
   for (Conn* c : conns_) {
     const bool rx_stalled = (c->rx_state_ != Conn::RxState::head || c->stage_len_ > 0) && now > c->rx_deadline_;
     const bool tx_stalled = (!c->txq_.empty() || c->ctl_sent_ < c->ctl_len_) && now > c->tx_deadline_;
-    const bool unacked = c->unreleased_.head && now - c->unreleased_.head->written_at > node_.opts_.timeout;
+    const bool unacked = c->unreleased_.head && now - c->unreleased_.head->written_at > node_.timeout_of(ni_);
     if (rx_stalled || tx_stalled || unacked) {
       c->close(CloseReason::timeout, -ETIMEDOUT);
       close_all(CloseReason::siblings_closed, -ETIMEDOUT);
@@ -948,7 +948,7 @@ void Node::adopt(Accepted&& a) {
     std::size_t dup = 0;
     for (const Conn* o : p.conns_)
       dup += o->type_ == c->type_ && addr_ip(o->remote_) == addr_ip(a.remote) && addr_ip(o->local_) == addr_ip(a.local);
-    if (dup >= std::max<std::uint32_t>(1, opts_.conns_per_peer)) return refuse(CloseReason::refused_duplicate);
+    if (dup >= conns_per_peer_of(c->ni_)) return refuse(CloseReason::refused_duplicate);
   }
   if (p.version_ == 0) {
     p.version_ = h.version;

@@ -163,7 +163,10 @@ Nid peer_nid_of(const Accepted& a) noexcept;
 struct LocalNi {
   Nid nid;
   Transport* transport = nullptr;
-  int tos = -1;  // the NI's `lnd tunables: tos` (-1: Options::tos)
+  // The NI's `lnd tunables` (ksocklnd's per-NI values); unset: Options'.
+  int tos = -1;                          // -1: Options::tos
+  std::uint32_t conns_per_peer = 0;      // 0: Options::conns_per_peer
+  std::chrono::seconds timeout{0};       // 0: Options::timeout
 };
 
 class Node {
@@ -202,6 +205,14 @@ class Node {
   const Options& options() const noexcept { return opts_; }
   std::uint64_t incarnation() const noexcept { return incarnation_; }
   const LocalNi* ni_for_net(Net net) const noexcept;
+  // A connection's (or peer's) NI's values in force.
+  std::chrono::seconds timeout_of(const LocalNi* ni) const noexcept {
+    return ni != nullptr && ni->timeout.count() > 0 ? ni->timeout : opts_.timeout;
+  }
+  std::uint32_t conns_per_peer_of(const LocalNi* ni) const noexcept {
+    const std::uint32_t n = ni != nullptr && ni->conns_per_peer != 0 ? ni->conns_per_peer : opts_.conns_per_peer;
+    return n == 0 ? 1 : n;
+  }
   const LocalNi* ni_by_nid(const Nid& nid) const noexcept;
   // True if `nid` is one of ours.
   bool is_local(const Nid& nid) const noexcept { return ni_by_nid(nid) != nullptr; }

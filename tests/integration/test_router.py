@@ -266,25 +266,32 @@ class PushOnNiChange(RouterTestCase):
         self.assert_router_idle()
 
 
-class TypeOfService(RouterTestCase):
-    """An NI's `lnd tunables: tos` sets the IP type of service of that NI's
-    kernel sockets, read back from the router's sockets with ss."""
+class NiLndTunables(RouterTestCase):
+    """An NI's `lnd tunables` apply to that NI's connections only: tos sets
+    their IP type of service, conns_per_peer how many bulk connections of
+    each direction the router opens to a peer (read back with ss)."""
 
     def setUp(self):
-        # The topology and a router whose tcp1 NI has tos 104 (0x68, AF31).
+        # The topology and a router whose tcp1 NI has tos 104 (0x68, AF31)
+        # and conns_per_peer 2 (tcp's: dataplane.socklnd's, 1).
         PeerTestCase.setUp(self)
         self.topo = Topology()
         self.topo.up()
         self.addCleanup(self.topo.down)
         self.dir = tempfile.mkdtemp(prefix="lnetr-router-")
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.router = Router(self.topo, self.dir, check=self.check, sock_timeout=self.sock_timeout, tcp1_tos=104)
+        self.router = Router(self.topo, self.dir, check=self.check, sock_timeout=self.sock_timeout,
+                             tcp1_lnd={"tos": 104, "conns_per_peer": 2})
         err = self.router.start(self.procs)
         if err:
             self.fail(err)
 
-    def test_an_nis_tos_marks_its_sockets_only(self):
-        b = self.server("b")
+    def test_an_nis_tos_and_conns_per_peer_apply_to_its_connections_only(self):
+        # B checks no gateway: the router is the one that connects to it (B
+        # accepts two bulk connections of each direction, as a kernel node
+        # with conns_per_peer 2 does).
+        b = self.start_server(self.nid("b"), ["--route", "tcp=%s" % self.topo.gateway("b"), "--router-check-interval",
+                                              "0", "--conns-per-peer", "2"], host=self.topo.host("b"))
         # A load from a, so that both NIs have connections while we look.
         load = self.procs.start(self.peer_argv(self.nid("a"), ["brw", self.topo.b_nid, "--op", "write", "--size",
                                                                "4096", "--duration", "3"], self.peer_options("a")),
@@ -293,17 +300,23 @@ class TypeOfService(RouterTestCase):
         cp = self.topo.host("r").run(["ss", "-tni", "--tos"])
         load.wait(timeout=60)
         tos = {}  # local address -> the tos values of its connections
+        to_b = 0  # connections the router opened to B (to its acceptor port)
         for line in cp.stdout.splitlines():
             f = line.split()
-            if line.startswith("ESTAB") and len(f) >= 4:
+            if line.startswith("ESTAB") and len(f) >= 5:
                 tos.setdefault(f[3].rsplit(":", 1)[0], []).append(
                     next((x.split(":")[1] for x in f if x.startswith("tos:")), "0x0"))
+                to_b += f[4] == self.topo.b_ip + ":988"
         self.assertIn(self.topo.rb_ip, tos, cp.stdout)
         self.assertIn(self.topo.ra_ip, tos, cp.stdout)
         self.assertEqual(set(tos[self.topo.rb_ip]), {"0x68"}, cp.stdout)
         self.assertNotIn("0x68", tos[self.topo.ra_ip], cp.stdout)
+        # CONTROL, then BULK_IN and BULK_OUT: conns_per_peer of each.
+        self.assertEqual(to_b, 1 + 2 * 2, cp.stdout)
         ni = next(n for n in self.status()["nis"] if n["nid"].endswith("@tcp1"))
-        self.assertEqual(ni["lnd_tunables"]["tos"], 104)
+        self.assertEqual((ni["lnd_tunables"]["tos"], ni["lnd_tunables"]["conns_per_peer"]), (104, 2))
+        ni = next(n for n in self.status()["nis"] if n["nid"].endswith("@tcp"))
+        self.assertEqual((ni["lnd_tunables"]["tos"], ni["lnd_tunables"]["conns_per_peer"]), (-1, 1))
         self.stop_server(b)
 
 

@@ -227,10 +227,8 @@ TEST(ConfigVectors, HandwrittenImport) {
 
   // Gateways on tcp, which this document does not configure (the guest had
   // it already): kept, with a warning each, as lnetctl ignores EHOSTUNREACH.
-  // And its NI's conns_per_peer 2, not in force per NI.
-  ASSERT_EQ(loaded.warnings.size(), 5u) << join_errors(loaded.warnings);
-  EXPECT_THAT(loaded.warnings[0].to_string(), HasSubstr("conns_per_peer 2 is not in force per NI"));
-  EXPECT_THAT(loaded.warnings[1].to_string(),
+  ASSERT_EQ(loaded.warnings.size(), 4u) << join_errors(loaded.warnings);
+  EXPECT_THAT(loaded.warnings[0].to_string(),
               HasSubstr("lnetctl-import-handwritten.yaml:21:16: route[0].gateway: gateway 10.201.1.50@tcp is not on a "
                         "local net"));
 }
@@ -1114,9 +1112,7 @@ TEST(ConfigErrors, WarningsForIgnoredKeys) {
                          "        lnd tunables: {map_on_demand: 1, conns_per_peer: 2}\n");
   EXPECT_THAT(strings(w.warnings),
               ElementsAre("lnetr.yaml:5:24: net[0].local NI(s)[0].lnd tunables.map_on_demand: an o2iblnd tunable; "
-                          "ignored on a tcp net",
-                          "lnetr.yaml:5:58: net[0].local NI(s)[0].lnd tunables.conns_per_peer: conns_per_peer 2 is "
-                          "not in force per NI: every tcp NI uses dataplane.socklnd.conns_per_peer (1)"));
+                          "ignored on a tcp net"));
   EXPECT_EQ(w.config.nets[0].nis[0].lnd_tunables.conns_per_peer.value, 2);
 }
 
@@ -1156,9 +1152,8 @@ TEST(ConfigErrors, SettingsNotInForceAreNamed) {
   const auto ni = load_ok("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
                           "        lnd tunables: {timeout: 20, tos: 104}\n        CPT: \"[1]\"\n"
                           "dataplane:\n  cores: [0, 1]\n");
-  // (tos is applied: the NI's kernel sockets get it.)
-  EXPECT_THAT(strings(ni.warnings),
-              UnorderedElementsAre(HasSubstr("timeout 20 is not in force per NI"), HasSubstr("CPT list is not in force")));
+  // (timeout and tos are applied: the NI's connections get them.)
+  EXPECT_THAT(strings(ni.warnings), ElementsAre(HasSubstr("CPT list is not in force")));
 }
 
 TEST(ConfigErrors, O2ibRegistrationPoolTunablesWarnedWhenNotDefault) {
