@@ -45,8 +45,7 @@ bool Api::open(const std::string& path, const std::string& group, std::string& e
     err = what + " " + path + ": " + std::strerror(errno);
     return false;
   }
-  const mode_t mode = level_ == Level::read_only && group.empty() ? 0666 : 0660;
-  if (::chmod(path.c_str(), mode) != 0 || (gid != static_cast<gid_t>(-1) && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)) {
+  if (::chmod(path.c_str(), 0660) != 0 || (gid != static_cast<gid_t>(-1) && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)) {
     err = what + " " + path + ": cannot set its mode or group: " + std::strerror(errno);
     return false;
   }

@@ -30,9 +30,9 @@ class Api {
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;
 
-  // Listen on `path` (replacing a stale socket), mode 0660 owned by `group`
-  // if not empty; with no group, 0660 (manage) or 0666 (read-only).  False
-  // with `err` set for the operator (`what` names the setting).
+  // Listen on `path` (replacing a stale socket), mode 0660, owned by
+  // `group` if not empty.  False with `err` set for the operator (`what`
+  // names the setting).
   bool open(const std::string& path, const std::string& group, std::string& err,
             const std::string& what = "control.socket");
   void start();

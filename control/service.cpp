@@ -123,6 +123,10 @@ class Controller {
   Controller(shm::Region region, RouteTableBuilder& builder, const HealthParams& params, const Placement& placement)
       : region_(std::move(region)), builder_(builder), health_(params), placement_(placement),
         down_seen_(shm::kMaxGateways), heard_seen_(shm::kMaxGateways), failures_seen_(shm::kMaxGateways) {
+    // Entries a previous lnetr-control gave up may still be mapped by a
+    // worker on an older snapshot: retired until every worker holds a newer
+    // one.  Entries never used (no NID) are free.
+    const std::uint64_t next = shm::published_version(region_.header().published.load()) + 1;
     for (std::uint32_t i = shm::kMaxGateways; i-- > 0;) {
       shm::GatewayShm& g = region_.gateway(i);
       if (g.assigned.load() != 0) {
@@ -131,8 +135,10 @@ class Controller {
         heard_seen_[i] = g.heard.load();
         failures_seen_[i] = g.send_failures.load();
         slot_of_.emplace(g.nid, i);
-      } else {
+      } else if (g.nid == Nid{}) {
         free_.push_back(i);  // lowest last: taken first
+      } else {
+        retired_.push_back({i, next});
       }
     }
   }
@@ -325,7 +331,13 @@ class Controller {
     g.via = Nid{};
     g.owner = placement_.of(nid, region_.header().n_workers);
     g.down.store(0);
-    shm::store_result(g, shm::PingResult{});  // nothing of the slot's last gateway
+    g.tx_credits.store(0);
+    g.queued_bytes.store(0);
+    // Nothing of the slot's last gateway.  Written as it is, not under the
+    // workers' seqlock: nobody reads or writes an unassigned entry's result
+    // (and a control killed here leaves no seqlock held).
+    const shm::PingResult empty{};
+    std::memcpy(static_cast<void*>(&g.result), &empty, sizeof empty);
     down_seen_[i] = g.down_events.load();
     heard_seen_[i] = g.heard.load();
     failures_seen_[i] = g.send_failures.load();
@@ -694,12 +706,14 @@ std::string all_cpts(std::uint32_t n_workers) {
 // from the worker that owns it (its connections' CPT).
 Json merged_peers(const Json& status, const Placement& placement) {
   Json out = Json::array();
+  std::unordered_map<std::string, std::size_t> at;  // nid -> its entry in out
   for (const Json& p : status["peers"]) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const Json& q) { return q["nid"] == p["nid"]; });
-    if (it == out.end()) {
+    const auto [pos, fresh] = at.emplace(p["nid"].get<std::string>(), out.size());
+    if (fresh) {
       out.push_back(p);
       continue;
     }
+    Json* it = &out[pos->second];
     for (const char* k : {"send_count", "recv_count", "drop_count"})
       (*it)[k] = (*it)[k].get<std::uint64_t>() + p[k].get<std::uint64_t>();
     const auto n = parse_nid(p["nid"].get<std::string>());
@@ -1395,7 +1409,7 @@ void Service::collect(Families& f) {
     }
     for (const auto& [net, n] : per_net) {
       const L l{{"net", net}};
-      f.gauge("lnetr_net_peers", "Peers the router knows on the net (summed over the CPTs that account for them)", l,
+      f.gauge("lnetr_net_peers", "Peers the router knows on the net (each counted once, whichever CPTs see it)", l,
               n.peers);
       f.gauge("lnetr_net_peers_down", "Of those, peers considered down (all their connections failed)", l, n.down);
       f.gauge("lnetr_net_peer_tx_credits_min",

@@ -172,7 +172,8 @@ void Control::run() {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < clients_.size(); ++i) {
       if (serve(clients_[i], fds[first + i].revents, now)) {
-        clients_[kept++] = std::move(clients_[i]);
+        if (kept != i) clients_[kept] = std::move(clients_[i]);  // (never onto itself: that empties it)
+        ++kept;
       } else {
         ::close(clients_[i].fd);
       }

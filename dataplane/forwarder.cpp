@@ -95,14 +95,19 @@ void Forwarder::map_gateways() {
     p->gateway = nullptr;
     return true;
   });
-  // The gateways this worker owns: their peers publish credits from now on.
-  for (shm::GatewayShm* g : gw_board_) {
-    if (g == nullptr || g->owner != index_) continue;
-    PeerNi& p = peer_ni(g->nid);
-    if (p.gateway == nullptr) gw_peers_.push_back(&p);
-    p.gateway = g;
-    publish_gateway(p);
-  }
+  // The gateways this worker owns: their peers (those it has, and those it
+  // makes later: peer_ni()) publish their credits from now on.
+  owned_gw_.clear();
+  for (shm::GatewayShm* g : gw_board_)
+    if (g != nullptr && g->owner == index_) owned_gw_.emplace(g->nid, g);
+  for (const auto& [nid, g] : owned_gw_)
+    if (auto it = peers_.find(nid); it != peers_.end()) watch_gateway(*it->second, g);
+}
+
+void Forwarder::watch_gateway(PeerNi& p, shm::GatewayShm* g) {
+  if (p.gateway == nullptr) gw_peers_.push_back(&p);
+  p.gateway = g;
+  publish_gateway(p);
 }
 
 unsigned Forwarder::send_pings() {
@@ -120,10 +125,7 @@ unsigned Forwarder::send_pings() {
     // A remote NID (operators' pings only) goes through the gateway `via`.
     const Nid next_hop = g.via == Nid{} ? g.nid : g.via;
     PeerNi& p = peer_ni(next_hop);
-    if (i < shm::kMaxGateways && p.gateway != &g) {
-      if (p.gateway == nullptr) gw_peers_.push_back(&p);
-      p.gateway = &g;
-    }
+    if (i < shm::kMaxGateways && p.gateway != &g) watch_gateway(p, &g);
     RouterMsg* m = alloc_msg();
     m->kind = RouterMsg::Kind::ping;
     m->ping_slot = i;
@@ -198,8 +200,11 @@ ByteSpan Forwarder::ping_reply_bytes(RouterMsg* m, std::uint32_t length) {
 
 void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info) {
   shm::GatewayShm& g = board_[m->ping_slot];
-  // An operator's ping entry may have been handed on while this was read.
-  if (m->ping_slot >= shm::kMaxGateways && g.request.load(std::memory_order_acquire) != m->ping_seq) return;
+  // Only the answer to the entry's latest request, and to a gateway the
+  // entry still watches: an operator's entry may have been handed on, and a
+  // gateway's entry given up (and reused) while this was read.
+  if (g.request.load(std::memory_order_acquire) != m->ping_seq) return;
+  if (m->ping_slot < shm::kMaxGateways && g.assigned.load(std::memory_order_acquire) == 0) return;
   shm::PingResult r{};
   r.seq = m->ping_seq;
   r.outcome = outcome;
@@ -248,8 +253,10 @@ void Forwarder::tick() {
   }
 }
 
+// The clock starts at a message's first wait: moving from one credit queue
+// to the next does not restart it.
 void Forwarder::wait_in(MsgQueue& q, RouterMsg* m) noexcept {
-  m->queued_ns = sock::Clock::now().time_since_epoch().count();
+  if (m->queued_ns == 0) m->queued_ns = sock::Clock::now().time_since_epoch().count();
   q.push(m);
 }
 
@@ -260,52 +267,62 @@ void Forwarder::wait_in(MsgQueue& q, RouterMsg* m) noexcept {
 unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
   const std::int64_t due = now_ns - std::chrono::nanoseconds(setup_.transaction_timeout).count();
   auto old = [due](const MsgQueue& q) { return !q.empty() && q.head->queued_ns <= due; };
-  unsigned n = 0;
+  // First take every due message off its queue, then finish each: finishing
+  // reads on (a resumed connection delivers what follows at once), which may
+  // add peers, and must not run under an iteration of peers_.
+  struct Due {
+    RouterMsg* m;
+    enum class From : std::uint8_t { rtr, pool, tx, ni } from;
+  };
+  std::vector<Due> due_msgs;
   for (auto& [nid, up] : peers_) {
     PeerNi& p = *up;
     while (old(p.rtr_wait)) {  // holds nothing yet
-      RouterMsg* m = p.rtr_wait.pop();
       ++p.rtr.cur;  // one waiter fewer
-      expire_unread(m, false);
-      ++n;
+      due_msgs.push_back({p.rtr_wait.pop(), Due::From::rtr});
     }
     while (old(p.tx_wait)) {  // read, in its buffer; waiting for the peer's credit
       RouterMsg* m = p.tx_wait.pop();
       ++p.tx.cur;
       p.tx_queued_bytes -= m->rx.hdr.payload_length;
       publish_gateway(p);
-      ++p.drop_count;
-      count_drop(DropReason::timeout, m->rx.hdr.payload_length);
-      give_back(m);
-      ++n;
+      due_msgs.push_back({m, Due::From::tx});
     }
   }
   for (std::size_t c = 0; c < kPoolClasses; ++c) {
     while (old(pool_wait_[c])) {  // holds its router credit
-      RouterMsg* m = pool_wait_[c].pop();
       ++pool_state_[c].credits.cur;
-      expire_unread(m, true);
-      ++n;
+      due_msgs.push_back({pool_wait_[c].pop(), Due::From::pool});
     }
   }
   for (std::size_t i = 0; i < ni_wait_.size(); ++i) {
     while (old(ni_wait_[i])) {  // holds the peer's credit, waiting for the NI's
-      RouterMsg* m = ni_wait_[i].pop();
       ++ni_tx_[i].cur;
-      PeerNi& p = peer_ni(m->next_hop);
-      if (p.tx.give()) {
-        RouterMsg* next = p.tx_wait.pop();
-        p.tx_queued_bytes -= next->rx.hdr.payload_length;
-        start_send(next, p);
-      }
-      publish_gateway(p);
-      ++p.drop_count;
-      count_drop(DropReason::timeout, m->rx.hdr.payload_length);
-      give_back(m);
-      ++n;
+      due_msgs.push_back({ni_wait_[i].pop(), Due::From::ni});
     }
   }
-  return n;
+  for (const Due& d : due_msgs) {
+    RouterMsg* m = d.m;
+    switch (d.from) {
+      case Due::From::rtr: expire_unread(m, false); break;
+      case Due::From::pool: expire_unread(m, true); break;
+      case Due::From::tx:
+      case Due::From::ni: {
+        PeerNi& p = peer_ni(m->next_hop);
+        if (d.from == Due::From::ni && p.tx.give()) {  // its peer credit goes to the next waiter
+          RouterMsg* next = p.tx_wait.pop();
+          p.tx_queued_bytes -= next->rx.hdr.payload_length;
+          start_send(next, p);
+        }
+        publish_gateway(p);
+        ++p.drop_count;
+        count_drop(DropReason::timeout, m->rx.hdr.payload_length);
+        give_back(m);
+        break;
+      }
+    }
+  }
+  return static_cast<unsigned>(due_msgs.size());
 }
 
 void Forwarder::expire_unread(RouterMsg* m, bool holds_rtr) {
@@ -387,6 +404,7 @@ PeerNi& Forwarder::peer_ni(const Nid& nid) {
     slot->tx = Credits::of(static_cast<std::int32_t>(ni.peer_credits));
     const std::uint32_t rtr = ni.peer_buffer_credits ? ni.peer_buffer_credits : ni.peer_credits;
     slot->rtr = Credits::of(static_cast<std::int32_t>(rtr));
+    if (auto it = owned_gw_.find(nid); it != owned_gw_.end()) watch_gateway(*slot, it->second);
   }
   return *slot;
 }

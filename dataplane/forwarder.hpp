@@ -149,15 +149,18 @@ class Forwarder final : public lnd::Upper {
       s.tx_credits = g->tx_credits.load(std::memory_order_relaxed);
       s.queued_bytes = g->queued_bytes.load(std::memory_order_relaxed);
     } else if (auto it = peers_.find(r.gateway); it != peers_.end()) {
-      s.tx_credits = it->second->tx.cur;
+      s.tx_credits = it->second->tx.cur - it->second->tx.max;
       s.queued_bytes = it->second->tx_queued_bytes;
     }
     return s;
   }
-  // The owner's view of a gateway peer, on the board for every worker.
+  void watch_gateway(PeerNi& p, shm::GatewayShm* g);
+  // The owner's view of a gateway peer, on the board for every worker: its
+  // transmit credits as available minus configured (0: none in use, so a
+  // gateway no message went to yet ranks as an idle one).
   static void publish_gateway(const PeerNi& p) noexcept {
     if (p.gateway == nullptr) return;
-    p.gateway->tx_credits.store(p.tx.cur, std::memory_order_relaxed);
+    p.gateway->tx_credits.store(p.tx.cur - p.tx.max, std::memory_order_relaxed);
     p.gateway->queued_bytes.store(p.tx_queued_bytes, std::memory_order_relaxed);
   }
   bool gateway_down(const Route& r) const noexcept {
@@ -217,6 +220,7 @@ class Forwarder final : public lnd::Upper {
   // and last ping answer; nullptr: not on the board, never skipped).
   std::vector<shm::GatewayShm*> gw_board_;
   std::vector<PeerNi*> gw_peers_;  // peers whose `gateway` points into the board
+  std::unordered_map<Nid, shm::GatewayShm*> owned_gw_;  // gateways of the snapshot this worker owns
 };
 
 }  // namespace lnetr::dp

@@ -301,9 +301,9 @@ struct ControlConfig {
   // process's own group.
   Field<std::string> socket_group;
   // The read-only management socket: shows, stats and export only (no
-  // routes, routing, tunables, import, stats reset or pings).  Mode 0660
-  // owned by readonly_socket_group, or 0666 (any local user, as the
-  // loopback metrics) when no group is given; "off": none; empty (the
+  // routes, routing, tunables, import, stats reset or pings).  Mode 0660,
+  // owned by readonly_socket_group (monitoring users) if given; "off":
+  // none; empty (the
   // default): beside `socket`, its name with "-ro" before the extension
   // (/run/lnetr/control.sock -> /run/lnetr/control-ro.sock).
   Field<std::string> readonly_socket;

@@ -30,11 +30,14 @@
 //   * All four stores/loads of that hand-shake are sequentially consistent.
 //
 // Gateway checks (control asks, the worker owning the gateway's peer pings):
-//   * Control gives each gateway a GatewayShm for the life of the region
-//     (never handed to another NID: a worker may still look at a slot through
-//     an older snapshot).  It writes nid and owner (cpt_of(nid)), then sets
-//     `assigned`, before the first request and before publishing a snapshot
-//     that names the gateway.
+//   * Control gives each gateway a GatewayShm: it writes nid and owner
+//     (cpt_of(nid)), clears the result (no one touches an unassigned
+//     entry's), then sets `assigned`, before the first request and before
+//     publishing a snapshot that names the gateway.  When the gateway leaves
+//     the routes control clears `assigned` before publishing a snapshot
+//     without it, and reuses the entry only once every worker holds (and
+//     reads) a later snapshot; workers neither ping nor store results into
+//     unassigned entries, and only an answer to the latest request is kept.
 //   * To ask for a ping control stores a larger `request`, then increments
 //     the owner's WorkerShm::ping_requests.  The worker, seeing that counter
 //     change at the top of its loop, sends one LNet ping (GET portal 0, ping
@@ -84,6 +87,9 @@ inline constexpr std::uint32_t kMaxWorkers = 128;
 // Gateways watched at once (slots of gateways no route names any more are
 // reused once every worker has let go of them).
 inline constexpr std::uint32_t kMaxGateways = 4096;
+// WorkerCounters holds a counter per drop reason: adding one changes the
+// layout (bump kShmLayoutVersion with this count).
+static_assert(kDropReasonCount == 11, "drop reasons changed: bump kShmLayoutVersion and this count");
 // Board entries after the gateways' that lnetr-control reuses for pings an
 // operator asks for (any NID, one ping at a time per entry).
 inline constexpr std::uint32_t kApiPingSlots = 8;

@@ -219,6 +219,7 @@ dataplane:
     conns_per_peer: {conns_per_peer}
 {ports}control:
   socket: {api_sock}
+  readonly_socket_group: nogroup
   metrics: "{metrics}"
 """
 

@@ -745,9 +745,10 @@ TEST(Forwarder, GatewaysRankByHealthThenTheirOwnersCredits) {
   b.slots[1].health = 1000;
   r.fwd->attach_gateways(b.span());
   r.fwd->adopt(r.routes.view());
-  // The owner published its peers' credits on adoption.
-  EXPECT_EQ(b.slots[0].tx_credits.load(), 2);
-  EXPECT_EQ(b.slots[1].tx_credits.load(), 2);
+  // Nothing in use yet (the owner makes no peer for a gateway it has not
+  // sent to: thousands of gateways cost nothing until used).
+  EXPECT_EQ(b.slots[0].tx_credits.load(), 0);
+  EXPECT_EQ(r.fwd->peers().count(kGw1), 0u);
   // Equal: round robin.
   const Nid first = r.next_hop_to_tcp7();
   EXPECT_NE(r.next_hop_to_tcp7(), first);
@@ -759,6 +760,7 @@ TEST(Forwarder, GatewaysRankByHealthThenTheirOwnersCredits) {
   ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
   r.fwd->on_received(rx);
   ASSERT_EQ(r.ports.sent.size(), 1u);
+  EXPECT_EQ(b.slots[1].tx_credits.load(), -1);  // one credit in use, published
   r.complete(-ECONNRESET);  // goes on through the other gateway
   EXPECT_EQ(b.slots[1].send_failures.load(), 1u);
   r.complete();
