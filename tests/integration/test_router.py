@@ -432,8 +432,11 @@ class RouteChurn(RouterTestCase):
         print("\nroute churn: %d rounds of %d routes and gateways in %.0f s; RSS control %d -> %d KiB, "
               "dataplane %d -> %d KiB" % (rounds, self.GATEWAYS, time.monotonic() - start, baseline[0], end[0],
                                           baseline[1], end[1]))
-        self.assertLess(end[0] - baseline[0], 8192, "lnetr-control grew")
-        self.assertLess(end[1] - baseline[1], 8192, "lnetr-dataplane grew")
+        # (ASan holds freed memory in quarantine, so RSS says nothing there;
+        # its leak check at exit does.)
+        if os.environ.get("LNETR_SANITIZED") != "1":
+            self.assertLess(end[0] - baseline[0], 8192, "lnetr-control grew")
+            self.assertLess(end[1] - baseline[1], 8192, "lnetr-dataplane grew")
         load.wait(timeout=120)
         with open(json_path) as f:
             res = json.load(f)
