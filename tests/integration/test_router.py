@@ -33,6 +33,7 @@ class RouterTestCase(PeerTestCase):
     check = 2  # alive_router_check_interval = router_ping_timeout (s)
     sock_timeout = 10
     check_interval = 1  # the peers' gateway checks (s)
+    router_options = {}  # more Router() arguments
 
     def setUp(self):
         super().setUp()
@@ -44,7 +45,7 @@ class RouterTestCase(PeerTestCase):
         self.dir = tempfile.mkdtemp(prefix="lnetr-router-")
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.router = Router(self.topo, self.dir, routing=self.routing, check=self.check,
-                             sock_timeout=self.sock_timeout)
+                             sock_timeout=self.sock_timeout, **self.router_options)
         err = self.router.start(self.procs)
         if err:
             self.fail(err)
@@ -271,20 +272,9 @@ class NiLndTunables(RouterTestCase):
     their IP type of service, conns_per_peer how many bulk connections of
     each direction the router opens to a peer (read back with ss)."""
 
-    def setUp(self):
-        # The topology and a router whose tcp1 NI has tos 104 (0x68, AF31)
-        # and conns_per_peer 2 (tcp's: dataplane.socklnd's, 1).
-        PeerTestCase.setUp(self)
-        self.topo = Topology()
-        self.topo.up()
-        self.addCleanup(self.topo.down)
-        self.dir = tempfile.mkdtemp(prefix="lnetr-router-")
-        self.addCleanup(shutil.rmtree, self.dir, True)
-        self.router = Router(self.topo, self.dir, check=self.check, sock_timeout=self.sock_timeout,
-                             tcp1_lnd={"tos": 104, "conns_per_peer": 2})
-        err = self.router.start(self.procs)
-        if err:
-            self.fail(err)
+    # The router's tcp1 NI has tos 104 (0x68, AF31) and conns_per_peer 2
+    # (tcp's: dataplane.socklnd's, 1).
+    router_options = {"tcp1_lnd": {"tos": 104, "conns_per_peer": 2}}
 
     def test_an_nis_tos_and_conns_per_peer_apply_to_its_connections_only(self):
         # B checks no gateway: the router is the one that connects to it (B

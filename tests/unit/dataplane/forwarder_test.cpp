@@ -89,6 +89,19 @@ RouteTable make_routes(const Setup& s, std::vector<RouteSpec> specs = {}) {
   return b->build();
 }
 
+// A PUT from `from` (on tcp, so through NI kNiA) for `dest`, as a worker
+// other than a Rig's receives it.
+lnd::Rx put_from(const Nid& from, const Nid& dest, std::uint32_t len, std::uint64_t match_bits = 0) {
+  lnd::Rx rx;
+  rx.from = from;
+  rx.ni = kNiA;
+  rx.hdr.src_nid = from;
+  rx.hdr.dest_nid = dest;
+  rx.hdr.set(PutFields{WireHandle::none(), match_bits, 0, 0, 0});
+  rx.hdr.payload_length = len;
+  return rx;
+}
+
 struct Rig {
   Setup setup;
   SharedState shared;
@@ -778,13 +791,7 @@ TEST(Forwarder, GatewaysRankByHealthThenTheirOwnersCredits) {
   b.slots[1].queued_bytes = 3 * 4096;
   std::deque<lnd::Rx> rxs;  // held until the test ends, as a connection's
   for (std::uint32_t i = 0; i < 2; ++i) {  // (kA's two router credits)
-    lnd::Rx& rx1 = rxs.emplace_back();
-    rx1.from = kA;
-    rx1.ni = kNiA;
-    rx1.hdr.src_nid = kA;
-    rx1.hdr.dest_nid = nid("10.7.0.5@tcp7");
-    rx1.hdr.set(PutFields{});
-    rx1.hdr.payload_length = 10;
+    lnd::Rx& rx1 = rxs.emplace_back(put_from(kA, nid("10.7.0.5@tcp7"), 10));
     ASSERT_EQ(f1.on_head(rx1), lnd::RxVerdict::accept);
     f1.on_received(rx1);
     ASSERT_EQ(p1.posted.size(), i + 1);  // to the owner, worker 0
@@ -860,13 +867,7 @@ TEST(Forwarder, CrossCptMessagesGoHomeToBeFreed) {
   Nid src = kA, dst = kB;
   for (std::uint32_t a = 2; cpt_of(src, 2) != 0; ++a) src = Nid::make(kA.net(), 0x0a010000 + a);
   for (std::uint32_t a = 2; cpt_of(dst, 2) != 1; ++a) dst = Nid::make(kB.net(), 0x0a020000 + a);
-  lnd::Rx rx;
-  rx.from = src;
-  rx.ni = kNiA;
-  rx.hdr.src_nid = src;
-  rx.hdr.dest_nid = dst;
-  rx.hdr.set(PutFields{});
-  rx.hdr.payload_length = 64;
+  lnd::Rx rx = put_from(src, dst, 64);
   ASSERT_EQ(f0.on_head(rx), lnd::RxVerdict::accept);
   f0.on_received(rx);
   ASSERT_EQ(p0.posted.size(), 1u);  // to worker 1's ring
@@ -1007,13 +1008,7 @@ TEST(Forwarder, AFullRingHoldsMessagesInOrderUntilThereIsRoom) {
   std::deque<lnd::Rx> rxs;
   p0.ring_room = 0;
   for (std::uint32_t i = 0; i < 2; ++i) {
-    lnd::Rx& rx = rxs.emplace_back();
-    rx.from = kA;
-    rx.ni = kNiA;
-    rx.hdr.src_nid = kA;
-    rx.hdr.dest_nid = dst;
-    rx.hdr.set(PutFields{WireHandle::none(), 100 + i, 0, 5, 0});
-    rx.hdr.payload_length = 64;
+    lnd::Rx& rx = rxs.emplace_back(put_from(kA, dst, 64, 100 + i));
     ASSERT_EQ(f0.on_head(rx), lnd::RxVerdict::accept);
     f0.on_received(rx);
   }
@@ -1057,13 +1052,7 @@ TEST(Forwarder, AReroutedMessageGoesOnThroughItsHome) {
   FakePorts p0, p1, p2;
   Forwarder f0(0, s, shared, routes.view(), p0), f1(1, s, shared, routes.view(), p1),
       f2(2, s, shared, routes.view(), p2);
-  lnd::Rx rx;
-  rx.from = src;
-  rx.ni = kNiA;
-  rx.hdr.src_nid = src;
-  rx.hdr.dest_nid = nid("10.7.0.5@tcp7");
-  rx.hdr.set(PutFields{});
-  rx.hdr.payload_length = 64;
+  lnd::Rx rx = put_from(src, nid("10.7.0.5@tcp7"), 64);
   ASSERT_EQ(f0.on_head(rx), lnd::RxVerdict::accept);
   f0.on_received(rx);
   ASSERT_EQ(p0.posted.size(), 1u);

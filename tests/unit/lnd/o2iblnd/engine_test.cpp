@@ -237,6 +237,14 @@ class EngineTest : public ::testing::Test {
     t.payload = payloads_.emplace_back(std::move(payload));
     return t;
   }
+  // An optimized GET of `sink_len` bytes from `from` to `to`: its sink kept
+  // by the fixture, as put()'s payloads are.
+  lnd::Tx optimized_get(const Nid& from, const Nid& to, std::uint32_t sink_len) {
+    lnd::Tx t;
+    t.hdr = make_get({kPidLustre, from}, {kPidLustre, to}, 42, 9, WireHandle{1, 2}, sink_len);
+    t.reply_sink = payloads_.emplace_back(sink_len);
+    return t;
+  }
   // Both nodes at rest: nothing held, nothing in flight, credits back.
   void expect_at_rest(Host& h) {
     SCOPED_TRACE(h.tr.name());
@@ -491,10 +499,7 @@ TEST_F(EngineTest, UnansweredOptimizedGetGetsEnodata) {
   Host& b = host("B", "10.0.0.2@o2ib");
   b.upper->answer_gets = false;
   b.upper->policy = TestUpper::Policy::discard;
-  std::vector<std::uint8_t> sink(8192);
-  lnd::Tx get;
-  get.hdr = make_get({kPidLustre, a.me}, {kPidLustre, b.me}, 42, 9, WireHandle{1, 2}, 8192);
-  get.reply_sink = sink;
+  lnd::Tx get = optimized_get(a.me, b.me, 8192);
   ASSERT_EQ(a.node->send(b.me, get), 0);
   settle();
   EXPECT_EQ(a.upper->status_of(get), -ENODATA);
@@ -505,10 +510,7 @@ TEST_F(EngineTest, GetDoneClaimingMoreThanTheSinkClosesTheConnection) {
   Host& a = host("A", "10.0.0.1@o2ib");
   RawPeer r(fabric, "10.0.0.3@o2ib");
   r.listen();
-  std::vector<std::uint8_t> sink(8192);
-  lnd::Tx get;
-  get.hdr = make_get({kPidLustre, a.me}, {kPidLustre, r.me}, 42, 9, WireHandle{1, 2}, 8192);
-  get.reply_sink = sink;
+  lnd::Tx get = optimized_get(a.me, r.me, 8192);
   ASSERT_EQ(a.node->send(r.me, get), 0);
   settle();
   const GetReq* req = nullptr;
