@@ -28,6 +28,10 @@ void log(const char* level, const std::string& text) {
 
 namespace {
 
+// How long a change short of gateway slots waits for the workers to let go
+// of retired ones (10 sleeps of an idle worker).
+constexpr auto kReclaimWait = 1s;
+
 std::string ms_text(std::chrono::nanoseconds d) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(d.count()) / 1e6);
@@ -167,6 +171,15 @@ class Controller {
     std::size_t needed = 0;
     for (const Nid& n : nids) needed += slot_of_.contains(n) ? 0 : 1;
     reclaim();
+    // Slots given up by the last changes come back once every worker has
+    // adopted a later snapshot: at once for a busy worker, within its sleep
+    // (100 ms) for an idle one.  Changes in quick succession wait for that
+    // rather than fail.
+    const auto deadline = Clock::now() + kReclaimWait;
+    while (needed > free_.size() && !retired_.empty() && !unpublished_ && Clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+      reclaim();
+    }
     if (needed > free_.size()) {
       log("error", "no gateway slot left for " + std::to_string(needed) + " new gateway(s): " +
                        std::to_string(slot_of_.size()) + " in use, " + std::to_string(retired_.size()) +
@@ -581,14 +594,14 @@ Json Service::route_add(const Json& args) {
   if (!builder_) throw ApiError{EAGAIN, "not attached to a dataplane yet: no route table to change"};
   auto added = builder_->add(spec);
   if (!added) throw ApiError{errno_of(added.error()), std::string(describe(added.error()))};
-  log("info", "route " + route_name(*added) + " added (hop " + std::to_string(display_hop(*added)) + ", priority " +
-                  std::to_string(added->priority) + ")");
   try {
     routes_changed();
   } catch (const ApiError&) {
     builder_->remove(spec.net, spec.gateway);  // nothing changes on error
     throw;
   }
+  log("info", "route " + route_name(*added) + " added (hop " + std::to_string(display_hop(*added)) + ", priority " +
+                  std::to_string(added->priority) + ")");
   return {{"route", Json::array({route_json(*added)})}};
 }
 
@@ -1093,6 +1106,7 @@ Json Service::import_config(const Json& args) {
                          std::to_string(cfg_.buffers.large.value) +
                          "); router buffers are sized when the dataplane starts: edit its configuration file");
     bool changed = false;
+    const RouteTableBuilder before = *builder_;  // an import that cannot be applied changes nothing
     for (const config::RouteConfig& r : in.routes) {
       const std::string what = to_string(r.net.value) + " via " + to_string(r.gateway.value);
       if (del) {
@@ -1115,10 +1129,16 @@ Json Service::import_config(const Json& args) {
       }
     }
     if (changed) {
+      try {
+        routes_changed();
+      } catch (const ApiError& e) {
+        *builder_ = before;
+        log("error", "import of " + name + " not applied: " + e.descr);
+        throw;
+      }
       // A count, not the list: an import may carry thousands of routes.
       log("info", "import of " + name + ": " + std::to_string(done.size()) + " route(s) " +
                       (del ? "deleted" : "added") + ", " + std::to_string(errors.size()) + " refused");
-      routes_changed();
     }
   }
   if (in.routing.enable.given() && !del) {

@@ -9,6 +9,7 @@ messages cross between workers through the credit rings.  Every check reads what
 lnetr-peer's YAML/JSON and the router's control socket (JSON).
 """
 
+import errno
 import json
 import os
 import shutil
@@ -389,6 +390,24 @@ class RouteChurn(RouterTestCase):
         res = self.router.api(command, args, timeout=60)
         self.assertEqual(res["errno"], 0, res)
         return res["data"]
+
+    def test_an_import_beyond_the_gateway_slots_changes_nothing(self):
+        ctl, err = self.router.start_control(self.procs)
+        self.assertIsNone(err, err)
+        self.api_ok("set", {"alive_router_check_interval": 0})
+        self.api_ok("route add", {"net": "tcp9", "gateway": self.topo.b_nid})
+        before = self.api_ok("route show", {"verbose": 1})["route"]
+        lines = ["route:"]
+        for i in range(4097):  # one more than the dataplane's slots
+            lines += ["  - net: tcp%d" % (10 + i % 20), "    gateway: 172.16.%d.%d@tcp1" % (i // 250, 1 + i % 250)]
+        res = self.router.api("import", {"text": "\n".join(lines) + "\n", "name": "too-many"}, timeout=60)
+        self.assertEqual(res["errno"], -errno.ENOSPC, res)
+        self.assertEqual(self.api_ok("route show", {"verbose": 1})["route"], before)
+        self.assertTrue(ctl.wait_stderr("import of too-many not applied", timeout=5), ctl.stderr)
+        # What fits is taken: 4095 gateways more.
+        res = self.api_ok("import", {"text": "\n".join(lines[:1 + 2 * 4095]) + "\n", "name": "fits"})["import"]
+        self.assertEqual(res["errors"], [])
+        self.assertEqual(len(self.api_ok("route show")["route"]), 4096)
 
     def test_thousands_of_routes_and_gateways_churn_under_load(self):
         ctl, err = self.router.start_control(self.procs)
