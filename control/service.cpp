@@ -650,6 +650,21 @@ Json Service::gateway_show(const Json& args) {
   return {{"gateway", out}};
 }
 
+// The o2iblnd connections of `peers` (their credits, queues), asked of the
+// dataplane's workers: only those peers' (all of them past what fits in one
+// request line).
+Json Service::o2ib_connections(const std::set<std::string>& peers) const {
+  std::string line = "o2ib connections";
+  for (const std::string& p : peers) line += " " + p;
+  const bool all = line.size() >= shm::kControlRequestMax;
+  Json r = dataplane(all ? "o2ib connections" : line);
+  if (r.contains("errno")) throw ApiError{-r["errno"].get<int>(), r.value("descr", std::string("o2ib connections"))};
+  Json out = Json::array();
+  for (Json& c : r["connections"])
+    if (!all || peers.contains(c["peer"].get<std::string>())) out.push_back(std::move(c));
+  return out;
+}
+
 Json Service::dataplane(const std::string& line) const {
   const std::string& path = cfg_.dataplane.control_socket.value;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -804,8 +819,7 @@ Json Service::peer_show(const Json& args) {
       if (verbose >= 2 && st.contains("o2iblnd")) {
         // lnetr's own: the peer's o2iblnd connections and their credits.
         Json conns = Json::array();
-        for (const Json& c : st["o2iblnd"]["connections"])
-          if (c["peer"] == p["nid"])
+        for (const Json& c : o2ib_connections({p["nid"].get<std::string>()}))
             conns.push_back({{"queue_depth", c["queue_depth"]}, {"credits", c["credits"]},
                              {"outstanding_credits", c["outstanding_credits"]},
                              {"reserved_credits", c["reserved_credits"]}, {"queued", c["queued"]},
@@ -907,7 +921,7 @@ Json Service::dataplane_show(const Json& args) {
     // o2iblnd over verbs: the workers' engines summed.
     const Json& ib = st["o2iblnd"];
     Json o = Json::object();
-    o["connections"] = ib["connections"].size();
+    o["connections"] = ib["connections"];
     for (const char* k : {"remote_keys", "conns_accepted", "conns_connected", "rdma_bytes_written", "rdma_bytes_received",
                           "bytes_copied", "bytes_bounced", "sink_registrations", "tx_timeouts", "post_failures", "cq_errors"})
       o[k] = ib[k];
@@ -1591,8 +1605,9 @@ void Service::o2iblnd_metrics(Families& f, const Json& ib, const std::set<std::s
   f.counter("lnetr_o2iblnd_tx_timeouts_total",
             "Messages failed after waiting longer than the connect timeout for a connection to their peer", {},
             ib["tx_timeouts"].get<double>());
+  if (peers.empty()) return;
   std::map<std::string, int> nth;  // a peer's connections (conns_per_peer), numbered
-  for (const Json& c : ib["connections"]) {
+  for (const Json& c : o2ib_connections(peers)) {
     const std::string peer = c["peer"].get<std::string>();
     if (!peers.contains(peer)) continue;  // per-peer series for the exported peers only
     const L l{{"peer", peer}, {"cpt", std::to_string(c["cpt"].get<int>())}, {"conn", std::to_string(nth[peer]++)}};

@@ -72,6 +72,7 @@ class Service {
   // Every metric series, at scrape time (control/metrics.hpp).
   void collect(class Families& f);
   void o2iblnd_metrics(class Families& f, const Json& ib, const std::set<std::string>& peers) const;
+  Json o2ib_connections(const std::set<std::string>& peers) const;
 
   // The commands handle() knows, for help and errors.
   static const std::vector<std::string>& commands();

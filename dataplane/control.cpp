@@ -139,7 +139,15 @@ bool Control::open(std::string& err) {
 namespace {
 
 constexpr std::size_t kMaxClients = 32;
-constexpr std::size_t kMaxRequest = 256;
+constexpr std::size_t kMaxRequest = shm::kControlRequestMax;
+
+std::string too_long() {
+  Json e;
+  e.begin_object().key("errno").value(-E2BIG).key("descr").value(
+      "request line longer than " + std::to_string(kMaxRequest - 1) + " bytes").end_object();
+  return e.str();
+}
+
 constexpr auto kTickPeriod = 100ms;
 constexpr auto kRequestTime = 2s;  // to send the request line
 constexpr auto kAnswerTime = 10s;  // to read the answer
@@ -213,14 +221,20 @@ bool Control::serve(Client& c, short revents, std::chrono::steady_clock::time_po
       }
       c.in.append(buf, static_cast<std::size_t>(n));
       const auto nl = c.in.find('\n');
-      if (nl != std::string::npos || c.in.size() >= kMaxRequest) {
-        c.in.resize(std::min({nl, c.in.size(), kMaxRequest}));
+      if (nl != std::string::npos) {
+        c.in.resize(nl);
         complete = true;
         break;
       }
+      if (c.in.size() >= kMaxRequest) {
+        // Too long: the rest of the line is read and thrown away (closing
+        // with it unread would reset the connection before the answer).
+        c.overlong = true;
+        c.in.clear();
+      }
     }
     if (complete) {
-      c.out = handle(c.in);
+      c.out = c.overlong || c.in.size() >= kMaxRequest ? too_long() : handle(c.in);
       c.deadline = std::chrono::steady_clock::now() + kAnswerTime;
       revents |= POLLOUT;  // most answers go out at once
     }
@@ -276,9 +290,11 @@ void Control::tick() {
     changed = true;
   }
   if (changed) {
-    std::atomic<unsigned> pushes{0};
-    on_workers([&pushes](Worker& w) { pushes += w.push_ping_info(); });
-    log_info("pushed our ping info to %u Multi-Rail peer(s)", pushes.load());
+    auto pushes = std::make_shared<std::atomic<unsigned>>(0);
+    if (on_workers([pushes](Worker& w) { *pushes += w.push_ping_info(); }))
+      log_info("pushed our ping info to %u Multi-Rail peer(s)", pushes->load());
+    else
+      log_info("pushing our ping info to Multi-Rail peers (a worker is slow to answer)");
   }
   const auto settle = setup_.alive_router_check_interval + setup_.router_ping_timeout;
   const RoutingState s = shared_.routing.load(std::memory_order_relaxed);
@@ -290,10 +306,9 @@ void Control::tick() {
     // Forwarding stops once the buffers drain, or after three times the
     // settling time whatever happens (Linux: 110 s .. 330 s).
     bool idle = true;
-    on_workers([&idle](Worker& w) {
-      for (const auto& p : w.forwarder().pools())
+    for (const Worker* w : fabric_.workers)  // credits are read in place
+      for (const auto& p : w->forwarder().pools())
         if (p.credits.cur != static_cast<std::int32_t>(p.nbuffers)) idle = false;
-    });
     if (idle || now - routing_since_ >= 3 * settle) {
       shared_.routing.store(RoutingState::disabled, std::memory_order_relaxed);
       log_info("routing disabled");
@@ -303,6 +318,8 @@ void Control::tick() {
 
 std::string Control::handle(const std::string& request) {
   if (request == "status") return status();
+  if (request == "o2ib connections" || request.starts_with("o2ib connections "))
+    return o2ib_connections(request.substr(std::min<std::size_t>(request.size(), 17)));
   if (request == "routing 1") return set_routing(true);
   if (request == "routing 0") return set_routing(false);
   if (request == "drop_asym_route" || request == "drop_asym_route 1" || request == "drop_asym_route 0") {
@@ -316,8 +333,63 @@ std::string Control::handle(const std::string& request) {
   }
   Json j;
   j.begin_object().key("errno").value(-EINVAL).key("descr").value(
-      "unknown request '" + request + "': expected 'status', 'routing 0|1' or 'drop_asym_route [0|1]'");
+      "unknown request '" + request +
+      "': expected 'status', 'o2ib connections [NID...]', 'routing 0|1' or 'drop_asym_route [0|1]'");
   j.end_object();
+  return j.str();
+}
+
+// Every o2iblnd connection with its credits, or those of the peers listed
+// (NIDs separated by spaces): gathered on the workers, so asked for only
+// when wanted (peer show -v 2, the exported peers' metrics).
+std::string Control::o2ib_connections(const std::string& args) {
+  std::vector<Nid> only;
+  std::size_t at = 0;
+  while (at < args.size()) {
+    const std::size_t end = std::min(args.find(' ', at), args.size());
+    if (end > at) {
+      const std::string word = args.substr(at, end - at);
+      const auto nid = parse_nid(word);
+      if (!nid) {
+        Json e;
+        e.begin_object().key("errno").value(-EINVAL).key("descr").value("'" + word + "' is not a NID").end_object();
+        return e.str();
+      }
+      only.push_back(*nid);
+    }
+    at = end + 1;
+  }
+  // The workers write into what the command owns (it may outlive a wait
+  // that gives up).
+  auto found = std::make_shared<std::vector<std::vector<o2ib::Node::PeerInfo>>>(fabric_.n);
+  const bool answered = on_workers([found, only](Worker& w) {
+    if (const o2ib::Node* ib = w.o2ib()) (*found)[w.index()] = ib->peers(only);
+  });
+  Json j;
+  j.begin_object();
+  if (!answered) {
+    j.key("errno").value(-ETIMEDOUT).key("descr").value("a worker did not answer within 2 s").end_object();
+    return j.str();
+  }
+  j.key("connections").begin_array();
+  for (std::uint32_t w = 0; w < found->size(); ++w)
+    for (const o2ib::Node::PeerInfo& p : (*found)[w])
+      for (const o2ib::Node::ConnInfo& c : p.conns) {
+        j.begin_object().key("peer").value(to_string(p.nid)).key("cpt").value(static_cast<std::uint64_t>(w));
+        j.key("version").value(static_cast<std::uint64_t>(c.version));
+        j.key("active").value(c.active);
+        j.key("queue_depth").value(static_cast<std::uint64_t>(c.queue_depth));
+        j.key("max_frags").value(static_cast<std::uint64_t>(c.max_frags));
+        j.key("credits").value(static_cast<std::int64_t>(c.credits));
+        j.key("reserved_credits").value(static_cast<std::int64_t>(c.reserved_credits));
+        j.key("outstanding_credits").value(static_cast<std::int64_t>(c.outstanding_credits));
+        j.key("sends_posted").value(static_cast<std::int64_t>(c.sends_posted));
+        j.key("queued").value(static_cast<std::uint64_t>(c.queued)).key("waiting").value(static_cast<std::uint64_t>(c.waiting));
+        j.key("rx_held").value(static_cast<std::uint64_t>(c.rx_held));
+        j.key("tx_msgs").value(c.tx_msgs).key("rx_msgs").value(c.rx_msgs);
+        j.end_object();
+      }
+  j.end_array().end_object();
   return j.str();
 }
 
@@ -344,28 +416,30 @@ std::string Control::set_routing(bool on) {
 }
 
 bool Control::on_workers(const std::function<void(Worker&)>& fn) {
-  std::vector<std::unique_ptr<Command>> cmds;
-  for (std::uint32_t i = 0; i < fabric_.n; ++i) {
-    auto c = std::make_unique<Command>();
+  std::vector<Command*> cmds;
+  bool ok = true;
+  for (std::uint32_t i = 0; i < fabric_.n && ok; ++i) {
+    auto* c = new Command;
     c->fn = fn;
-    if (rte_ring_enqueue(fabric_.commands[i], c.get()) != 0) return false;
+    if (rte_ring_enqueue(fabric_.commands[i], c) != 0) {
+      delete c;
+      ok = false;
+      break;
+    }
     fabric_.workers[i]->kick();
-    cmds.push_back(std::move(c));
+    cmds.push_back(c);
   }
   const auto deadline = std::chrono::steady_clock::now() + 2s;
-  for (auto& c : cmds) {
+  for (Command* c : cmds) {
     // Acquire: pairs with the worker's release store of `done`, so that
     // what fn wrote is visible here.
-    while (!c->done.load(std::memory_order_acquire)) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        // The command still references `fn`'s captures: never free it.
-        (void)c.release();
-        return false;
-      }
-      std::this_thread::sleep_for(200us);
+    while (ok && !c->done.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() > deadline) ok = false;
+      else std::this_thread::sleep_for(200us);
     }
+    c->release();  // the worker frees it if it has not run it yet
   }
-  return true;
+  return ok;
 }
 
 std::string Control::status() {
@@ -417,62 +491,26 @@ std::string Control::status() {
   }
   j.end_array();
 
-  // Per-worker state, gathered on the workers themselves.
-  struct WorkerView {
-    std::array<Forwarder::PoolState, kPoolClasses> pools;
-    std::vector<Credits> ni_tx;
-    std::vector<PeerNi> peers;
-    sock::Stats sock;
-    std::array<std::uint64_t, sock::kCloseReasonCount> refused{};
-    std::vector<Worker::LaneStats> lanes;
-    std::uint64_t conns_misplaced = 0;
-    bool has_o2ib = false;
-    o2ib::Stats ib;
-    std::vector<o2ib::Node::PeerInfo> ib_peers;
-    std::vector<o2ib::VerbsStats> verbs;
-  };
-  std::vector<WorkerView> views(fabric_.n);
-  const bool answered = on_workers([&views](Worker& w) {
-    WorkerView& v = views[w.index()];
-    v.pools = w.forwarder().pools();
-    v.ni_tx = w.forwarder().ni_credits();
-    for (const auto& [nid, p] : w.forwarder().peers()) {
-      PeerNi copy;
-      copy.nid = p->nid;
-      copy.ni = p->ni;
-      copy.tx = p->tx;
-      copy.rtr = p->rtr;
-      copy.alive = p->alive;
-      copy.multi_rail = p->multi_rail;
-      copy.send_count = p->send_count;
-      copy.recv_count = p->recv_count;
-      copy.drop_count = p->drop_count;
-      copy.tx_wait.count = p->tx_wait.count;
-      copy.rtr_wait.count = p->rtr_wait.count;
-      v.peers.push_back(copy);
+  // Per worker: its status page (counters that do not grow with the
+  // peers, filled by the worker when asked), and what is read in place:
+  // credits, pools and the peers listed in its directory.
+  std::vector<Worker::StatusPage> views(fabric_.n);
+  std::vector<bool> fresh(fabric_.n, true);
+  {
+    std::vector<std::uint64_t> requests(fabric_.n);
+    for (std::uint32_t w = 0; w < fabric_.n; ++w) requests[w] = fabric_.workers[w]->request_status_page();
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    for (std::uint32_t w = 0; w < fabric_.n; ++w) {
+      fresh[w] = fabric_.workers[w]->read_status_page(requests[w], deadline, views[w]);
+      if (!fresh[w]) log_info("worker %u did not answer for status within 2 s: its last counters are shown", w);
     }
-    v.sock = w.node().stats();
-    if (w.acceptor()) v.refused = w.acceptor()->refused();
-    v.lanes = w.lane_stats();
-    v.conns_misplaced = w.conns_misplaced();
-    if (const o2ib::Node* ib = w.o2ib()) {
-      v.has_o2ib = true;
-      v.ib = ib->stats();
-      v.ib_peers = ib->peers();
-      v.verbs = w.verbs_stats();
-    }
-  });
-  if (!answered) {
-    Json e;
-    e.begin_object().key("errno").value(-ETIMEDOUT).key("descr").value("a worker did not answer").end_object();
-    return e.str();
   }
-
   j.key("buffers").begin_array();
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
+    const Forwarder& fw = fabric_.workers[w]->forwarder();
     j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w));
     for (std::size_t c = 0; c < kPoolClasses; ++c) {
-      const auto& p = views[w].pools[c];
+      const auto& p = fw.pools()[c];
       j.key(std::string(kPoolNames[c])).begin_object();
       j.key("npages").value(static_cast<std::uint64_t>(kPoolPages[c]));
       j.key("nbuffers").value(static_cast<std::uint64_t>(p.nbuffers));
@@ -481,10 +519,11 @@ std::string Control::status() {
       j.end_object();
     }
     j.key("ni_tx").begin_array();
-    for (std::size_t i = 0; i < views[w].ni_tx.size(); ++i) {
+    for (std::size_t i = 0; i < fw.ni_credits().size(); ++i) {
+      const Credits& c = fw.ni_credits()[i];
       j.begin_object().key("nid").value(to_string(setup_.nis[i].nid));
-      j.key("max_tx_credits").value(static_cast<std::int64_t>(views[w].ni_tx[i].max));
-      credits(j, "tx", views[w].ni_tx[i]);
+      j.key("max_tx_credits").value(static_cast<std::int64_t>(c.max));
+      credits(j, "tx", c);
       j.end_object();
     }
     j.end_array().end_object();
@@ -493,20 +532,20 @@ std::string Control::status() {
 
   j.key("peers").begin_array();
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
-    for (const PeerNi& p : views[w].peers) {
+    fabric_.workers[w]->forwarder().peer_directory().for_each([&](const PeerNi& p) {
       j.begin_object().key("nid").value(to_string(p.nid)).key("cpt").value(static_cast<std::uint64_t>(w));
       j.key("state").value(p.alive ? "up" : "down");
-      j.key("multi_rail").value(p.multi_rail);
+      j.key("multi_rail").value(p.multi_rail.get());
       j.key("max_ni_tx_credits").value(static_cast<std::int64_t>(p.tx.max));
       credits(j, "tx", p.tx);
       j.key("max_rtr_credits").value(static_cast<std::int64_t>(p.rtr.max));
       credits(j, "rtr", p.rtr);
       j.key("tx_q_num_of_buf").value(static_cast<std::uint64_t>(p.tx_wait.count));
       j.key("rtr_q_num_of_buf").value(static_cast<std::uint64_t>(p.rtr_wait.count));
-      j.key("send_count").value(p.send_count).key("recv_count").value(p.recv_count);
-      j.key("drop_count").value(p.drop_count);
+      j.key("send_count").value(p.send_count.get()).key("recv_count").value(p.recv_count.get());
+      j.key("drop_count").value(p.drop_count.get());
       j.end_object();
-    }
+    });
   }
   j.end_array();
 
@@ -541,7 +580,7 @@ std::string Control::status() {
   j.key("socklnd").begin_object();
   std::uint64_t accepted = 0, connected = 0, failures = 0, tx_msgs = 0, tx_writes = 0;
   std::array<std::uint64_t, sock::kCloseReasonCount> closed{}, refused{};
-  for (const WorkerView& v : views) {
+  for (const Worker::StatusPage& v : views) {
     tx_msgs += v.sock.tx_msgs;
     tx_writes += v.sock.tx_writes;
     accepted += v.sock.conns_accepted;
@@ -565,10 +604,10 @@ std::string Control::status() {
 
   // o2iblnd: the engines' counters summed, the transports' (completions,
   // CM events), and every connection with its credits.
-  if (std::any_of(views.begin(), views.end(), [](const WorkerView& v) { return v.has_o2ib; })) {
+  if (std::any_of(views.begin(), views.end(), [](const Worker::StatusPage& v) { return v.has_o2ib; })) {
     o2ib::Stats t;
     o2ib::VerbsStats vs;
-    for (const WorkerView& v : views) {
+    for (const Worker::StatusPage& v : views) {
       if (!v.has_o2ib) continue;
       const o2ib::Stats& x = v.ib;
       t.conns_accepted += x.conns_accepted, t.conns_connected += x.conns_connected, t.reconnects += x.reconnects;
@@ -628,25 +667,10 @@ std::string Control::status() {
     j.key("sink_registrations").value(vs.sink_registrations).key("sink_registration_ns").value(vs.sink_registration_ns);
     j.key("remote_keys").value(setup_.o2ib_transfer_keys ? "transfer" : "pool");
     j.key("tx_timeouts").value(t.tx_timeouts).key("tx_no_desc").value(t.tx_no_desc).key("tx_descs").value(t.tx_descs);
-    j.key("connections").begin_array();
-    for (std::uint32_t w = 0; w < views.size(); ++w)
-      for (const o2ib::Node::PeerInfo& p : views[w].ib_peers)
-        for (const o2ib::Node::ConnInfo& c : p.conns) {
-          j.begin_object().key("peer").value(to_string(p.nid)).key("cpt").value(static_cast<std::uint64_t>(w));
-          j.key("version").value(static_cast<std::uint64_t>(c.version));
-          j.key("active").value(c.active);
-          j.key("queue_depth").value(static_cast<std::uint64_t>(c.queue_depth));
-          j.key("max_frags").value(static_cast<std::uint64_t>(c.max_frags));
-          j.key("credits").value(static_cast<std::int64_t>(c.credits));
-          j.key("reserved_credits").value(static_cast<std::int64_t>(c.reserved_credits));
-          j.key("outstanding_credits").value(static_cast<std::int64_t>(c.outstanding_credits));
-          j.key("sends_posted").value(static_cast<std::int64_t>(c.sends_posted));
-          j.key("queued").value(static_cast<std::uint64_t>(c.queued)).key("waiting").value(static_cast<std::uint64_t>(c.waiting));
-          j.key("rx_held").value(static_cast<std::uint64_t>(c.rx_held));
-          j.key("tx_msgs").value(c.tx_msgs).key("rx_msgs").value(c.rx_msgs);
-          j.end_object();
-        }
-    j.end_array();
+    // The connections by count; their credits with "o2ib connections".
+    std::uint64_t conns = 0;
+    for (const Worker::StatusPage& v : views) conns += v.ib_connections;
+    j.key("connections").value(conns);
     j.end_object();
   }
 
@@ -659,7 +683,7 @@ std::string Control::status() {
     tcp::StackStats ss;
     std::uint64_t copied = 0, conns = 0, rx_referenced = 0;
     tcp::Conn::Stats ts{};
-    for (const WorkerView& v : views) {
+    for (const Worker::StatusPage& v : views) {
       if (i >= v.lanes.size() || !v.lanes[i].served) continue;
       const Worker::LaneStats& l = v.lanes[i];
       ps.rx_frames += l.port.rx_frames, ps.tx_frames += l.port.tx_frames;
@@ -755,6 +779,7 @@ std::string Control::status() {
       ring_size = rte_ring_get_capacity(fabric_.ring(from, w));
     }
     j.key("ring_size").value(ring_size).key("ring_backlog").value(backlog);
+    j.key("status_answered").value(fresh[w] ? true : false);
     j.key("conns_misplaced").value(views[w].conns_misplaced);
     j.key("conns_opened").value(views[w].sock.conns_accepted + views[w].sock.conns_connected +
                                 views[w].ib.conns_accepted + views[w].ib.conns_connected);

@@ -42,6 +42,7 @@ class Control {
   struct Client {
     int fd = -1;
     std::string in;                // the request line so far
+    bool overlong = false;         // it was longer than the control socket takes
     std::string out;               // the answer, once the request is complete
     std::size_t sent = 0;
     std::chrono::steady_clock::time_point deadline;
@@ -51,8 +52,10 @@ class Control {
   // Read, answer or write as the socket allows; false once it is done with.
   bool serve(Client& c, short revents, std::chrono::steady_clock::time_point now);
   std::string status();
+  std::string o2ib_connections(const std::string& args);
   std::string set_routing(bool on);
-  // Run `fn` on every worker and wait for all (false if one did not answer).
+  // Run `fn` on every worker and wait for all (false if one did not answer
+  // within 2 s).  `fn` must own what it writes: see Command.
   bool on_workers(const std::function<void(Worker&)>& fn);
 
   const Setup& setup_;

@@ -405,6 +405,7 @@ PeerNi& Forwarder::peer_ni(const Nid& nid) {
     const std::uint32_t rtr = ni.peer_buffer_credits ? ni.peer_buffer_credits : ni.peer_credits;
     slot->rtr = Credits::of(static_cast<std::int32_t>(rtr));
     if (auto it = owned_gw_.find(nid); it != owned_gw_.end()) watch_gateway(*slot, it->second);
+    directory_.add(slot.get());
   }
   return *slot;
 }

@@ -100,6 +100,8 @@ class Forwarder final : public lnd::Upper {
   };
   std::uint16_t index() const noexcept { return index_; }
   const std::unordered_map<Nid, std::unique_ptr<PeerNi>>& peers() const noexcept { return peers_; }
+  // The same peers, for readers on other threads (status).
+  const PeerDirectory& peer_directory() const noexcept { return directory_; }
   const std::array<PoolState, kPoolClasses>& pools() const noexcept { return pool_state_; }
   const std::vector<Credits>& ni_credits() const noexcept { return ni_tx_; }
   // Descriptors not on the free list (in flight, waiting or owed a reply).
@@ -194,6 +196,7 @@ class Forwarder final : public lnd::Upper {
   LocalNetMask nets_up_;
 
   std::unordered_map<Nid, std::unique_ptr<PeerNi>> peers_;
+  PeerDirectory directory_;  // peers_, listed for status
   std::vector<Credits> ni_tx_;  // per NI, this CPT's share
   std::vector<MsgQueue> ni_wait_;
   std::array<PoolState, kPoolClasses> pool_state_{};

@@ -25,6 +25,9 @@
 // drops never leave their worker.
 #pragma once
 
+#include <array>
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "dataplane/buffer_ref.hpp"
@@ -86,7 +89,7 @@ struct RouterMsg {
 struct MsgQueue {
   RouterMsg* head = nullptr;
   RouterMsg* tail = nullptr;
-  std::uint32_t count = 0;
+  Relaxed<std::uint32_t> count = 0;  // read by status
   bool empty() const noexcept { return head == nullptr; }
   void push(RouterMsg* m) noexcept {
     m->next = nullptr;
@@ -105,7 +108,10 @@ struct MsgQueue {
   }
 };
 
-// A peer NI as the router accounts for it (lnetctl peer show -v).
+// A peer NI as the router accounts for it (lnetctl peer show -v).  Its
+// worker owns it; what status shows (the Relaxed fields, and nid and ni,
+// fixed before it is listed in the worker's PeerDirectory) may be read by
+// the control thread at any time.
 struct PeerNi {
   Nid nid;
   std::uint32_t ni = 0;  // the local NI on its net
@@ -113,13 +119,56 @@ struct PeerNi {
   Credits rtr;           // peer router credits (peer_buffer_credits)
   MsgQueue tx_wait;
   MsgQueue rtr_wait;
-  bool alive = true;
-  bool multi_rail = false;  // it pushed its ping info to us: we push ours to it
+  Relaxed<bool> alive = true;
+  Relaxed<bool> multi_rail = false;  // it pushed its ping info to us: we push ours to it
   // Its gateway-check slot in shared memory, if it is a gateway this worker
   // pings (shm/abi.hpp): its `down` flag follows this peer's connections.
   shm::GatewayShm* gateway = nullptr;
-  std::uint64_t send_count = 0, recv_count = 0, drop_count = 0;
+  Relaxed<std::uint64_t> send_count = 0, recv_count = 0, drop_count = 0;
   std::uint64_t tx_queued_bytes = 0;
+};
+
+// A worker's peers, listed for readers on other threads: the worker appends
+// (peers live as long as the worker), readers walk what was listed when
+// they started.  Chunks never move, so a reader needs no lock and the
+// worker never waits.
+class PeerDirectory {
+ public:
+  static constexpr std::size_t kChunk = 1024;
+  static constexpr std::size_t kMaxChunks = 1024;  // a million peers per worker
+
+  PeerDirectory() = default;
+  PeerDirectory(const PeerDirectory&) = delete;
+  PeerDirectory& operator=(const PeerDirectory&) = delete;
+  ~PeerDirectory() {
+    for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+  }
+
+  // The owner only.  False when full (the peer works, unlisted).
+  bool add(PeerNi* p) {
+    const std::size_t n = size_.load(std::memory_order_relaxed);
+    if (n == kChunk * kMaxChunks) return false;
+    PeerNi** chunk = chunks_[n / kChunk].load(std::memory_order_relaxed);
+    if (chunk == nullptr) {
+      chunk = new PeerNi*[kChunk]();
+      chunks_[n / kChunk].store(chunk, std::memory_order_relaxed);
+    }
+    chunk[n % kChunk] = p;
+    size_.store(n + 1, std::memory_order_release);  // the entry and the peer's fixed fields first
+    return true;
+  }
+
+  // Any thread.
+  std::size_t size() const noexcept { return size_.load(std::memory_order_acquire); }
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    const std::size_t n = size();
+    for (std::size_t i = 0; i < n; ++i) fn(*chunks_[i / kChunk].load(std::memory_order_relaxed)[i % kChunk]);
+  }
+
+ private:
+  std::array<std::atomic<PeerNi**>, kMaxChunks> chunks_{};
+  std::atomic<std::size_t> size_{0};
 };
 
 }  // namespace lnetr::dp

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "dataplane/log.hpp"
 #include "dataplane/unmap_guard.hpp"
@@ -322,6 +323,7 @@ int Worker::run() {
     work += forwarder_.flush_local();
     if (forwarder_.held() > 0) work += forwarder_.release_held();
     work += run_commands();
+    if (page_wanted_.load(std::memory_order_relaxed) != page_seen_) work += fill_status_page();
     // Ticks queue keepalives and may fail sends onto other peers: before the
     // flush, so that nothing they queue waits out a sleep.
     if (sock::Clock::now() >= next_tick_) tick();
@@ -395,7 +397,9 @@ bool Worker::sleep_if_idle(unsigned work) {
   // Wait without dispatching: what wakes us is handled at the top of the
   // loop, after the worker has adopted any route snapshot published while
   // it slept.
-  if (!pending && rte_ring_count(fabric_.commands[index_]) == 0) poller_.wait(kSleepMs);
+  if (!pending && rte_ring_count(fabric_.commands[index_]) == 0 &&
+      page_wanted_.load(std::memory_order_seq_cst) == page_seen_)
+    poller_.wait(kSleepMs);
   sleeping_.store(false, std::memory_order_relaxed);
   idle_ = 0;
   return true;
@@ -414,6 +418,48 @@ unsigned Worker::poll_ports() {
     work += static_cast<unsigned>(lane->transport->poll(now));
   }
   return work;
+}
+
+// ---- status -----------------------------------------------------------------------
+
+unsigned Worker::fill_status_page() {
+  const std::uint64_t wanted = page_wanted_.load(std::memory_order_acquire);
+  std::unique_lock lock(page_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return 0;  // a reader is copying it: next turn
+  page_.sock = node_->stats();
+  if (acceptor_) page_.refused = acceptor_->refused();
+  page_.lanes = lane_stats();
+  page_.conns_misplaced = conns_misplaced_;
+  page_.has_o2ib = o2ib_ != nullptr;
+  if (o2ib_) {
+    page_.ib = o2ib_->stats();
+    page_.ib_connections = o2ib_->connections();
+    page_.verbs = verbs_stats();
+  }
+  lock.unlock();
+  page_seen_ = wanted;
+  page_filled_.store(wanted, std::memory_order_release);
+  return 1;
+}
+
+std::uint64_t Worker::request_status_page() noexcept {
+  const std::uint64_t request = page_wanted_.fetch_add(1, std::memory_order_seq_cst) + 1;
+  kick();
+  return request;
+}
+
+bool Worker::read_status_page(std::uint64_t request, std::chrono::steady_clock::time_point deadline, StatusPage& out) {
+  bool fresh = true;
+  while (page_filled_.load(std::memory_order_acquire) < request) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      fresh = false;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  std::lock_guard lock(page_mu_);
+  out = page_;
+  return fresh;
 }
 
 std::vector<Worker::LaneStats> Worker::lane_stats() const {
@@ -528,6 +574,7 @@ unsigned Worker::run_commands() {
     // Release: the command's results are visible to the control thread
     // once it sees done (its acquire load).
     c->done.store(true, std::memory_order_release);
+    c->release();
     ++n;
   }
   return n;

@@ -11,8 +11,10 @@
 #include <array>
 #include <cerrno>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -39,10 +41,17 @@ namespace lnetr::dp {
 class Worker;
 
 // Work the control thread asks of a worker (introspection, reconfiguration):
-// run on the worker's thread between two loop iterations.
+// run on the worker's thread between two loop iterations.  Owned by both
+// (the last to let go frees it), so that the control thread may give up
+// waiting; `fn` must therefore own whatever it writes (no references to
+// the asker's stack).
 struct Command {
   std::function<void(Worker&)> fn;
   std::atomic<bool> done{false};
+  std::atomic<int> owners{2};
+  void release() noexcept {
+    if (owners.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
 };
 
 // The rings and wake-up state joining all workers.
@@ -115,6 +124,26 @@ class Worker final : public ForwarderPorts {
   // Push our ping info to this worker's Multi-Rail peers.
   unsigned push_ping_info() { return forwarder_.push_ping_info(); }
 
+  // What status shows of this worker beyond what it reads in place (the
+  // shared counters, the forwarder's credits and peer directory): engine and
+  // port counters, of a size that does not grow with the peers.  The worker
+  // fills it when asked, between two loop iterations.
+  struct StatusPage {
+    sock::Stats sock;
+    std::array<std::uint64_t, sock::kCloseReasonCount> refused{};
+    std::vector<LaneStats> lanes;
+    std::uint64_t conns_misplaced = 0;
+    bool has_o2ib = false;
+    o2ib::Stats ib;
+    std::size_t ib_connections = 0;
+    std::vector<o2ib::VerbsStats> verbs;
+  };
+  // Any thread: ask for a fresh page (returns the request to wait for), then
+  // read it.  read_status_page gives the newest page it has; false if the
+  // worker did not fill one for `request` before `deadline`.
+  std::uint64_t request_status_page() noexcept;
+  bool read_status_page(std::uint64_t request, std::chrono::steady_clock::time_point deadline, StatusPage& out);
+
   // ForwarderPorts
   std::uint8_t* get_buffer(PoolClass c) override;
   void put_buffer(PoolClass c, std::uint8_t* buf) override;
@@ -127,6 +156,7 @@ class Worker final : public ForwarderPorts {
   bool push(std::uint32_t to, RingItem item);
   unsigned drain_rings();
   unsigned run_commands();
+  unsigned fill_status_page();
   void tick();
   bool sleep_if_idle(unsigned work);
   unsigned poll_ports();
@@ -185,6 +215,15 @@ class Worker final : public ForwarderPorts {
   int wake_fd_ = -1;
   std::atomic<bool> sleeping_{false};
   unsigned idle_ = 0;
+
+  // The status page: readers bump page_wanted_ and wait for page_filled_
+  // to reach it; the page itself is under page_mu_, which the worker only
+  // tries (a reader copying it makes the worker fill it on a later turn).
+  std::mutex page_mu_;
+  StatusPage page_;
+  std::atomic<std::uint64_t> page_wanted_{0};
+  std::atomic<std::uint64_t> page_filled_{0};
+  std::uint64_t page_seen_ = 0;  // the worker's: page_wanted_ when it last filled the page
   sock::Clock::time_point next_tick_{};
 };
 

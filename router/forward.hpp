@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -49,25 +50,58 @@ inline constexpr std::size_t kDropReasonCount = 0
 std::string_view name(DropReason r) noexcept;
 std::string_view describe(DropReason r) noexcept;
 
+// ---- single-writer values ------------------------------------------------------
+
+// A value one thread writes and others may read at any time: plain loads
+// and stores (relaxed atomics, no locked instruction), so that a reader sees
+// each field whole without slowing its writer.  Updates are load-then-store:
+// only the owner may write.
+template <class T>
+class Relaxed {
+ public:
+  constexpr Relaxed(T v = T{}) noexcept : v_(v) {}
+  Relaxed(const Relaxed& o) noexcept : v_(o.get()) {}
+  Relaxed& operator=(const Relaxed& o) noexcept { return *this = o.get(); }
+  Relaxed& operator=(T v) noexcept {
+    v_.store(v, std::memory_order_relaxed);
+    return *this;
+  }
+  operator T() const noexcept { return get(); }
+  T get() const noexcept { return v_.load(std::memory_order_relaxed); }
+  Relaxed& operator+=(T d) noexcept { return *this = static_cast<T>(get() + d); }
+  Relaxed& operator-=(T d) noexcept { return *this = static_cast<T>(get() - d); }
+  Relaxed& operator++() noexcept { return *this += T{1}; }
+  Relaxed& operator--() noexcept { return *this -= T{1}; }
+
+ private:
+  std::atomic<T> v_;
+};
+
 // ---- credits -----------------------------------------------------------------
 
 // An LNet credit counter: starts at `max`, goes negative while messages
 // wait for it (-n = n waiting), and remembers its lowest value (lnetctl's
-// "min" columns).
+// "min" columns).  Its owner changes it; status readers may read it at any
+// time.
 struct Credits {
-  std::int32_t max = 0;
-  std::int32_t cur = 0;
-  std::int32_t min = 0;
+  Relaxed<std::int32_t> max = 0;
+  Relaxed<std::int32_t> cur = 0;
+  Relaxed<std::int32_t> min = 0;
 
   static constexpr Credits of(std::int32_t n) noexcept { return {n, n, n}; }
   // Take one; false if none was free (the caller queues the message).
   bool take() noexcept {
-    --cur;
-    if (cur < min) min = cur;
-    return cur >= 0;
+    const std::int32_t c = cur - 1;
+    cur = c;
+    if (c < min) min = c;
+    return c >= 0;
   }
   // Give one back; true if a waiter is owed it (the caller wakes the first).
-  bool give() noexcept { return ++cur <= 0; }
+  bool give() noexcept {
+    const std::int32_t c = cur + 1;
+    cur = c;
+    return c <= 0;
+  }
 };
 
 // ---- router buffer pools -------------------------------------------------------

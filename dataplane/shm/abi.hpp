@@ -96,6 +96,8 @@ inline constexpr std::uint32_t kApiPingSlots = 8;
 inline constexpr std::uint32_t kPingNis = 16;   // NIs of a ping reply kept (for display)
 inline constexpr std::uint32_t kPingNets = 64;  // nets of a ping reply summarised (for route states)
 inline constexpr std::uint32_t kRouteSlots = 4;
+// The longest request line the dataplane's control socket takes.
+inline constexpr std::size_t kControlRequestMax = 4096;
 inline constexpr std::uint64_t kNoVersion = 0;  // held_version of a worker holding nothing
 
 // `published`: version in the high 56 bits, slot in the low 8.

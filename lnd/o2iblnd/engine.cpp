@@ -2230,10 +2230,10 @@ void Node::shutdown() {
 
 // ---- introspection ------------------------------------------------------------------------------
 
-std::vector<Node::PeerInfo> Node::peers() const {
+std::vector<Node::PeerInfo> Node::peers(std::span<const Nid> only) const {
   std::vector<PeerInfo> out;
-  for (const auto& [nid, p] : peers_) {
-    if (!p->linked && p->conns.empty()) continue;
+  auto add = [&out](const Nid& nid, const auto& p) {
+    if (!p->linked && p->conns.empty()) return;
     PeerInfo pi;
     pi.nid = nid;
     pi.version = p->version;
@@ -2258,6 +2258,12 @@ std::vector<Node::PeerInfo> Node::peers() const {
       pi.conns.push_back(ci);
     }
     out.push_back(std::move(pi));
+  };
+  if (only.empty()) {
+    for (const auto& [nid, p] : peers_) add(nid, p);
+  } else {
+    for (const Nid& nid : only)
+      if (auto it = peers_.find(nid); it != peers_.end()) add(nid, it->second);
   }
   return out;
 }

@@ -49,6 +49,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <span>
 #include <vector>
 
 #include "lnd/message.hpp"
@@ -275,7 +276,8 @@ class Node final : private TransportEvents {
     std::size_t queued_tx = 0;  // waiting for a connection
     std::vector<ConnInfo> conns;
   };
-  std::vector<PeerInfo> peers() const;
+  // Every peer with a connection (or connecting), or only those listed.
+  std::vector<PeerInfo> peers(std::span<const Nid> only = {}) const;
   // Descriptors and buffers in use (0 and 0 at rest: nothing leaked).
   std::size_t tx_descs_in_use() const noexcept;
   std::size_t connections() const noexcept;

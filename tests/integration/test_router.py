@@ -317,6 +317,17 @@ class ControlSocket(RouterTestCase):
     at a time, hold up neither other clients nor the control thread's own
     work (here: noticing a link go down)."""
 
+    def test_bad_requests_are_answered_with_an_error(self):
+        res = self.router.control("status " + "x" * 5000)
+        self.assertEqual(res["errno"], -errno.E2BIG, res)
+        res = self.router.control("o2ib connections 10.0.0.1@tcp nonsense")
+        self.assertEqual(res["errno"], -errno.EINVAL, res)
+        self.assertIn("'nonsense' is not a NID", res["descr"])
+        # No o2ib NI: no connections, and status counts none.
+        self.assertEqual(self.router.control("o2ib connections")["connections"], [])
+        self.assertNotIn("o2iblnd", self.status())
+        self.assertTrue(all(w["status_answered"] for w in self.status()["workers"]))
+
     def test_slow_and_silent_clients_hold_up_nothing(self):
         silent = []
         for _ in range(10):

@@ -81,11 +81,11 @@ control:
   metrics: "127.0.0.1:9798"
 """
 
-# A status request to the router's control socket, run in the guest.
-STATUS = ("python3 -c \"import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
-          "s.sendall(b'status\\n');b=b''\n"
-          "while True:\n c=s.recv(1<<20)\n if not c: break\n b+=c\n"
-          "sys.stdout.write(b.decode())\" ")
+# A request to the router's control socket, run in the guest.
+REQUEST = ("python3 -c \"import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
+           "s.sendall(sys.argv[2].encode()+b'\\n');b=b''\n"
+           "while True:\n c=s.recv(1<<20)\n if not c: break\n b+=c\n"
+           "sys.stdout.write(b.decode())\" ")
 
 # Each server: its NID and its routes ("nets|gateway").
 SERVERS = {
@@ -197,13 +197,18 @@ class Topology:
         rc, out, err = self.g.run(self.peer_cmd(nid, route, "--accept none " + args, netns), timeout=timeout)
         return rc, parse_yaml(out) if out.strip() else {}, out, err
 
+    def request(self, line):
+        """One request on the dataplane's control socket: its JSON answer."""
+        return json.loads(self.sh(REQUEST + self.sock + " '" + line + "'", timeout=30))
+
     def status(self):
-        return json.loads(self.sh(STATUS + self.sock, timeout=30))
+        return self.request("status")
 
     def problems(self, st):
         """What in a status is not at rest, o2ib connections included."""
         out = not_at_rest(st)
-        for c in st.get("o2iblnd", {}).get("connections", []):
+        conns = self.request("o2ib connections")["connections"] if "o2iblnd" in st else []
+        for c in conns:
             if c["queued"] or c["waiting"] or c["rx_held"] or c["sends_posted"] or \
                     c["reserved_credits"] != c["queue_depth"]:
                 out.append(f"o2ib connection to {c['peer']}: {c}")

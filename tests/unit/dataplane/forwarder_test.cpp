@@ -169,6 +169,13 @@ struct Rig {
       EXPECT_EQ(p->rtr.cur, p->rtr.max) << to_string(n);
     }
     for (const auto& c : fwd->ni_credits()) EXPECT_EQ(c.cur, c.max);
+    // Status lists exactly the forwarder's peers.
+    std::size_t listed = 0;
+    fwd->peer_directory().for_each([&](const PeerNi& p) {
+      EXPECT_EQ(fwd->peers().at(p.nid).get(), &p);
+      ++listed;
+    });
+    EXPECT_EQ(listed, fwd->peers().size());
     for (const auto& [c, n] : ports.buffers_out) EXPECT_EQ(n, 0) << kPoolNames[static_cast<std::size_t>(c)];
     EXPECT_EQ(fwd->msgs_in_use(), 0u);
     EXPECT_EQ(fwd->long_replies(), 0u);
