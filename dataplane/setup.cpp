@@ -120,13 +120,7 @@ SetupResult make_setup(const config::Config& cfg) {
         n.conns_per_peer = u32(ni.lnd_tunables.conns_per_peer.value);
         n.sock_timeout = std::chrono::seconds(ni.lnd_tunables.timeout.value);
       }
-      if (!n.is_o2ib() && ni.lnd_tunables.tos.value >= 0) {
-        if (n.port >= 0)
-          log_warn("%s: tos %d is not in force: lnetr's TCP on DPDK ports sets no IP type of service yet",
-                   config::to_string(ni.lnd_tunables.tos.source).c_str(), ni.lnd_tunables.tos.value);
-        else
-          n.tos = ni.lnd_tunables.tos.value;
-      }
+      if (!n.is_o2ib()) n.tos = ni.lnd_tunables.tos.value;
       // o2iblnd clamps peer_credits to 8..255 (and at most credits), and
       // LNet's peer credits are those in force.
       if (n.is_o2ib()) n.peer_credits = n.o2ib.peer_credits;

@@ -46,7 +46,7 @@ struct NiSetup {
   std::uint32_t peer_buffer_credits = 0;  // 0: peer_credits
   std::uint32_t credits = 256;            // NI transmit credits
   std::uint32_t peer_timeout = 180;       // s; > 0 enables the peer-down fail-fast
-  int tos = -1;  // tcp NIs on kernel sockets: `lnd tunables: tos` (IP type of service)
+  int tos = -1;  // tcp NIs: `lnd tunables: tos` (IP type of service; -1: the default, 0)
   // tcp NIs: `lnd tunables` conns_per_peer and timeout (dataplane.socklnd's
   // unless the NI gives its own).
   std::uint32_t conns_per_peer = 1;

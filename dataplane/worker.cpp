@@ -117,6 +117,8 @@ bool Worker::init(std::string& err) {
     sc.prefix_len = ps.prefix_len;
     sc.vlan = ps.vlan;
     sc.mtu = ps.mtu;
+    for (const NiSetup& n : setup_.nis)  // the port's NI's tos, as IP_TOS on a kernel socket
+      if (n.port == static_cast<int>(i) && n.tos >= 0) sc.tos = static_cast<std::uint8_t>(n.tos);
     auto lane = std::make_unique<Lane>(port, index_, sc);
     // Connections accepted on the port go through the acceptor as kernel
     // sockets' do (request and HELLO read there, then the owning Node).

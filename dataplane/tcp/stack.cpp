@@ -394,6 +394,7 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
     finish_tcp_checksum(ep.local_ip, ep.remote_ip, tcp.first(tcp_len));
   }
   Ipv4 ip;
+  ip.tos = cfg_.tos;
   ip.total_length = static_cast<std::uint16_t>(kIpv4MinHeader + tcp_len);
   ip.id = ip_id_;
   ip_id_ = static_cast<std::uint16_t>(ip_id_ + segments);  // the device numbers the segments it cuts
@@ -414,6 +415,7 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
 void Stack::send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now) {
   std::vector<std::uint8_t> packet(kIpv4MinHeader + l4.size());
   Ipv4 h;
+  h.tos = proto == kProtoTcp ? cfg_.tos : 0;
   h.total_length = static_cast<std::uint16_t>(packet.size());
   h.id = ip_id_++;
   h.protocol = proto;

@@ -88,6 +88,7 @@ struct StackConfig {
   std::uint32_t prefix_len = 24;
   std::optional<std::uint16_t> vlan;
   std::uint16_t mtu = 1500;
+  std::uint8_t tos = 0;  // IP type of service of its TCP segments (the NI's `tos`)
   ConnConfig conn;  // mss is derived from mtu
   Time arp_retry = std::chrono::seconds(1);
   int arp_tries = 3;

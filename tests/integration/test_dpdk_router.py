@@ -36,6 +36,7 @@ class DpdkRouterTestCase(PeerTestCase):
     queues = 1  # per port
     conns_per_peer = 1  # the router's and the peers'
     tso = None  # the ports' `tso` (None: not given)
+    tcp1_lnd = None  # the tcp1 NI's `lnd tunables`
 
     def setUp(self):
         super().setUp()
@@ -48,7 +49,8 @@ class DpdkRouterTestCase(PeerTestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.router = Router(self.topo, self.dir, cores=self.cores, poll="busy" if len(self.cores) == 1 else "adaptive",
                              pmd=self.pmd, impair=self.impair, metrics=self.metrics, zero_copy=self.zero_copy,
-                             queues=self.queues, conns_per_peer=self.conns_per_peer, tso=self.tso)
+                             queues=self.queues, conns_per_peer=self.conns_per_peer, tso=self.tso,
+                             tcp1_lnd=self.tcp1_lnd)
         err = self.router.start(self.procs)
         if err:
             self.fail(err)
@@ -203,6 +205,51 @@ class DpdkRouting(DpdkRouterTestCase):
             hi += 2 * large
         self.assertGreater(ratio, lo)
         self.assertLess(ratio, hi + 3 * (1 - large) + 2 * reassembled / forwarded + 0.05)
+
+
+# Counts the IPv4 TCP packets from an address by their TOS byte, seen on
+# the namespace's interfaces for a while: {tos: count} as JSON.
+TOS_CAPTURE = """
+import json, socket, sys, time
+src, end, seen = socket.inet_aton(sys.argv[1]), time.time() + float(sys.argv[2]), {}
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+s.settimeout(0.2)
+print("capturing", file=sys.stderr, flush=True)
+while time.time() < end:
+    try:
+        f = s.recv(65535)
+    except socket.timeout:
+        continue
+    if len(f) >= 34 and f[23] == 6 and f[26:30] == src:
+        seen[f[15]] = seen.get(f[15], 0) + 1
+print(json.dumps(seen), flush=True)
+"""
+
+
+class DpdkRoutingTos(DpdkRouterTestCase):
+    """An NI's `tos` on a DPDK port: every TCP segment lnetr's own TCP sends
+    from that NI carries it in its IPv4 header; the other NI's carry 0."""
+    tcp1_lnd = {"tos": 104}  # 0x68, AF31
+
+    def test_the_nis_tos_is_in_its_segments_headers(self):
+        b = self.server("b")
+        captures = {}
+        for side, ip in (("a", self.topo.ra_ip), ("b", self.topo.rb_ip)):
+            captures[side] = self.procs.start(["python3", "-c", TOS_CAPTURE, ip, "8"], host=self.topo.host(side))
+            self.assertTrue(captures[side].wait_stderr("capturing", timeout=10), captures[side].stderr_so_far)
+        rc, doc, cp = self.peer("a", ["brw", self.topo.b_nid, "--op", "write", "--size", "65536", "--count", "50",
+                                      "--concurrency", "4", "--timeout", "10"])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        seen = {}
+        for side, p in captures.items():
+            p.wait(timeout=30)
+            seen[side] = {int(k): v for k, v in json.loads(p.stdout.strip().splitlines()[-1]).items()}
+        self.stop_server(b)
+        self.assertEqual(set(seen["b"]), {0x68}, seen)  # tcp1 (towards B): every segment
+        self.assertGreater(seen["b"][0x68], 50, seen)
+        self.assertEqual(set(seen["a"]), {0}, seen)     # tcp: the default
+        ni = {n["nid"]: n for n in self.router.status()["nis"]}[self.topo.rb_nid]
+        self.assertEqual(ni["lnd_tunables"]["tos"], 104)
 
 
 class DpdkRoutingTwoWorkers(DpdkRouterTestCase):
