@@ -724,9 +724,10 @@ Json Service::set_routing(const Json& args) {
 namespace {
 
 // Every CPT: each worker serves the peers its hash gives it, on every NI.
-std::string all_cpts(std::uint32_t n_workers) {
+// As lnetctl prints a CPT list: "[0,1]".
+std::string cpt_list(const Json& cpts) {
   std::string t = "[";
-  for (std::uint32_t i = 0; i < n_workers; ++i) t += (i ? "," : "") + std::to_string(i);
+  for (const Json& c : cpts) t += (t.size() > 1 ? "," : "") + std::to_string(c.get<std::uint32_t>());
   return t + "]";
 }
 
@@ -762,7 +763,6 @@ Json Service::net_show(const Json& args) {
   const auto verbose = opt_int(args, "verbose", 0, 4).value_or(0);
   const Json st = dataplane("status");
   const Json peers = verbose ? merged_peers(st, placement_) : Json::array();
-  const auto n_workers = static_cast<std::uint32_t>(st["workers"].size());
   Json nets = Json::array();
   for (const config::NetConfig& n : cfg_.nets) {
     if (net && n.net.value != *net) continue;
@@ -785,14 +785,14 @@ Json Service::net_show(const Json& args) {
         j["statistics"] = {{"send_count", sent}, {"recv_count", received}, {"drop_count", dropped}};
         // The values in force, as the dataplane reports them (o2ib's
         // clamped as Linux clamps them; the fmr_* keys are not in force in
-        // lnetr: no registration pools).  Every CPT's worker serves every
-        // NI's peers (by hash), whatever the file's CPT list says.
+        // lnetr: no registration pools), and the CPTs whose workers serve
+        // the NI's peers.
         j["tunables"] = {{"peer_timeout", ni["peer_timeout"]},
                          {"peer_credits", ni["peer_credits"]},
                          {"peer_buffer_credits", ni["peer_buffer_credits"]},
                          {"credits", ni["credits"]}};
         j["lnd tunables"] = ni["lnd_tunables"];
-        j["CPT"] = all_cpts(n_workers);
+        j["CPT"] = cpt_list(ni["cpts"]);
         j["link"] = ni["link"];
       }
       nis.push_back(j);

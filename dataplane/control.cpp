@@ -465,6 +465,9 @@ std::string Control::status() {
     j.key("peer_credits").value(static_cast<std::uint64_t>(ni.peer_credits));
     j.key("peer_buffer_credits").value(static_cast<std::uint64_t>(ni.peer_buffer_credits));
     j.key("peer_timeout").value(static_cast<std::uint64_t>(ni.peer_timeout));
+    j.key("cpts").begin_array();
+    for (std::uint32_t c : ni.cpts) j.value(static_cast<std::uint64_t>(c));
+    j.end_array();
     if (!ni.is_o2ib()) {
       // socklnd's settings in force for the NI (its own lnd tunables, else
       // dataplane.socklnd's).

@@ -15,8 +15,10 @@ namespace {
 // The interface cookie of the ACK handle our pushes carry.
 constexpr std::uint64_t kPushAckCookie = 0x6c6e657472707368ull;  // "lnetrpsh"
 
-// Linux's share of an NI's transmit credits per CPT.
+// Linux's share of an NI's transmit credits per CPT: divided among the
+// NI's CPTs (its peers are served by those only).
 std::int32_t ni_credits_per_cpt(const NiSetup& ni, std::uint32_t ncpts) noexcept {
+  if (!ni.cpts.empty()) ncpts = static_cast<std::uint32_t>(ni.cpts.size());
   if (ncpts <= 1) return static_cast<std::int32_t>(ni.credits);
   const std::uint32_t share = std::max(ni.credits / ncpts, 8 * ni.peer_credits);
   return static_cast<std::int32_t>(std::min(share, ni.credits));

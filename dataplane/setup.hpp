@@ -51,6 +51,9 @@ struct NiSetup {
   // unless the NI gives its own).
   std::uint32_t conns_per_peer = 1;
   std::chrono::seconds sock_timeout{50};
+  // The CPTs whose workers serve its peers (Placement): its net's CPT list,
+  // its port's queues, or all.
+  std::vector<std::uint32_t> cpts;
 };
 
 struct RouteSetup {

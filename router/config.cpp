@@ -288,10 +288,13 @@ class Checker {
         const auto& cpts = ni.cpts;
         // (A fragment without dataplane.cores: applied to a running router,
         // whose NIs keep the CPTs they have.)
-        if (cpts.given() && !cpts.value.empty() &&
-            (cpts.value.size() < ncpt || (opt_.fragment && !cfg_.dataplane.cores.given())))
-          warn(cpts.source, "CPT list is not in force: every CPT's worker serves the peers its hash gives it, on "
-                            "every NI");
+        if (!cpts.given() || cpts.value.empty()) continue;
+        if (opt_.fragment && !cfg_.dataplane.cores.given())
+          warn(cpts.source, "CPT list is not in force: an NI's CPTs are set when the dataplane starts (edit its "
+                            "configuration file)");
+        else if (on_port(cfg_, ni) && cpts.value.size() < ncpt)
+          warn(cpts.source, "CPT list is not in force: on a DPDK port the port's queues decide (queue q is "
+                            "served by CPT q's worker): set the port's queues instead");
       }
     }
     if (!cfg_.peers.empty())
@@ -383,6 +386,11 @@ LoadResult load_config_file(const std::string& path, const LoadOptions& options)
   return load_config(text, path, options);
 }
 
+bool on_port(const Config& cfg, const NiConfig& ni) {
+  return ni.interface && std::any_of(cfg.dataplane.ports.begin(), cfg.dataplane.ports.end(),
+                                     [&](const PortConfig& p) { return p.name.value == ni.interface->value; });
+}
+
 Placement placement(const Config& cfg) {
   Placement out;
   for (const NetConfig& net : cfg.nets)
@@ -393,6 +401,21 @@ Placement placement(const Config& cfg) {
               std::none_of(out.pinned.begin(), out.pinned.end(),
                            [&](const PortPlacement& pp) { return pp.net == net.net.value; }))
             out.pinned.push_back({net.net.value, p.address.value, p.queues.value});
+  // A net's CPTs: the union of its NIs' lists (Linux's net_cpts); a net
+  // with an NI that has none is served by every CPT.
+  for (const NetConfig& net : cfg.nets) {
+    std::vector<std::uint32_t> cpts;
+    bool all = net.nis.empty();
+    for (const NiConfig& ni : net.nis) {
+      if (on_port(cfg, ni)) all = true;  // the port's queues decide
+      if (ni.cpts.value.empty()) all = true;
+      cpts.insert(cpts.end(), ni.cpts.value.begin(), ni.cpts.value.end());
+    }
+    if (all) continue;
+    std::sort(cpts.begin(), cpts.end());
+    cpts.erase(std::unique(cpts.begin(), cpts.end()), cpts.end());
+    out.restricted.push_back({net.net.value, std::move(cpts)});
+  }
   return out;
 }
 

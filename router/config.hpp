@@ -338,6 +338,8 @@ struct Config {
 // NI whose interface names a port of dataplane.ports) are placed by the
 // port's queues (router/forward.hpp); the others by CPT.
 Placement placement(const Config& cfg);
+// Whether a DPDK port serves the NI (its interface names a port).
+bool on_port(const Config& cfg, const NiConfig& ni);
 
 // ---- loading ----------------------------------------------------------------
 

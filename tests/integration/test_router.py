@@ -381,6 +381,47 @@ def rss_kib(pid):
     return 0
 
 
+class NiCpts(RouterTestCase):
+    """An NI's CPT list: its net's peers and their connections are served by
+    those CPTs' workers only.  The router has two CPTs; tcp1's NI lists the
+    one B's NID does not hash to, so that only the list can put B there."""
+
+    @property
+    def router_options(self):
+        # lnetr's CPT of a nid4: the sum of its 8 bytes (tcp1: 0x00020001).
+        unlisted = (3 + sum(int(o) for o in self.topo.b_ip.split("."))) % 2
+        self.cpt = 1 - unlisted
+        return {"tcp1_cpt": "[%d]" % self.cpt}
+
+    def test_the_nis_peers_live_in_its_cpts_workers(self):
+        b = self.server("b")
+        rc, doc, cp = self.peer("a", ["brw", self.topo.b_nid, "--op", "write", "--size", "4096", "--count", "200",
+                                      "--concurrency", "8"])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        self.stop_server(b)
+        st = self.assert_router_idle()
+        nis = {n["nid"]: n for n in st["nis"]}
+        self.assertEqual(nis[self.topo.rb_nid]["cpts"], [self.cpt])
+        self.assertEqual(nis[self.topo.ra_nid]["cpts"], [0, 1])
+        b_entries = [p for p in st["peers"] if p["nid"] == self.topo.b_nid]
+        self.assertTrue(b_entries, st["peers"])
+        for p in b_entries:
+            # Only the listed CPT holds B's credits and sends to it.
+            if p["cpt"] != self.cpt:
+                self.assertEqual(p["send_count"], 0, p)
+        self.assertGreaterEqual(sum(p["send_count"] for p in b_entries if p["cpt"] == self.cpt), 200)
+        # The NI's transmit credits are shared by its one CPT: all of them there.
+        tx = {(c["cpt"], t["nid"]): t for c in st["buffers"] for t in c["ni_tx"]}
+        self.assertEqual(tx[(self.cpt, self.topo.rb_nid)]["max_tx_credits"], 256)
+        self.assertEqual(tx[(self.cpt, self.topo.ra_nid)]["max_tx_credits"], 64)  # 64 / 2, but 8 * peer_credits at least
+        # lnetr-control shows the list in force.
+        _, err = self.router.start_control(self.procs)
+        self.assertIsNone(err, err)
+        res = self.router.api("net show", {"net": "tcp1", "verbose": 1})
+        self.assertEqual(res["errno"], 0, res)
+        self.assertEqual(res["data"]["net"][0]["local NI(s)"][0]["CPT"], "[%d]" % self.cpt)
+
+
 class RouteChurn(RouterTestCase):
     """Thousands of routes through thousands of gateways added and deleted at
     run time, round after round, while traffic flows between a and b: no

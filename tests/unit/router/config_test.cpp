@@ -1152,8 +1152,19 @@ TEST(ConfigErrors, SettingsNotInForceAreNamed) {
   const auto ni = load_ok("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
                           "        lnd tunables: {timeout: 20, tos: 104}\n        CPT: \"[1]\"\n"
                           "dataplane:\n  cores: [0, 1]\n");
-  // (timeout and tos are applied: the NI's connections get them.)
-  EXPECT_THAT(strings(ni.warnings), ElementsAre(HasSubstr("CPT list is not in force")));
+  // (timeout, tos and the CPT list are applied: the NI's connections get
+  // them, its peers live in CPT 1's worker.)
+  EXPECT_THAT(strings(ni.warnings), ElementsAre());
+  const Placement pl = placement(ni.config);
+  ASSERT_EQ(pl.restricted.size(), 1u);
+  EXPECT_EQ(pl.restricted[0].cpts, (std::vector<std::uint32_t>{1}));
+  // On a DPDK port the port's queues place the peers: a CPT list is named.
+  const auto port = load_ok("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: p0}\n"
+                            "        CPT: \"[1]\"\n"
+                            "dataplane:\n  cores: [0, 1]\n  ports:\n    - name: p0\n      device: net_tap0\n"
+                            "      address: 10.0.0.1/24\n");
+  EXPECT_THAT(strings(port.warnings), ElementsAre(HasSubstr("on a DPDK port the port's queues decide")));
+  EXPECT_TRUE(placement(port.config).restricted.empty());
 }
 
 TEST(ConfigErrors, O2ibRegistrationPoolTunablesWarnedWhenNotDefault) {

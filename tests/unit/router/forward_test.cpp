@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <map>
+
 #include <set>
 #include <vector>
 
@@ -103,6 +106,26 @@ TEST(Placement, PinnedNetsGoToTheirWorkerOthersByCpt) {
     EXPECT_EQ(p.of(elsewhere, 4), cpt_of(elsewhere, 4));
   }
   EXPECT_EQ(Placement{}.of(Nid::make(Net{2, 9}, 0x0a000107), 3), cpt_of(Nid::make(Net{2, 9}, 0x0a000107), 3));
+}
+
+// An NI's CPT list: its net's peers hash among those CPTs only (Linux
+// indexes ni_cpts by the NID's hash over their number), and every listed
+// CPT gets some.
+TEST(Placement, ANetsCptListHoldsItsPeers) {
+  Placement p;
+  p.restricted.push_back({Net{2, 1}, {1, 3}});  // tcp1: CPTs 1 and 3 of 4
+  std::map<std::uint32_t, int> seen;
+  for (std::uint32_t a = 1; a <= 200; ++a) {
+    const Nid peer = Nid::make(Net{2, 1}, 0x0a000100 + a);
+    const std::uint32_t cpt = p.of(peer, 4);
+    EXPECT_EQ(cpt, (std::array<std::uint32_t, 2>{1, 3})[cpt_of(peer, 2)]) << to_string(peer);
+    ++seen[cpt];
+    const Nid other = Nid::make(Net{2, 0}, 0x0a000100 + a);  // tcp: every CPT, as before
+    EXPECT_EQ(p.of(other, 4), cpt_of(other, 4));
+  }
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_GT(seen[1], 0);
+  EXPECT_GT(seen[3], 0);
 }
 
 // Microsoft's published RSS verification vectors (IPv4 addresses only).
