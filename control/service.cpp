@@ -477,6 +477,7 @@ bool Service::attach(shm::Region region) {
     ctl_.reset();
     return false;
   }
+  asym_pending_ = runtime_asym_.has_value();
   log("info", "attached to " + cfg_.dataplane.shm_name.value + " (dataplane incarnation " +
                   std::to_string(incarnation) + "); published route table version " +
                   std::to_string(shm::published_version(ctl_->region().header().published.load())) + " with " +
@@ -486,7 +487,25 @@ bool Service::attach(shm::Region region) {
 
 std::uint64_t Service::incarnation_locked() const { return ctl_ ? ctl_->region().header().incarnation : 0; }
 
+void Service::reapply_runtime_settings() {
+  bool on = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!asym_pending_ || !ctl_ || !runtime_asym_) return;
+    on = *runtime_asym_;
+  }
+  try {
+    dataplane(on ? "drop_asym_route 1" : "drop_asym_route 0");
+  } catch (const ApiError&) {
+    return;  // its control socket is not up yet: on a later step
+  }
+  std::lock_guard lock(mu_);
+  asym_pending_ = false;
+  log("info", std::string("drop_asym_route ") + (on ? "1" : "0") + " (set at run time) given to the restarted dataplane");
+}
+
 bool Service::step(Clock::time_point now) {
+  reapply_runtime_settings();
   std::lock_guard lock(mu_);
   if (!ctl_) return true;
   return ctl_->step(now) ? ctl_->publish() : true;
@@ -989,7 +1008,10 @@ Json Service::set_tunable(const Json& args) {
   // The dataplane applies drop_asym_route: it must take it, or nothing changes.
   if (asym) dataplane(*asym ? "drop_asym_route 1" : "drop_asym_route 0");
   std::lock_guard lock(mu_);
-  if (asym) cfg_.global.drop_asym_route.value = *asym != 0;
+  if (asym) {
+    cfg_.global.drop_asym_route.value = *asym != 0;
+    runtime_asym_ = *asym != 0;
+  }
   if (sens) params_.sensitivity = static_cast<std::uint32_t>(*sens);
   if (check) params_.check_interval = std::chrono::seconds(*check);
   if (timeout) params_.ping_timeout = std::chrono::seconds(*timeout);
@@ -1181,6 +1203,7 @@ Json Service::import_config(const Json& args) {
     {
       std::lock_guard lock(mu_);
       cfg_.global.drop_asym_route.value = on;
+      runtime_asym_ = on;
     }
     done.push_back(std::string("drop_asym_route ") + (on ? "1" : "0"));
   }

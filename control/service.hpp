@@ -117,6 +117,12 @@ class Service {
   HealthParams params_;
   Placement placement_;  // which worker owns a peer (nets on DPDK ports are pinned)
   std::size_t metrics_peers_ = 100;  // control.metrics_peers
+  // drop_asym_route as set at run time (set, import): given again to a
+  // dataplane that restarted (it starts from its file's) once its control
+  // socket answers.
+  std::optional<bool> runtime_asym_;
+  bool asym_pending_ = false;
+  void reapply_runtime_settings();
   std::optional<RouteTableBuilder> builder_;
   std::unique_ptr<Controller> ctl_;
   // Operators' pings: which API ping slot is in use, and from when a slot

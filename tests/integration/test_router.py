@@ -524,6 +524,20 @@ class ControlProcess(RouterTestCase):
         self.assertTrue(ctl.wait_stderr("published route table", timeout=10), ctl.stderr)
         return ctl
 
+    def test_run_time_drop_asym_route_outlives_a_dataplane_restart(self):
+        ctl = self.start_control()
+        self.assertEqual(self.status()["drop_asym_route"], 0)  # the file's
+        res = self.router.api("set", {"drop_asym_route": 1})
+        self.assertEqual(res["errno"], 0, res)
+        self.assertEqual(self.status()["drop_asym_route"], 1)
+        self.router.proc.stop(signal.SIGTERM)
+        err = self.router.start(self.procs)
+        self.assertIsNone(err, err)
+        self.assertTrue(ctl.wait_stderr("given to the restarted dataplane", timeout=15), ctl.stderr_so_far)
+        self.assertEqual(self.status()["drop_asym_route"], 1)
+        res = self.router.api("global show")
+        self.assertEqual(res["data"]["global"]["drop_asym_route"], 1, res)
+
     def test_control_publishes_and_traffic_survives_its_restart(self):
         b = self.server("b")
         (v0,) = self.route_versions(0)
