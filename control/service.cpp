@@ -176,7 +176,8 @@ class Controller {
     // (100 ms) for an idle one.  Changes in quick succession wait for that
     // rather than fail.
     const auto deadline = Clock::now() + kReclaimWait;
-    while (needed > free_.size() && !retired_.empty() && !unpublished_ && Clock::now() < deadline) {
+    while (needed > free_.size() && needed <= free_.size() + retired_.size() && !unpublished_ &&
+           Clock::now() < deadline) {
       std::this_thread::sleep_for(1ms);
       reclaim();
     }
@@ -308,6 +309,9 @@ class Controller {
     }
     return changed;
   }
+
+  // Whether the builder's table fits in a route slot.
+  bool table_fits() const { return shm::fits(region_, builder_.build().view()); }
 
   bool publish() {
     const std::uint64_t version = shm::published_version(region_.header().published.load()) + 1;
@@ -488,6 +492,7 @@ bool Service::attach(shm::Region region) {
 std::uint64_t Service::incarnation_locked() const { return ctl_ ? ctl_->region().header().incarnation : 0; }
 
 void Service::reapply_runtime_settings() {
+  std::lock_guard asym_lock(asym_mu_);  // no set or import changes it meanwhile
   bool on = false;
   {
     std::lock_guard lock(mu_);
@@ -513,6 +518,9 @@ bool Service::step(Clock::time_point now) {
 
 void Service::routes_changed() {
   if (!ctl_) return;
+  // Both checks before anything changes (gateway slots, health), so that a
+  // caller's rollback of the builder is all there is to undo.
+  if (!ctl_->table_fits()) throw ApiError{E2BIG, "the route table does not fit in a shared-memory slot"};
   if (!ctl_->watch_gateways(Clock::now())) throw ApiError{ENOSPC, "no gateway slot left in the dataplane's shared memory"};
   ctl_->apply_route_states();
   if (!ctl_->publish()) throw ApiError{E2BIG, "the route table does not fit in a shared-memory slot"};
@@ -673,14 +681,24 @@ Json Service::gateway_show(const Json& args) {
 // dataplane's workers: only those peers' (all of them past what fits in one
 // request line).
 Json Service::o2ib_connections(const std::set<std::string>& peers) const {
-  std::string line = "o2ib connections";
-  for (const std::string& p : peers) line += " " + p;
-  const bool all = line.size() >= shm::kControlRequestMax;
-  Json r = dataplane(all ? "o2ib connections" : line);
-  if (r.contains("errno")) throw ApiError{-r["errno"].get<int>(), r.value("descr", std::string("o2ib connections"))};
   Json out = Json::array();
-  for (Json& c : r["connections"])
-    if (!all || peers.contains(c["peer"].get<std::string>())) out.push_back(std::move(c));
+  auto ask = [&](const std::string& line) {
+    Json r = dataplane(line);
+    if (r.contains("errno")) throw ApiError{-r["errno"].get<int>(), r.value("descr", std::string("o2ib connections"))};
+    for (Json& c : r["connections"]) out.push_back(std::move(c));
+  };
+  // As many NIDs to a request as its line takes.
+  const std::string head = "o2ib connections";
+  std::string line = head;
+  for (const std::string& p : peers) {
+    if (const auto n = parse_nid(p); !n || n->lnd() != LndType::o2ib) continue;
+    if (line.size() + 1 + p.size() >= shm::kControlRequestMax) {
+      ask(line);
+      line = head;
+    }
+    line += " " + p;
+  }
+  if (line.size() > head.size()) ask(line);
   return out;
 }
 
@@ -827,7 +845,24 @@ Json Service::peer_show(const Json& args) {
   const auto verbose = opt_int(args, "verbose", 0, 4).value_or(0);
   const Json st = dataplane("status");
   Json peers = Json::array();
-  for (const Json& p : merged_peers(st, placement_)) {
+  const Json merged = merged_peers(st, placement_);
+  // lnetr's own at -v 2: the o2ib peers' connections and their credits, in
+  // one request for all.
+  std::map<std::string, Json> ib_conns;
+  if (verbose >= 2 && st.contains("o2iblnd")) {
+    std::set<std::string> wanted;
+    for (const Json& p : merged) {
+      const std::string n = p["nid"].get<std::string>();
+      const auto pn = parse_nid(n);
+      if ((!nid || n == to_string(*nid)) && pn && pn->lnd() == LndType::o2ib) wanted.insert(n);
+    }
+    for (const Json& c : o2ib_connections(wanted))
+      ib_conns[c["peer"].get<std::string>()].push_back(
+          {{"queue_depth", c["queue_depth"]}, {"credits", c["credits"]}, {"outstanding_credits", c["outstanding_credits"]},
+           {"reserved_credits", c["reserved_credits"]}, {"queued", c["queued"]}, {"rx_held", c["rx_held"]},
+           {"version", c["version"]}});
+  }
+  for (const Json& p : merged) {
     if (nid && p["nid"].get<std::string>() != to_string(*nid)) continue;
     Json ni = {{"nid", p["nid"]}, {"state", p["state"]}};
     if (verbose) {
@@ -835,16 +870,8 @@ Json Service::peer_show(const Json& args) {
                             "max_rtr_credits", "available_rtr_credits", "min_rtr_credits", "rtr_q_num_of_buf", "cpt"})
         ni[k] = p[k];
       ni["statistics"] = {{"send_count", p["send_count"]}, {"recv_count", p["recv_count"]}, {"drop_count", p["drop_count"]}};
-      if (verbose >= 2 && st.contains("o2iblnd")) {
-        // lnetr's own: the peer's o2iblnd connections and their credits.
-        Json conns = Json::array();
-        for (const Json& c : o2ib_connections({p["nid"].get<std::string>()}))
-            conns.push_back({{"queue_depth", c["queue_depth"]}, {"credits", c["credits"]},
-                             {"outstanding_credits", c["outstanding_credits"]},
-                             {"reserved_credits", c["reserved_credits"]}, {"queued", c["queued"]},
-                             {"rx_held", c["rx_held"]}, {"version", c["version"]}});
-        if (!conns.empty()) ni["o2ib connections"] = conns;
-      }
+      if (auto it = ib_conns.find(p["nid"].get<std::string>()); it != ib_conns.end())
+        ni["o2ib connections"] = it->second;
     }
     peers.push_back({{"primary nid", p["nid"]}, {"Multi-Rail", p["multi_rail"]}, {"peer ni", Json::array({ni})}});
   }
@@ -1005,8 +1032,13 @@ Json Service::set_tunable(const Json& args) {
   const auto asym = opt_int(args, "drop_asym_route", 0, 1);
   if (!sens && !check && !timeout && !asym)
     bad("nothing to set: give health_sensitivity, alive_router_check_interval, router_ping_timeout or drop_asym_route");
-  // The dataplane applies drop_asym_route: it must take it, or nothing changes.
-  if (asym) dataplane(*asym ? "drop_asym_route 1" : "drop_asym_route 0");
+  // The dataplane applies drop_asym_route: it must take it, or nothing
+  // changes.  (Sent and recorded as one, against a concurrent re-apply.)
+  std::unique_lock asym_lock(asym_mu_, std::defer_lock);
+  if (asym) {
+    asym_lock.lock();
+    dataplane(*asym ? "drop_asym_route 1" : "drop_asym_route 0");
+  }
   std::lock_guard lock(mu_);
   if (asym) {
     cfg_.global.drop_asym_route.value = *asym != 0;
@@ -1199,6 +1231,7 @@ Json Service::import_config(const Json& args) {
                        "file says; edit it and restart the dataplane");
   if (in.global.drop_asym_route.given() && !del) {
     const bool on = in.global.drop_asym_route.value;
+    std::lock_guard asym_lock(asym_mu_);  // sent and recorded as one
     dataplane(on ? "drop_asym_route 1" : "drop_asym_route 0");
     {
       std::lock_guard lock(mu_);

@@ -122,6 +122,7 @@ class Service {
   // socket answers.
   std::optional<bool> runtime_asym_;
   bool asym_pending_ = false;
+  std::mutex asym_mu_;  // held from sending drop_asym_route to recording it (before mu_)
   void reapply_runtime_settings();
   std::optional<RouteTableBuilder> builder_;
   std::unique_ptr<Controller> ctl_;

@@ -505,7 +505,11 @@ std::string Control::status() {
     const auto deadline = std::chrono::steady_clock::now() + 2s;
     for (std::uint32_t w = 0; w < fabric_.n; ++w) {
       fresh[w] = fabric_.workers[w]->read_status_page(requests[w], deadline, views[w]);
-      if (!fresh[w]) log_info("worker %u did not answer for status within 2 s: its last counters are shown", w);
+      // Said once when it stops answering, once when it answers again.
+      if (slow_.size() < fabric_.n) slow_.resize(fabric_.n, false);
+      if (!fresh[w] && !slow_[w]) log_info("worker %u did not answer for status within 2 s: its last counters are shown", w);
+      if (fresh[w] && slow_[w]) log_info("worker %u answers for status again", w);
+      slow_[w] = !fresh[w];
     }
   }
   j.key("buffers").begin_array();

@@ -68,6 +68,7 @@ class Control {
   std::chrono::steady_clock::time_point routing_since_{};
   std::vector<bool> ni_status_;  // per NI: UP in our ping info at the last tick
   bool pushed_disabled_ = false; // RTE_DISABLED as last advertised
+  std::vector<bool> slow_;       // per worker: did not answer the last status in time
 };
 
 }  // namespace lnetr::dp

@@ -136,13 +136,14 @@ SetupResult make_setup(const config::Config& cfg) {
   // to the queue its address hashes to (RSS on the device where it can, in
   // software otherwise), as Placement places the peer.
   s.placement = config::placement(cfg);
-  // Each NI's CPTs in force: its port's queues, its net's CPT list, or all.
+  // Each NI's CPTs in force: its port's queues, its net's CPT list (the
+  // first NI's: Placement), or all.
   for (NiSetup& n : s.nis) {
     n.cpts.clear();
     auto count = static_cast<std::uint32_t>(dp.cores.value.size());
     if (n.port >= 0) count = std::min<std::uint32_t>(count, s.ports[static_cast<std::size_t>(n.port)].queues);
     for (const NetCpts& r : s.placement.restricted)
-      if (r.net == n.nid.net() && n.port < 0) n.cpts = r.cpts;
+      if (r.net == n.nid.net()) n.cpts = r.cpts;
     if (n.cpts.empty())
       for (std::uint32_t c = 0; c < count; ++c) n.cpts.push_back(c);
   }

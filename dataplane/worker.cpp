@@ -118,7 +118,8 @@ bool Worker::init(std::string& err) {
     sc.vlan = ps.vlan;
     sc.mtu = ps.mtu;
     for (const NiSetup& n : setup_.nis)  // the port's NI's tos, as IP_TOS on a kernel socket
-      if (n.port == static_cast<int>(i) && n.tos >= 0) sc.tos = static_cast<std::uint8_t>(n.tos);
+      // (Without the ECN bits, which Linux clears from IP_TOS on TCP sockets.)
+      if (n.port == static_cast<int>(i) && n.tos >= 0) sc.tos = static_cast<std::uint8_t>(n.tos & 0xfc);
     auto lane = std::make_unique<Lane>(port, index_, sc);
     // Connections accepted on the port go through the acceptor as kernel
     // sockets' do (request and HELLO read there, then the owning Node).
@@ -340,6 +341,7 @@ int Worker::run() {
     if (device_reader) device_reader->quiescent();
     sleep_if_idle(work);
   }
+  run_commands();  // what the control thread still asked (each command freed)
   node_->shutdown();
   node_->reap();
   if (o2ib_) {

@@ -295,6 +295,9 @@ class Checker {
         else if (on_port(cfg_, ni) && cpts.value.size() < ncpt)
           warn(cpts.source, "CPT list is not in force: on a DPDK port the port's queues decide (queue q is "
                             "served by CPT q's worker): set the port's queues instead");
+        else if (&ni != &net.nis.front() && cpt_list(ni) != cpt_list(net.nis.front()))
+          warn(cpts.source, "CPT list is not in force: lnetr reaches a net's peers through its first NI, whose "
+                            "CPT list places them");
       }
     }
     if (!cfg_.peers.empty())
@@ -401,21 +404,24 @@ Placement placement(const Config& cfg) {
               std::none_of(out.pinned.begin(), out.pinned.end(),
                            [&](const PortPlacement& pp) { return pp.net == net.net.value; }))
             out.pinned.push_back({net.net.value, p.address.value, p.queues.value});
-  // A net's CPTs: the union of its NIs' lists (Linux's net_cpts); a net
-  // with an NI that has none is served by every CPT.
+  // Linux hashes a peer into the CPT list of the NI it is reached through,
+  // in the order written; lnetr reaches a net's peers through its first NI.
+  // A net with an NI without a list (or on a DPDK port, whose queues
+  // decide) is served by every CPT.
   for (const NetConfig& net : cfg.nets) {
-    std::vector<std::uint32_t> cpts;
-    bool all = net.nis.empty();
-    for (const NiConfig& ni : net.nis) {
-      if (on_port(cfg, ni)) all = true;  // the port's queues decide
-      if (ni.cpts.value.empty()) all = true;
-      cpts.insert(cpts.end(), ni.cpts.value.begin(), ni.cpts.value.end());
-    }
-    if (all) continue;
-    std::sort(cpts.begin(), cpts.end());
-    cpts.erase(std::unique(cpts.begin(), cpts.end()), cpts.end());
-    out.restricted.push_back({net.net.value, std::move(cpts)});
+    if (net.nis.empty() || std::any_of(net.nis.begin(), net.nis.end(), [&](const NiConfig& ni) {
+          return on_port(cfg, ni) || ni.cpts.value.empty();
+        }))
+      continue;
+    out.restricted.push_back({net.net.value, cpt_list(net.nis.front())});
   }
+  return out;
+}
+
+std::vector<std::uint32_t> cpt_list(const NiConfig& ni) {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t c : ni.cpts.value)
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   return out;
 }
 

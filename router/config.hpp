@@ -340,6 +340,8 @@ struct Config {
 Placement placement(const Config& cfg);
 // Whether a DPDK port serves the NI (its interface names a port).
 bool on_port(const Config& cfg, const NiConfig& ni);
+// An NI's CPT list in the order written, without repeats.
+std::vector<std::uint32_t> cpt_list(const NiConfig& ni);
 
 // ---- loading ----------------------------------------------------------------
 

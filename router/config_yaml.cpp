@@ -109,7 +109,12 @@ std::optional<std::vector<std::uint32_t>> parse_cpt_list(std::string_view s) {
   while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
   if (s.size() >= 2 && s.front() == '[' && s.back() == ']') s = s.substr(1, s.size() - 2);
   if (s.empty()) return std::nullopt;
-  std::set<std::uint32_t> out;
+  // In the order written (Linux indexes the list by a NID's hash), repeats
+  // dropped.
+  std::vector<std::uint32_t> out;
+  auto add = [&out](std::uint32_t v) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  };
   while (true) {
     const std::size_t comma = s.find(',');
     std::string_view item = s.substr(0, comma);
@@ -119,11 +124,11 @@ std::optional<std::vector<std::uint32_t>> parse_cpt_list(std::string_view s) {
     const auto lo = parse_int(item.substr(0, dash));
     const auto hi = dash == std::string_view::npos ? lo : parse_int(item.substr(dash + 1));
     if (!lo || !hi || *lo < 0 || *hi < *lo || *hi >= static_cast<std::int64_t>(kMaxCpts)) return std::nullopt;
-    for (std::int64_t v = *lo; v <= *hi; ++v) out.insert(static_cast<std::uint32_t>(v));
+    for (std::int64_t v = *lo; v <= *hi; ++v) add(static_cast<std::uint32_t>(v));
     if (comma == std::string_view::npos) break;
     s.remove_prefix(comma + 1);
   }
-  return std::vector<std::uint32_t>(out.begin(), out.end());
+  return out;
 }
 
 template <class E>
@@ -564,7 +569,7 @@ void Loader::lnd_tunables(const Node& n, const std::string& path, LndType lnd, L
 void Loader::cpts(const Node& n, const std::string& path, Field<std::vector<std::uint32_t>>& out) {
   static constexpr std::string_view kExpected = "a CPT list such as \"[0,1]\" or \"[0-3]\" (CPTs 0..255)";
   if (n.kind == Node::Kind::sequence) {  // CPT: [0, 1] unquoted
-    std::set<std::uint32_t> all;
+    std::vector<std::uint32_t> all;  // in the order written, repeats dropped
     for (const Node& item : n.items) {  // each item a number or a range
       const auto v = item.kind == Node::Kind::scalar && item.text.find_first_of("[],") == std::string::npos
                          ? parse_cpt_list(item.text)
@@ -573,13 +578,14 @@ void Loader::cpts(const Node& n, const std::string& path, Field<std::vector<std:
         error(item.mark, path, "expected " + std::string(kExpected) + ", got " + describe(item));
         return;
       }
-      all.insert(v->begin(), v->end());
+      for (std::uint32_t c : *v)
+        if (std::find(all.begin(), all.end(), c) == all.end()) all.push_back(c);
     }
     if (all.empty()) {
       error(n.mark, path, "expected " + std::string(kExpected) + ", got an empty list");
       return;
     }
-    set(out, std::vector<std::uint32_t>(all.begin(), all.end()), n, path);
+    set(out, std::move(all), n, path);
     return;
   }
   if (!scalar(n, path, kExpected)) return;

@@ -58,6 +58,8 @@ std::string_view describe(DropReason r) noexcept;
 // only the owner may write.
 template <class T>
 class Relaxed {
+  static_assert(std::atomic<T>::is_always_lock_free, "a Relaxed value must be a plain load and store");
+
  public:
   constexpr Relaxed(T v = T{}) noexcept : v_(v) {}
   Relaxed(const Relaxed& o) noexcept : v_(o.get()) {}
@@ -168,7 +170,7 @@ struct PortPlacement {
 };
 struct NetCpts {
   Net net;
-  std::vector<std::uint32_t> cpts;  // sorted, unique, each below the number of CPTs
+  std::vector<std::uint32_t> cpts;  // in the order written, no repeats, each below the number of CPTs
 };
 struct Placement {
   std::vector<PortPlacement> pinned;

@@ -224,6 +224,13 @@ PingResult load_result(const GatewayShm& g) noexcept {
 
 // ---- publication ---------------------------------------------------------------
 
+bool fits(const Region& region, const RouteTableView& table) noexcept {
+  const std::uint64_t bytes = align8(sizeof(RouteSlotHeader)) + array_bytes<Net>(table.local_nets().size()) +
+                              array_bytes<RouteNet>(table.nets().size()) + array_bytes<Route>(table.routes().size()) +
+                              array_bytes<Nid>(table.gateways().size());
+  return bytes <= region.header().slot_bytes;
+}
+
 PublishResult publish(Region& region, const RouteTableView& table) noexcept {
   ShmHeader& h = region.header();
   const std::uint64_t current = h.published.load(std::memory_order_seq_cst);

@@ -76,6 +76,9 @@ enum class PublishResult : std::uint8_t {
 // Control: copy `table` into a slot no worker holds and make it current.
 // Versions must increase; the table's own version is used.
 PublishResult publish(Region& region, const RouteTableView& table) noexcept;
+// Whether `table` fits in one of the region's route slots (publish() would
+// not answer too_big).
+bool fits(const Region& region, const RouteTableView& table) noexcept;
 
 // Control, re-attaching: a copy of the table published now (nullopt if none
 // or malformed).  Only safe for the one publisher (nobody else reuses slots).

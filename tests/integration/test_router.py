@@ -413,7 +413,8 @@ class NiCpts(RouterTestCase):
         # The NI's transmit credits are shared by its one CPT: all of them there.
         tx = {(c["cpt"], t["nid"]): t for c in st["buffers"] for t in c["ni_tx"]}
         self.assertEqual(tx[(self.cpt, self.topo.rb_nid)]["max_tx_credits"], 256)
-        self.assertEqual(tx[(self.cpt, self.topo.ra_nid)]["max_tx_credits"], 64)  # 64 / 2, but 8 * peer_credits at least
+        # (tcp's NI, on both CPTs: 64 / 2, but 8 * peer_credits at least.)
+        self.assertEqual(tx[(self.cpt, self.topo.ra_nid)]["max_tx_credits"], 64)
         # lnetr-control shows the list in force.
         _, err = self.router.start_control(self.procs)
         self.assertIsNone(err, err)

@@ -111,7 +111,9 @@ class O2ibOverVerbs(unittest.TestCase):
         self.wait_for(lambda: "serving" in z.output()[1], 60, "server Z")
         route = f"tcp|{R_IB}@o2ib"
         try:
-            rc, doc, out, err = self.peer(f"{Y}@o2ib", route, f"ping {Z}@o2ib")
+            # (The first connection over soft-RoCE in a TCG guest, under ASan, can
+            # take several seconds.)
+            rc, doc, out, err = self.peer(f"{Y}@o2ib", route, f"ping {Z}@o2ib --timeout 30")
             self.assertEqual(rc, 0, out + err)
             self.assertIn(f"{Z}@o2ib", out)
             for size in SIZES:
@@ -131,14 +133,14 @@ class O2ibOverVerbs(unittest.TestCase):
         """B (tcp, kernel sockets) through R to A (o2ib), both ways: ping,
         PUT and GET of 0 B to 1 MiB, routed GETs; then at rest."""
         b_route, a_route = f"o2ib|{R_TCP}@tcp", f"tcp|{R_IB}@o2ib"
-        rc, doc, out, err = self.peer(f"{B2}@tcp", b_route, f"ping {A}@o2ib")
+        rc, doc, out, err = self.peer(f"{B2}@tcp", b_route, f"ping {A}@o2ib --timeout 30")
         self.assertEqual(rc, 0, out + err)
         n = 2 if SANITIZED else 3
         for size in SIZES:
             self.xfer(f"{B2}@tcp", b_route, f"{A}@o2ib", "put", size, n)
             self.xfer(f"{B2}@tcp", b_route, f"{A}@o2ib", "get", size, n)
         # And from the o2ib side, to B's server.
-        rc, doc, out, err = self.peer(f"{Y}@o2ib", a_route, f"ping {B}@tcp")
+        rc, doc, out, err = self.peer(f"{Y}@o2ib", a_route, f"ping {B}@tcp --timeout 30")
         self.assertEqual(rc, 0, out + err)
         for size in (0, 3977, 1 << 20):
             self.xfer(f"{Y}@o2ib", a_route, f"{B}@tcp", "put", size, n)

@@ -438,8 +438,10 @@ TEST(ConfigDefaults, CptListForms) {
   };
   EXPECT_THAT(cpts("\"[0,1]\""), ElementsAre(0u, 1u));
   EXPECT_THAT(cpts("\"[0-3]\""), ElementsAre(0u, 1u, 2u, 3u));
-  EXPECT_THAT(cpts("\"[3,1-2,1]\""), ElementsAre(1u, 2u, 3u));
-  EXPECT_THAT(cpts("[2, 0]"), ElementsAre(0u, 2u));
+  // In the order written (a peer's CPT is the list's entry at its hash),
+  // repeats dropped.
+  EXPECT_THAT(cpts("\"[3,1-2,1]\""), ElementsAre(3u, 1u, 2u));
+  EXPECT_THAT(cpts("[2, 0]"), ElementsAre(2u, 0u));
   EXPECT_THAT(cpts("[0-1, 3]"), ElementsAre(0u, 1u, 3u));
   EXPECT_THAT(cpts("\"2\""), ElementsAre(2u));
 }
@@ -1165,6 +1167,14 @@ TEST(ConfigErrors, SettingsNotInForceAreNamed) {
                             "      address: 10.0.0.1/24\n");
   EXPECT_THAT(strings(port.warnings), ElementsAre(HasSubstr("on a DPDK port the port's queues decide")));
   EXPECT_TRUE(placement(port.config).restricted.empty());
+  // The list in the order written (Linux indexes it by the NID's hash),
+  // repeats dropped; a second NI of the net with another list is named.
+  const auto two = load_ok("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
+                           "        CPT: \"[3,1,3]\"\n      - interfaces: {0: eth1}\n        CPT: \"[2]\"\n"
+                           "dataplane:\n  cores: [0, 1, 2, 3]\n");
+  ASSERT_EQ(placement(two.config).restricted.size(), 1u);
+  EXPECT_EQ(placement(two.config).restricted[0].cpts, (std::vector<std::uint32_t>{3, 1}));
+  EXPECT_THAT(strings(two.warnings), ElementsAre(HasSubstr("through its first NI")));
 }
 
 TEST(ConfigErrors, O2ibRegistrationPoolTunablesWarnedWhenNotDefault) {
