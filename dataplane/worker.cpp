@@ -298,9 +298,8 @@ unsigned Worker::poll_verbs() {
 // Whether an accepted connection came in through a DPDK port (to one of
 // the port NIs' addresses).
 bool Worker::on_port(const sock::Accepted& a) const noexcept {
-  const std::uint32_t local = sock::addr_ip(a.local);
   return std::any_of(setup_.nis.begin(), setup_.nis.end(),
-                     [local](const NiSetup& n) { return n.port >= 0 && n.nid.addr4() == local; });
+                     [&a](const NiSetup& n) { return n.port >= 0 && sock::IpAddr::of(n.nid) == a.local.ip; });
 }
 
 // ---- the loop ---------------------------------------------------------------------

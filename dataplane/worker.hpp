@@ -196,7 +196,8 @@ class Worker final : public ForwarderPorts {
   // A port's NI on a worker that does not poll the port: connects fail.
   class NoPort final : public sock::Transport {
    public:
-    std::unique_ptr<sock::Stream> connect(std::uint32_t, std::uint32_t, std::uint16_t, int& error) override {
+    std::unique_ptr<sock::Stream> connect(const sock::IpAddr&, const sock::IpAddr&, std::uint16_t,
+                                          int& error) override {
       error = ENETUNREACH;
       return nullptr;
     }

@@ -164,17 +164,16 @@ Endpoint::~Endpoint() {
 namespace {
 
 // Can we bind a privileged source port on `ip`, as every connect needs?
-bool check_privileged_bind(std::uint32_t ip, std::string& err) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+bool check_privileged_bind(const sock::IpAddr& ip, std::string& err) {
+  const int fd = ::socket(ip.af(), SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     err = std::string("socket: ") + std::strerror(errno);
     return false;
   }
-  const std::string addr = sock::to_string(sock::make_addr(ip, 0));
-  const std::string where = addr.substr(0, addr.rfind(':'));
+  const std::string where = sock::to_string(ip);
   for (int port = sock::kPrivilegedPortMax; port >= sock::kPrivilegedPortMin; --port) {
-    const sockaddr_in a = sock::make_addr(ip, static_cast<std::uint16_t>(port));
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
+    const sock::SockAddr a = sock::to_sockaddr({ip, static_cast<std::uint16_t>(port)});
+    if (::bind(fd, a.get(), a.len) == 0) {
       ::close(fd);
       return true;
     }
@@ -203,8 +202,10 @@ bool Endpoint::open(std::string& err) {
     err = std::string("epoll: ") + std::strerror(errno);
     return false;
   }
-  if ((cfg_.nid.lnd() != LndType::sock && cfg_.nid.lnd() != LndType::o2ib) || !cfg_.nid.is_nid4()) {
-    err = "NID " + to_string(cfg_.nid) + ": lnetr-peer serves one IPv4 NID on a socklnd (tcp) or o2iblnd (o2ib) net";
+  if ((cfg_.nid.lnd() != LndType::sock && cfg_.nid.lnd() != LndType::o2ib) ||
+      (!cfg_.nid.is_nid4() && cfg_.nid.lnd() != LndType::sock)) {
+    err = "NID " + to_string(cfg_.nid) + ": lnetr-peer serves one NID on a socklnd (tcp, IPv4 or IPv6) or "
+          "o2iblnd (o2ib, IPv4) net";
     return false;
   }
   for (const RouteSpec& r : cfg_.routes)
@@ -212,7 +213,7 @@ bool Endpoint::open(std::string& err) {
   if (on_o2ib()) {
     if (!open_o2ib(err)) return false;
   } else {
-    if (!check_privileged_bind(cfg_.nid.addr4(), err)) return false;
+    if (!check_privileged_bind(sock::IpAddr::of(cfg_.nid), err)) return false;
     acceptor_ = std::make_unique<sock::Acceptor>(cfg_.sock, std::vector<sock::LocalNi>{{cfg_.nid}}, incarnation_,
                                                  poller_, [this](sock::Accepted&& a) { node_->adopt(std::move(a)); });
     if (!acceptor_->listen(err)) {

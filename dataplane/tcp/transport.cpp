@@ -397,8 +397,12 @@ class SockTransport::LinkStream final : public sock::Stream {
     if (l_->established_) return 0;
     return l_->ended_ ? (l_->end_ == End::closed ? -ECONNRESET : error_of(l_->end_)) : -EINPROGRESS;
   }
-  sockaddr_in local() const noexcept override { return sock::make_addr(l_->ep_.local_ip, l_->ep_.local_port); }
-  sockaddr_in remote() const noexcept override { return sock::make_addr(l_->ep_.remote_ip, l_->ep_.remote_port); }
+  sock::Endpoint local() const noexcept override {
+    return {sock::IpAddr::v4(l_->ep_.local_ip), l_->ep_.local_port};
+  }
+  sock::Endpoint remote() const noexcept override {
+    return {sock::IpAddr::v4(l_->ep_.remote_ip), l_->ep_.remote_port};
+  }
   // As socklnd sets on a kernel socket: SO_LINGER 0 (closes abort) and TCP
   // keepalive (idle, interval, probes).
   void configure(const sock::Options& o) noexcept override {
@@ -424,9 +428,14 @@ SockTransport::~SockTransport() {
   if (port_ != 0) stack_.unlisten(port_);
 }
 
-std::unique_ptr<sock::Stream> SockTransport::connect(std::uint32_t local_ip, std::uint32_t remote_ip,
+std::unique_ptr<sock::Stream> SockTransport::connect(const sock::IpAddr& local_ip, const sock::IpAddr& remote,
                                                      std::uint16_t port, int& error) {
-  (void)local_ip;  // the stack's own address: one per port
+  // local_ip is the stack's own address: one per port.
+  if (!local_ip.is_v4() || !remote.is_v4()) {
+    error = EAFNOSUPPORT;
+    return nullptr;
+  }
+  const std::uint32_t remote_ip = remote.v4_host();
   Endpoints ep;
   ep.remote_ip = remote_ip;
   ep.remote_port = port;

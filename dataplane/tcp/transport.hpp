@@ -40,8 +40,9 @@ class SockTransport final : public sock::Transport {
   SockTransport(const SockTransport&) = delete;
   SockTransport& operator=(const SockTransport&) = delete;
 
-  std::unique_ptr<sock::Stream> connect(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port,
-                                        int& error) override;
+  // IPv4 only (EAFNOSUPPORT otherwise): the stack speaks IPv4.
+  std::unique_ptr<sock::Stream> connect(const sock::IpAddr& local_ip, const sock::IpAddr& remote_ip,
+                                        std::uint16_t port, int& error) override;
 
   // Received frames a stream may keep for a payload received by reference
   // (null: none, every byte is copied).  Outlives the transport.

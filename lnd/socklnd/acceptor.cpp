@@ -27,7 +27,7 @@ class Acceptor::Listener final : public IoHandler {
 // One incoming connection until its HELLO has been read.
 class Acceptor::Pending final : public IoHandler {
  public:
-  Pending(Acceptor& a, std::unique_ptr<Stream> s, const sockaddr_in& remote)
+  Pending(Acceptor& a, std::unique_ptr<Stream> s, const Endpoint& remote)
       : acceptor_(a), s_(std::move(s)), remote_(remote) {}
   void on_io(std::uint32_t events) override;
   void step();
@@ -39,8 +39,8 @@ class Acceptor::Pending final : public IoHandler {
 
   Acceptor& acceptor_;
   std::unique_ptr<Stream> s_;
-  sockaddr_in remote_;
-  sockaddr_in local_{};
+  Endpoint remote_;
+  Endpoint local_{};
   Clock::time_point deadline_{};
   bool have_request_ = false;
   AcceptorRequest request_;
@@ -57,10 +57,11 @@ Acceptor::~Acceptor() = default;
 
 bool Acceptor::listen(std::string& err) {
   if (opts_.accept == AcceptMode::none) return true;
-  std::vector<std::uint32_t> ips;
+  std::vector<IpAddr> ips;
   for (const LocalNi& n : nis_)
-    if (!n.transport && std::find(ips.begin(), ips.end(), n.nid.addr4()) == ips.end()) ips.push_back(n.nid.addr4());
-  for (std::uint32_t ip : ips) {
+    if (!n.transport && std::find(ips.begin(), ips.end(), IpAddr::of(n.nid)) == ips.end())
+      ips.push_back(IpAddr::of(n.nid));
+  for (const IpAddr& ip : ips) {
     const int fd = listen_on(ip, opts_.port, opts_.backlog, err);
     if (fd < 0) return false;
     auto l = std::make_unique<Listener>(*this, fd);
@@ -72,7 +73,7 @@ bool Acceptor::listen(std::string& err) {
 
 void Acceptor::Listener::on_io(std::uint32_t) {
   for (;;) {
-    sockaddr_in remote{};
+    Endpoint remote{};
     const int fd = accept_one(fd_, remote);
     if (fd < 0) return;
     acceptor_.take(std::make_unique<KernelStream>(fd, acceptor_.poller_, remote));
@@ -80,10 +81,10 @@ void Acceptor::Listener::on_io(std::uint32_t) {
 }
 
 void Acceptor::take(std::unique_ptr<Stream> s) {
-  const sockaddr_in remote = s->remote();
+  const Endpoint remote = s->remote();
   // accept=secure: only privileged source ports (a kernel peer).
   if (opts_.accept == AcceptMode::none ||
-      (opts_.accept == AcceptMode::secure && addr_port(remote) > kPrivilegedPortMax)) {
+      (opts_.accept == AcceptMode::secure && remote.port > kPrivilegedPortMax)) {
     ++refused_[static_cast<std::size_t>(CloseReason::insecure_port)];
     return;
   }

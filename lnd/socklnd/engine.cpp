@@ -88,6 +88,9 @@ bool sendable_type(std::int32_t t) noexcept {
 // Protocol version to offer a peer first: V4 carries large NIDs.
 std::uint32_t default_version(const Nid& peer) noexcept { return peer.is_nid4() ? 3 : 4; }
 
+// A header with a large (IPv6) NID fits only V4's nid16 form.
+bool needs_v4(const Tx& t) noexcept { return !t.hdr.src_nid.fits_nid4() || !t.hdr.dest_nid.fits_nid4(); }
+
 }  // namespace
 
 class Conn final : public IoHandler {
@@ -108,8 +111,8 @@ class Conn final : public IoHandler {
   std::uint32_t version_ = 3;
   ByteOrder order_ = kNativeOrder;  // the peer's order for socklnd headers
   const LocalNi* ni_ = nullptr;
-  sockaddr_in local_{};
-  sockaddr_in remote_{};
+  Endpoint local_{};
+  Endpoint remote_{};
   bool user_peer_ = false;  // unprivileged source port under accept=all
 
   // Handshake bytes still to write (request + HELLO, or our HELLO reply).
@@ -340,7 +343,7 @@ void Conn::on_message_head(const MessageHead& head) {
   rx_.hdr = *head.lnet;
   if (user_peer_) {  // Linux rewrites a user-space peer's identity
     rx_.hdr.src_nid = peer_->nid_;
-    rx_.hdr.src_pid = static_cast<std::uint32_t>(addr_port(remote_)) | kPidUserFlag;
+    rx_.hdr.src_pid = static_cast<std::uint32_t>(remote_.port) | kPidUserFlag;
   }
   rx_got_ = 0;
   pending_zc_ = head.sock ? head.sock->zc_req_cookie : 0;
@@ -693,11 +696,14 @@ void Peer::place(Tx& t) {
 }
 
 void Peer::flush_waiting() {
-  TxQueue still;
+  TxQueue still, refused;
   while (Tx* t = waiting_.pop()) {
-    if (Conn* c = choose(*t)) c->queue(*t); else still.push(t);
+    if (needs_v4(*t) && version_ != 0 && version_ < 4) refused.push(t);  // the peer settled on V3
+    else if (Conn* c = choose(*t)) c->queue(*t);
+    else still.push(t);
   }
   waiting_ = still;
+  while (Tx* t = refused.pop()) node_.upper_.on_sent(*t, -EAFNOSUPPORT);
 }
 
 // Once a message has had to wait for a connection, open the whole typed
@@ -717,7 +723,7 @@ void Peer::want_connections(Clock::time_point now) {
 void Peer::connect(ConnType type, Clock::time_point now) {
   int error = 0;
   Transport& t = ni_->transport ? *ni_->transport : node_.kernel_;
-  auto stream = t.connect(ni_->nid.addr4(), nid_.addr4(), node_.opts_.port, error);
+  auto stream = t.connect(IpAddr::of(ni_->nid), IpAddr::of(nid_), node_.opts_.port, error);
   if (!stream) {
     connect_failed(-error, false);
     return;
@@ -726,8 +732,13 @@ void Peer::connect(ConnType type, Clock::time_point now) {
   c->peer_ = this;
   c->ni_ = ni_;
   c->type_ = type;
-  c->remote_ = make_addr(nid_.addr4(), node_.opts_.port);
-  c->hs_version_ = connect_version_ != 0 ? connect_version_ : default_version(nid_);
+  c->remote_ = {IpAddr::of(nid_), node_.opts_.port};
+  // The version the peer speaks now, else the default, or V4 if a waiting
+  // message has a large NID: Linux takes V4 from an IPv4 peer too.
+  std::uint32_t first = default_version(nid_);
+  for (const Tx* w = waiting_.head; w && first < 4; w = w->next)
+    if (needs_v4(*w)) first = 4;
+  c->hs_version_ = connect_version_ != 0 ? connect_version_ : version_ != 0 ? version_ : first;
   c->version_ = c->hs_version_;
   c->rx_deadline_ = now + node_.timeout_of(ni_);
   // The acceptor request and our HELLO go out together once connected.
@@ -875,6 +886,9 @@ int Node::send(const Nid& dest, Tx& tx) {
   const LocalNi* ni = ni_for_net(dest.net());
   if (!ni) return -EHOSTUNREACH;
   Peer& p = peer(dest, *ni);
+  // V1-V3 headers carry 64-bit NIDs only: Linux would truncate a large NID
+  // to its first four address bytes (a NID nobody has); refuse instead.
+  if (p.version_ != 0 && p.version_ < 4 && needs_v4(tx)) return -EAFNOSUPPORT;
   if (p.conns_.empty() && !p.connecting_ && Clock::now() < p.next_connect_ && p.retry_interval_.count() > 0)
     return -EIO;  // backing off after failed connects, as Linux does
   p.place(tx);
@@ -891,7 +905,7 @@ void Node::resume(Rx& rx) {
 }
 
 Nid peer_nid_of(const Accepted& a) noexcept {
-  return addr_port(a.remote) > kPrivilegedPortMax ? Nid::make(a.request.nid.net(), addr_ip(a.remote)) : a.hello.src_nid;
+  return a.remote.port > kPrivilegedPortMax ? make_nid(a.request.nid.net(), a.remote.ip) : a.hello.src_nid;
 }
 
 void Node::adopt(Accepted&& a) {
@@ -908,7 +922,7 @@ void Node::adopt(Accepted&& a) {
   const Hello& h = a.hello;
   c->version_ = h.version;
   c->order_ = h.order;
-  c->user_peer_ = addr_port(a.remote) > kPrivilegedPortMax;
+  c->user_peer_ = a.remote.port > kPrivilegedPortMax;
   const Nid peer_nid = peer_nid_of(a);
 
   // Our reply: our HELLO with the inverted type, or type NONE to refuse.
@@ -944,10 +958,10 @@ void Node::adopt(Accepted&& a) {
     return refuse(CloseReason::refused_stale);
   }
   // Duplicates beyond conns_per_peer of a type (loopback exempt).
-  if (addr_ip(a.remote) != addr_ip(a.local)) {
+  if (a.remote.ip != a.local.ip) {
     std::size_t dup = 0;
     for (const Conn* o : p.conns_)
-      dup += o->type_ == c->type_ && addr_ip(o->remote_) == addr_ip(a.remote) && addr_ip(o->local_) == addr_ip(a.local);
+      dup += o->type_ == c->type_ && o->remote_.ip == a.remote.ip && o->local_.ip == a.local.ip;
     if (dup >= conns_per_peer_of(c->ni_)) return refuse(CloseReason::refused_duplicate);
   }
   if (p.version_ == 0) {

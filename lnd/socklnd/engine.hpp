@@ -25,8 +25,6 @@
 // message; the per-message path allocates nothing.
 #pragma once
 
-#include <netinet/in.h>
-
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -147,8 +145,8 @@ struct TxQueue {
 // and HELLO read), to be finished by the Node that owns the peer.
 struct Accepted {
   std::unique_ptr<Stream> stream;
-  sockaddr_in local{};
-  sockaddr_in remote{};
+  Endpoint local{};
+  Endpoint remote{};
   AcceptorRequest request;
   Hello hello;
 };
@@ -179,7 +177,10 @@ class Node {
   // Queue `tx` for `dest`, a peer on one of our nets, connecting if needed.
   // Returns -errno with tx not taken if no local NI is on dest's net
   // (-EHOSTUNREACH) or the peer is unreachable and backing off after failed
-  // connects (-EIO, as Linux fails such sends).  Otherwise returns 0, and
+  // connects (-EIO, as Linux fails such sends), or tx has a large (IPv6) NID
+  // that the peer's protocol version (V3 or older: 64-bit NIDs) cannot
+  // carry (-EAFNOSUPPORT; also given to on_sent() if the peer settles on
+  // such a version while tx waits).  Otherwise returns 0, and
   // Upper::on_sent(tx) follows — possibly before send() returns, if the
   // connect fails at once.  Upper::on_sent may itself call send().
   int send(const Nid& dest, Tx& tx);

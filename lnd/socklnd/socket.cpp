@@ -23,33 +23,16 @@ void setopt(int fd, int level, int name, T value) noexcept {
 
 }  // namespace
 
-sockaddr_in make_addr(std::uint32_t ip, std::uint16_t port) noexcept {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(ip);
-  a.sin_port = htons(port);
-  return a;
-}
-
-std::uint32_t addr_ip(const sockaddr_in& a) noexcept { return ntohl(a.sin_addr.s_addr); }
-std::uint16_t addr_port(const sockaddr_in& a) noexcept { return ntohs(a.sin_port); }
-
-std::string to_string(const sockaddr_in& a) {
-  char buf[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
-  return std::string(buf) + ":" + std::to_string(addr_port(a));
-}
-
-int listen_on(std::uint32_t ip, std::uint16_t port, int backlog, std::string& err) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+int listen_on(const IpAddr& ip, std::uint16_t port, int backlog, std::string& err) {
+  const int fd = socket(ip.af(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     err = errno_text("socket");
     return -1;
   }
   setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
-  const sockaddr_in a = make_addr(ip, port);
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
-    err = errno_text(("bind " + to_string(a)).c_str());
+  const SockAddr a = to_sockaddr({ip, port});
+  if (bind(fd, a.get(), a.len) != 0) {
+    err = errno_text(("bind " + to_string(Endpoint{ip, port})).c_str());
     close(fd);
     return -1;
   }
@@ -61,10 +44,14 @@ int listen_on(std::uint32_t ip, std::uint16_t port, int backlog, std::string& er
   return fd;
 }
 
-int connect_privileged(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port, int& error) {
-  const sockaddr_in remote = make_addr(remote_ip, port);
+int connect_privileged(const IpAddr& local_ip, const IpAddr& remote_ip, std::uint16_t port, int& error) {
+  if (local_ip.family != remote_ip.family) {
+    error = EAFNOSUPPORT;
+    return -1;
+  }
+  const SockAddr remote = to_sockaddr({remote_ip, port});
   for (int p = kPrivilegedPortMax; p >= kPrivilegedPortMin; --p) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const int fd = socket(local_ip.af(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       error = errno;
       return -1;
@@ -72,14 +59,14 @@ int connect_privileged(std::uint32_t local_ip, std::uint32_t remote_ip, std::uin
     // SO_REUSEADDR lets one privileged port serve connections to several
     // peers; the 4-tuple still has to be unique.
     setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
-    const sockaddr_in local = make_addr(local_ip, static_cast<std::uint16_t>(p));
-    if (bind(fd, reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0) {
+    const SockAddr local = to_sockaddr({local_ip, static_cast<std::uint16_t>(p)});
+    if (bind(fd, local.get(), local.len) != 0) {
       error = errno;
       close(fd);
       if (error == EADDRINUSE) continue;  // that port is taken: try the next one down
       return -1;                          // EACCES (not root), EADDRNOTAVAIL (not our address), ...
     }
-    if (connect(fd, reinterpret_cast<const sockaddr*>(&remote), sizeof remote) == 0 || errno == EINPROGRESS)
+    if (connect(fd, remote.get(), remote.len) == 0 || errno == EINPROGRESS)
       return fd;
     error = errno;
     close(fd);
@@ -90,9 +77,12 @@ int connect_privileged(std::uint32_t local_ip, std::uint32_t remote_ip, std::uin
   return -1;
 }
 
-int accept_one(int listen_fd, sockaddr_in& remote) noexcept {
-  socklen_t len = sizeof remote;
-  return accept4(listen_fd, reinterpret_cast<sockaddr*>(&remote), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+int accept_one(int listen_fd, Endpoint& remote) noexcept {
+  SockAddr a;
+  a.len = sizeof a.storage;
+  const int fd = accept4(listen_fd, a.get(), &a.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd >= 0) remote = from_sockaddr(a.get(), a.len).value_or(Endpoint{});
+  return fd;
 }
 
 void setup_conn_socket(int fd, const Options& o) noexcept {
@@ -104,12 +94,21 @@ void setup_conn_socket(int fd, const Options& o) noexcept {
   if (o.tx_buffer_size > 0) setopt(fd, SOL_SOCKET, SO_SNDBUF, o.tx_buffer_size);
   if (o.rx_buffer_size > 0) setopt(fd, SOL_SOCKET, SO_RCVBUF, o.rx_buffer_size);
   setopt(fd, SOL_SOCKET, SO_LINGER, linger{1, 0});
-  if (o.tos >= 0) setopt(fd, IPPROTO_IP, IP_TOS, o.tos);
+  if (o.tos >= 0) {
+    int domain = AF_INET;
+    socklen_t len = sizeof domain;
+    (void)getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len);
+    if (domain == AF_INET6) setopt(fd, IPPROTO_IPV6, IPV6_TCLASS, o.tos); else setopt(fd, IPPROTO_IP, IP_TOS, o.tos);
+  }
 }
 
-bool local_address(int fd, sockaddr_in& a) noexcept {
-  socklen_t len = sizeof a;
-  return getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+bool local_address(int fd, Endpoint& e) noexcept {
+  SockAddr a;
+  a.len = sizeof a.storage;
+  if (getsockname(fd, a.get(), &a.len) != 0) return false;
+  auto got = from_sockaddr(a.get(), a.len);
+  if (got) e = *got;
+  return got.has_value();
 }
 
 
@@ -154,23 +153,23 @@ int KernelStream::connect_result() noexcept {
   return -err;
 }
 
-sockaddr_in KernelStream::local() const noexcept {
-  sockaddr_in a{};
-  (void)local_address(fd_, a);
-  return a;
+Endpoint KernelStream::local() const noexcept {
+  Endpoint e;
+  (void)local_address(fd_, e);
+  return e;
 }
 
-sockaddr_in KernelStream::remote() const noexcept {
+Endpoint KernelStream::remote() const noexcept {
   if (have_remote_) return remote_;
-  sockaddr_in a{};
-  socklen_t len = sizeof a;
-  (void)getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  return a;
+  SockAddr a;
+  a.len = sizeof a.storage;
+  if (getpeername(fd_, a.get(), &a.len) != 0) return {};
+  return from_sockaddr(a.get(), a.len).value_or(Endpoint{});
 }
 
 void KernelStream::configure(const Options& opts) noexcept { setup_conn_socket(fd_, opts); }
 
-std::unique_ptr<Stream> KernelTransport::connect(std::uint32_t local_ip, std::uint32_t remote_ip,
+std::unique_ptr<Stream> KernelTransport::connect(const IpAddr& local_ip, const IpAddr& remote_ip,
                                                  std::uint16_t port, int& error) {
   const int fd = connect_privileged(local_ip, remote_ip, port, error);
   if (fd < 0) return nullptr;

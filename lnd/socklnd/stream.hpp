@@ -8,7 +8,6 @@
 // engine hands each message back only once the stream has released it.
 #pragma once
 
-#include <netinet/in.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -16,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "lnd/socklnd/address.hpp"
 #include "lnd/socklnd/poller.hpp"
 #include "lnd/ref_chain.hpp"
 
@@ -74,8 +74,8 @@ class Stream {
   virtual std::uint64_t released() const noexcept { return 0; }
   // After a connecting stream's readiness: 0 if connected, else -errno.
   virtual int connect_result() noexcept = 0;
-  virtual sockaddr_in local() const noexcept = 0;
-  virtual sockaddr_in remote() const noexcept = 0;
+  virtual Endpoint local() const noexcept = 0;
+  virtual Endpoint remote() const noexcept = 0;
   // Apply socklnd's per-connection options (kernel sockets: NODELAY,
   // keepalive, buffer sizes, linger).
   virtual void configure(const Options&) noexcept {}
@@ -88,8 +88,9 @@ class Transport {
  public:
   virtual ~Transport() = default;
   // Start a connect from local_ip and a free privileged port to
-  // remote_ip:port.  nullptr with `error` (an errno) on failure.
-  virtual std::unique_ptr<Stream> connect(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port,
+  // remote_ip:port (both of one family).  nullptr with `error` (an errno)
+  // on failure; EAFNOSUPPORT for a family the transport does not carry.
+  virtual std::unique_ptr<Stream> connect(const IpAddr& local_ip, const IpAddr& remote_ip, std::uint16_t port,
                                           int& error) = 0;
 };
 
@@ -98,15 +99,15 @@ class KernelStream final : public Stream {
  public:
   KernelStream(int fd, Poller& poller) noexcept : fd_(fd), poller_(&poller) {}
   // An accepted socket, with the peer's address accept() gave.
-  KernelStream(int fd, Poller& poller, const sockaddr_in& remote) noexcept
+  KernelStream(int fd, Poller& poller, const Endpoint& remote) noexcept
       : fd_(fd), poller_(&poller), remote_(remote), have_remote_(true) {}
   ~KernelStream() override;
   bool watch(IoHandler* h) noexcept override;
   ssize_t recv(std::uint8_t* dst, std::size_t len) noexcept override;
   ssize_t sendv(const iovec* iov, std::size_t n) noexcept override;
   int connect_result() noexcept override;
-  sockaddr_in local() const noexcept override;
-  sockaddr_in remote() const noexcept override;
+  Endpoint local() const noexcept override;
+  Endpoint remote() const noexcept override;
   void configure(const Options& opts) noexcept override;
   void attach(Poller& p) noexcept override { poller_ = &p; }
   int fd() const noexcept { return fd_; }
@@ -114,7 +115,7 @@ class KernelStream final : public Stream {
  private:
   int fd_;
   Poller* poller_;
-  sockaddr_in remote_{};
+  Endpoint remote_{};
   bool have_remote_ = false;
   bool watched_ = false;
 };
@@ -122,7 +123,7 @@ class KernelStream final : public Stream {
 class KernelTransport final : public Transport {
  public:
   explicit KernelTransport(Poller& poller) noexcept : poller_(poller) {}
-  std::unique_ptr<Stream> connect(std::uint32_t local_ip, std::uint32_t remote_ip, std::uint16_t port,
+  std::unique_ptr<Stream> connect(const IpAddr& local_ip, const IpAddr& remote_ip, std::uint16_t port,
                                   int& error) override;
 
  private:

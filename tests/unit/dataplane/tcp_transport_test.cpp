@@ -224,7 +224,7 @@ std::pair<std::unique_ptr<sock::Stream>, std::unique_ptr<sock::Stream>> Wire::st
       *hosts[1].stack, port, [server](std::unique_ptr<sock::Stream> s) { *server = std::move(s); });
   if (kept) hosts[1].transport->set_frame_refs(kept);
   int err = 0;
-  auto client = hosts[0].transport->connect(kA.addr4(), kB.addr4(), port, err);
+  auto client = hosts[0].transport->connect(sock::IpAddr::of(kA), sock::IpAddr::of(kB), port, err);
   if (!client || !pump([&] { return *server != nullptr; })) return {};
   return {std::move(client), std::move(*server)};
 }
@@ -461,7 +461,7 @@ TEST(SockTransport, DataAfterARefusalIsReset) {
   Host& a = w.hosts[0];
   Host& b = w.hosts[1];
   int err = 0;
-  auto client = a.transport->connect(kA.addr4(), kB.addr4(), sock::kAcceptPort, err);
+  auto client = a.transport->connect(sock::IpAddr::of(kA), sock::IpAddr::of(kB), sock::kAcceptPort, err);
   ASSERT_TRUE(client);
   Catcher cc;
   client->watch(&cc);

@@ -154,8 +154,8 @@ class KernelPeer {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    const sockaddr_in local = make_addr(self.addr4(), src_port);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<const sockaddr*>(&local), sizeof local), 0) << std::strerror(errno);
+    const SockAddr local = to_sockaddr({IpAddr::of(self), src_port});
+    EXPECT_EQ(bind(fd_, local.get(), local.len), 0) << std::strerror(errno);
   }
   ~KernelPeer() { close(); }
   // Close; with `reset`, abortively (SO_LINGER 0: the kernel sends RST).
@@ -169,8 +169,8 @@ class KernelPeer {
     fd_ = -1;
   }
   bool connect_to(const Nid& target) {
-    const sockaddr_in a = make_addr(target.addr4(), kAcceptPort);
-    return ::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    const SockAddr a = to_sockaddr({IpAddr::of(target), kAcceptPort});
+    return ::connect(fd_, a.get(), a.len) == 0;
   }
   void write(const Bytes& b) {
     ASSERT_EQ(::send(fd_, b.data(), b.size(), MSG_NOSIGNAL), static_cast<ssize_t>(b.size()));
@@ -288,6 +288,41 @@ TEST_F(Engine, FirstSendOpensTypedConnectionsAndDelivers) {
   EXPECT_EQ(pb[0].conns[3], 1u);
   EXPECT_EQ(pb[0].version, 3u);
   EXPECT_EQ(pb[0].incarnation, a.node->incarnation());
+}
+
+// A router forwarding from an IPv6 net: a header with a large NID needs
+// V4's nid16 form, so the first connection to an IPv4 peer offers V4 (which
+// Linux accepts from any address) and the NIDs arrive whole.
+TEST_F(Engine, LargeNidsOpenV4ToAnIpv4Peer) {
+  TestNode a(poller, kA), b(poller, kB);
+  nodes = {&a, &b};
+  const Nid v6 = nid("fd00:1::5@tcp1");
+  const Bytes payload = pattern(5000, 3);
+  Tx t = make_put(v6, kB, payload);
+  ASSERT_EQ(a.node->send(kB, t), 0);
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 1 && a.upper.sent.size() == 1; }));
+  EXPECT_EQ(a.upper.sent[&t], 0);
+  EXPECT_EQ(b.upper.got[0].hdr.src_nid, v6);
+  EXPECT_EQ(b.upper.got[0].payload, payload);
+  auto pb = b.node->peers();
+  ASSERT_EQ(pb.size(), 1u);
+  EXPECT_EQ(pb[0].version, 4u);
+}
+
+// Once a peer speaks V3 (64-bit NIDs), a large NID cannot be carried: the
+// send is refused instead of truncating the NID as Linux's nid4 packing does.
+TEST_F(Engine, LargeNidsAreRefusedToAV3Peer) {
+  TestNode a(poller, kA), b(poller, kB);
+  nodes = {&a, &b};
+  const Bytes payload = pattern(100, 4);
+  Tx first = make_put(kA, kB, payload);
+  ASSERT_TRUE(warm_up(a, b, first));
+  Tx t = make_put(nid("fd00:1::5@tcp1"), kB, payload);
+  EXPECT_EQ(a.node->send(kB, t), -EAFNOSUPPORT);
+  Tx t2 = make_put(kA, nid("fd00:1::6@tcp1"), payload);
+  EXPECT_EQ(a.node->send(kB, t2), -EAFNOSUPPORT);
+  pump([] { return false; }, 200ms);
+  EXPECT_EQ(b.upper.got.size(), 1u);
 }
 
 TEST_F(Engine, AcceptedHandshakeAnswersLikeLinux) {
