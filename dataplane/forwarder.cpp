@@ -891,7 +891,8 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
     start_send(next, p);
   }
   publish_gateway(p);
-  if (status != 0 && p.gateway != nullptr)  // costs the gateway health (lnetr-control)
+  // A large NID the next hop's protocol cannot carry is no fault of its.
+  if (status != 0 && status != -EAFNOSUPPORT && p.gateway != nullptr)  // costs the gateway health (lnetr-control)
     p.gateway->send_failures.store(p.gateway->send_failures.load(std::memory_order_relaxed) + 1,
                                    std::memory_order_relaxed);
   if (status == 0) {
@@ -899,9 +900,9 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
     counters().route_count.add();
     counters().route_length.add(m->rx.hdr.payload_length);
   } else {
-    if (reroute(m)) return;
+    if (status != -EAFNOSUPPORT && reroute(m)) return;
     ++p.drop_count;
-    count_drop(DropReason::send_failed, m->rx.hdr.payload_length);
+    count_drop(status == -EAFNOSUPPORT ? DropReason::large_nid : DropReason::send_failed, m->rx.hdr.payload_length);
   }
   give_back(m);
 }

@@ -1,26 +1,12 @@
 #include "dataplane/setup.hpp"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include "dataplane/log.hpp"
+#include "lnd/socklnd/address.hpp"
 
 namespace lnetr::dp {
 namespace {
-
-// The first IPv4 address of `interface`, host order.
-std::optional<std::uint32_t> interface_ipv4(const std::string& interface) {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return std::nullopt;
-  std::optional<std::uint32_t> ip;
-  for (ifaddrs* i = list; i && !ip; i = i->ifa_next)
-    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && interface == i->ifa_name)
-      ip = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
-  freeifaddrs(list);
-  return ip;
-}
 
 std::string where(const config::Source& s, const std::string& message) {
   return config::ConfigError{s, message}.to_string();
@@ -86,12 +72,16 @@ SetupResult make_setup(const config::Config& cfg) {
       } else if (ni.nid) {
         n.nid = ni.nid->value;
       } else {
-        const auto ip = interface_ipv4(n.interface);
+        // Its IPv4 address, else an IPv6 one (tcp only: o2ib NIDs are IPv4).
+        auto ip = sock::interface_address(n.interface);
+        if (ip && !ip->is_v4() && net.net.value.lnd() != LndType::sock) ip.reset();
         if (!ip) {
-          errors.push_back(where(ni.interface->source, "interface " + n.interface + " does not exist or has no IPv4 address"));
+          errors.push_back(where(ni.interface->source, "interface " + n.interface + " does not exist or has no " +
+                                                           (net.net.value.lnd() == LndType::sock ? "IPv4 or IPv6 address"
+                                                                                                   : "IPv4 address")));
           continue;
         }
-        n.nid = Nid::make(net.net.value, *ip);
+        n.nid = sock::make_nid(net.net.value, *ip);
       }
       if (n.nid.lnd() != LndType::sock && n.nid.lnd() != LndType::o2ib) {
         errors.push_back(where(ni.source, "only tcp and o2ib nets are served by this dataplane, not " +

@@ -149,6 +149,11 @@ class Checker {
     }
   }
 
+  bool names_port(const std::string& interface) const {
+    return std::any_of(cfg_.dataplane.ports.begin(), cfg_.dataplane.ports.end(),
+                       [&](const PortConfig& p) { return p.name.value == interface; });
+  }
+
   void check_net(NetConfig& net) {
     const std::string net_name = to_string(net.net.value);
     const auto ncpt = static_cast<std::uint32_t>(cfg_.dataplane.cores.value.size());
@@ -160,9 +165,13 @@ class Checker {
         const Nid& nid = ni.nid->value;
         if (nid.is_any() || nid.lnd() == LndType::lo) {
           error(ni.nid->source, "NID " + to_string(nid) + " cannot be a local NI");
-        } else if (!nid.is_nid4()) {
-          error(ni.nid->source, "NID " + to_string(nid) + ": not an IPv4 NID; lnetr serves no IPv6 nets yet "
-                                "(kernel sockets or DPDK ports)");
+        } else if (!nid.is_nid4() && nid.lnd() != LndType::sock) {
+          error(ni.nid->source, "NID " + to_string(nid) + ": an IPv6 NID on a " + to_string(nid.net()) +
+                                    " net; IPv6 nets are served on tcp only (o2ib carries IPv4 NIDs)");
+        } else if (!nid.is_nid4() && ni.interface && names_port(ni.interface->value)) {
+          error(ni.nid->source, "NID " + to_string(nid) + ": an IPv6 NID, but interface " + ni.interface->value +
+                                    " names a DPDK port, whose TCP is IPv4 only; serve IPv6 nets on kernel "
+                                    "interfaces");
         } else if (nid.net() != net.net.value) {
           error(ni.nid->source, "NID " + to_string(nid) + " is not on net " + net_name);
         } else if (auto [it, fresh] = nids.emplace(nid, &ni.nid->source); !fresh) {
@@ -208,8 +217,9 @@ class Checker {
                                     " itself");
         continue;
       }
-      if (!gw.is_nid4()) {
-        error(r.gateway.source, "gateway " + to_string(gw) + ": not an IPv4 NID; lnetr serves no IPv6 nets yet");
+      if (!gw.is_nid4() && gw.lnd() != LndType::sock) {
+        error(r.gateway.source, "gateway " + to_string(gw) + ": an IPv6 NID on a " + to_string(gw.net()) +
+                                    " net; IPv6 gateways are reached on tcp nets only");
         continue;
       }
       if (cfg_.find_net(net)) {

@@ -28,6 +28,8 @@ namespace lnetr {
   X(route_down, "every route to the destination net is down (gateways dead or unusable)")         \
   X(peer_down, "the next hop was down (its connections failed) and peer_timeout is set")          \
   X(send_failed, "the next hop's connection failed before the message was sent")                  \
+  X(large_nid, "a message with an IPv6 (large) NID was for a next hop whose socklnd connections are "  \
+               "V3, which carries 64-bit NIDs only (the peer connected with V3: it cannot reach IPv6 nets)") \
   X(not_for_us, "a message addressed to this router that it has no use for (not a ping or push)") \
   X(protocol, "a message breaking LNet's rules (wrong net, another local NID, bad lengths)")       \
   X(asym_route, "a message for the router came through a gateway that is not on a route back to its "   \

@@ -194,7 +194,8 @@ std::uint64_t RouteTableBuilder::next_random() noexcept {
 
 Result<Route, RouteError> RouteTableBuilder::add(const RouteSpec& spec) {
   if (spec.gateway.is_any() || spec.gateway.lnd() == LndType::lo) return fail(RouteError::bad_gateway);
-  if (!spec.gateway.is_nid4()) return fail(RouteError::large_nid_gateway);
+  // Only socklnd (V4) carries large NIDs; lnetr serves them on tcp nets.
+  if (!spec.gateway.is_nid4() && spec.gateway.lnd() != LndType::sock) return fail(RouteError::large_nid_gateway);
   if (spec.net.lnd() == LndType::any || spec.net.lnd() == LndType::lo) return fail(RouteError::bad_net);
   if (spec.gateway.net() == spec.net) return fail(RouteError::gateway_on_remote_net);
   if (spec.hops != kHopsUndefined && (spec.hops < 1 || spec.hops > kHopsMax)) return fail(RouteError::bad_hops);

@@ -62,7 +62,7 @@ inline constexpr std::uint16_t kSensitivityMax = 1000;
 // (net_is_local, gateway_unreachable, duplicate); the API reports them.
 #define LNETR_ROUTE_ERRORS(X)                                                                      \
   X(bad_gateway, EINVAL, "the gateway is the wildcard NID or a loopback NID")                      \
-  X(large_nid_gateway, EAFNOSUPPORT, "the gateway's NID is not IPv4: lnetr serves no IPv6 nets yet")  \
+  X(large_nid_gateway, EAFNOSUPPORT, "the gateway's NID is IPv6 on a net that carries IPv4 NIDs only (IPv6: tcp)")  \
   X(bad_net, EINVAL, "the net is the wildcard net or the loopback net")                            \
   X(gateway_on_remote_net, EINVAL, "the gateway is on the remote net itself")                      \
   X(bad_hops, EINVAL, "the hop count must be 1..255 or undefined (-1)")                            \

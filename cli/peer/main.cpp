@@ -16,6 +16,7 @@
 #include "cli/peer/commands.hpp"
 #include "cli/peer/endpoint.hpp"
 #include "cli/peer/report.hpp"
+#include "lnd/socklnd/address.hpp"
 
 namespace {
 
@@ -31,30 +32,6 @@ constexpr const char* kDescription =
 int die(const std::string& msg) {
   std::fprintf(stderr, "lnetr-peer: %s\n", msg.c_str());
   return 1;
-}
-
-// The IPv4 address of interface `name`, host order.
-bool interface_ip(const std::string& name, std::uint32_t& ip, std::string& err) {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) {
-    err = std::string("getifaddrs: ") + std::strerror(errno);
-    return false;
-  }
-  bool found = false, exists = false;
-  for (ifaddrs* i = list; i; i = i->ifa_next) {
-    if (!i->ifa_name || name != i->ifa_name) continue;
-    exists = true;
-    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
-      sockaddr_in a;
-      std::memcpy(&a, i->ifa_addr, sizeof a);
-      ip = ntohl(a.sin_addr.s_addr);
-      found = true;
-      break;
-    }
-  }
-  freeifaddrs(list);
-  if (!found) err = exists ? "interface " + name + " has no IPv4 address" : "no interface named " + name;
-  return found;
 }
 
 bool parse_target(const std::string& s, Nid& out, std::string& err) {
@@ -194,12 +171,16 @@ int main(int argc, char** argv) {
   } else {
     auto net = parse_net(net_s);
     if (!net) return die("bad --net '" + net_s + "': " + std::string(net.error().reason));
-    std::uint32_t ip = 0;
-    if (!interface_ip(iface, ip, err)) return die(err);
-    cfg.nid = Nid::make(*net, ip);
+    // Its IPv4 address, else (tcp) an IPv6 one, as Linux picks an NI's.
+    auto ip = sock::interface_address(iface);
+    if (ip && !ip->is_v4() && net->lnd() != LndType::sock) ip.reset();
+    if (!ip) return die("interface " + iface + " does not exist or has no usable address");
+    cfg.nid = sock::make_nid(*net, *ip);
   }
-  if ((cfg.nid.lnd() != LndType::sock && cfg.nid.lnd() != LndType::o2ib) || !cfg.nid.is_nid4())
-    return die("NID " + to_string(cfg.nid) + ": lnetr-peer needs an IPv4 NID on a tcp (socklnd) or o2ib net");
+  if ((cfg.nid.lnd() != LndType::sock && cfg.nid.lnd() != LndType::o2ib) ||
+      (!cfg.nid.is_nid4() && cfg.nid.lnd() != LndType::sock))
+    return die("NID " + to_string(cfg.nid) + ": lnetr-peer needs a NID on a tcp (socklnd: IPv4 or IPv6) or o2ib "
+               "(IPv4) net");
   for (const std::string& r : route_s) {
     auto spec = parse_route(r, err);
     if (!spec) return die(err);

@@ -37,8 +37,8 @@ bool RouteTable::add(const RouteSpec& r, Net local_net, std::string& err) {
     err = what + "not a usable gateway NID";
     return false;
   }
-  if (!r.gateway.is_nid4()) {
-    err = what + "not an IPv4 gateway NID (lnetr-peer speaks IPv4 only)";
+  if (!r.gateway.is_nid4() && r.gateway.lnd() != LndType::sock) {
+    err = what + "an IPv6 gateway NID on a net that carries IPv4 NIDs only (IPv6: tcp)";
     return false;
   }
   if (r.net == local_net) {

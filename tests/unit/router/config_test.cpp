@@ -12,6 +12,8 @@
 namespace lnetr::config {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -786,6 +788,25 @@ constexpr std::string_view kPort0 =
     "      device: \"net_af_packet0,iface=veth-r1\"\n"
     "      address: 10.1.0.1/24\n";
 
+// IPv6 NIDs are served on tcp nets (socklnd V4) over kernel sockets; o2ib
+// carries IPv4 NIDs only, and lnetr's TCP on DPDK ports is IPv4 only.
+TEST(ConfigErrors, IpV6NidsOnTcpOnlyAndNotOnDpdkPorts) {
+  const auto ok = load_ok("net:\n  - net type: tcp1\n    local NI(s):\n      - nid: fd00:1::5@tcp1\n"
+                          "route:\n  - net: tcp9\n    gateway: fd00:1::1@tcp1\n");
+  ASSERT_EQ(ok.config.nets.size(), 1u);
+  EXPECT_EQ(to_string(ok.config.nets[0].nis[0].nid->value), "fd00:1::5@tcp1");
+  EXPECT_EQ(to_string(ok.config.routes[0].gateway.value), "fd00:1::1@tcp1");
+  EXPECT_THAT(load_errors("net:\n  - net type: o2ib\n    local NI(s):\n      - nid: 2001:db8::5@o2ib\n"),
+              ElementsAre(HasSubstr("NID 2001:db8::5@o2ib: an IPv6 NID on a o2ib net")));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "route:\n  - net: tcp9\n    gateway: 2001:db8::1@o2ib\n"),
+              ElementsAre(HasSubstr("gateway 2001:db8::1@o2ib: an IPv6 NID on a o2ib net")));
+  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - nid: 2001:db8::5@tcp\n"
+                          "        interfaces: {0: dpdk0}\n"
+                          "dataplane:\n  ports:\n" + std::string(kPort0)),
+              Contains(AllOf(HasSubstr("lnetr.yaml:4:"),
+                             HasSubstr("NID 2001:db8::5@tcp: an IPv6 NID, but interface dpdk0 names a DPDK port"))));
+}
+
 TEST(ConfigPorts, ValidBlockLoadsEveryField) {
   const auto loaded = load_ok(std::string(kOneNet) +
                               "dataplane:\n"
@@ -1121,12 +1142,6 @@ TEST(ConfigErrors, WarningsForIgnoredKeys) {
 // Every setting a kernel export can carry is applied or named in a warning
 // when it asks for something lnetr does not do; at the kernel's defaults
 // (what every export lists) nothing is said.
-TEST(ConfigErrors, IpV6NidsAreRefusedByName) {
-  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - nid: 2001:db8::5@tcp\n"),
-              ElementsAre(HasSubstr("NID 2001:db8::5@tcp: not an IPv4 NID; lnetr serves no IPv6 nets yet")));
-  EXPECT_THAT(load_errors(std::string(kOneNet) + "route:\n  - net: tcp9\n    gateway: 2001:db8::1@tcp\n"),
-              ElementsAre(HasSubstr("gateway 2001:db8::1@tcp: not an IPv4 NID")));
-}
 
 TEST(ConfigErrors, SettingsNotInForceAreNamed) {
   const std::string net = "net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n";

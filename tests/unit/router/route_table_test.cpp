@@ -68,15 +68,16 @@ TEST(RouteTableAdd, WildcardOrLoopbackGatewayIsInvalid) {
   EXPECT_TRUE(b.routes().empty());
 }
 
-// An IPv6 gateway would be reached at its address's first four bytes:
-// refused until IPv6 nets are served.
-TEST(RouteTableAdd, IpV6GatewayIsRefused) {
+// An IPv6 gateway is reached on a tcp net (socklnd V4); another LND would
+// carry only its address's first four bytes.
+TEST(RouteTableAdd, IpV6GatewayOnlyOnTcp) {
   auto b = builder();
-  auto v6 = b.add(spec("o2ib1", "2001:db8::1@tcp"));
+  EXPECT_TRUE(b.add(spec("o2ib1", "2001:db8::1@tcp")));
+  auto v6 = b.add(spec("tcp1", "2001:db8::1@o2ib"));
   ASSERT_FALSE(v6);
   EXPECT_EQ(v6.error(), RouteError::large_nid_gateway);
   EXPECT_EQ(errno_of(RouteError::large_nid_gateway), EAFNOSUPPORT);
-  EXPECT_TRUE(b.routes().empty());
+  EXPECT_EQ(b.routes().size(), 1u);
 }
 
 TEST(RouteTableAdd, WildcardOrLoopbackNetIsInvalid) {

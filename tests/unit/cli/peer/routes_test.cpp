@@ -45,8 +45,8 @@ TEST(RouteTable, AddChecks) {
   EXPECT_FALSE(t.add({kTcp, kGw1}, kTcp, err));  // our own net
   EXPECT_FALSE(t.add({net("tcp2"), nid("10.0.0.1@tcp5")}, kTcp, err));  // gateway not on our net
   EXPECT_FALSE(t.add({net("lo"), kGw1}, kTcp, err));
-  EXPECT_FALSE(t.add({net("tcp3"), nid("2001:db8::1@tcp")}, kTcp, err));  // IPv6: not spoken
-  EXPECT_NE(err.find("not an IPv4 gateway NID"), std::string::npos) << err;
+  EXPECT_FALSE(t.add({net("tcp3"), nid("2001:db8::1@o2ib")}, kTcp, err));  // IPv6 on o2ib: not carried
+  EXPECT_NE(err.find("IPv6 gateway NID on a net that carries IPv4 NIDs only"), std::string::npos) << err;
   EXPECT_TRUE(t.add({net("tcp2"), kGw1}, kTcp, err)) << err;  // another net, same gateway
   EXPECT_EQ(t.gateways().size(), 1u);
   EXPECT_EQ(t.routes().size(), 2u);
