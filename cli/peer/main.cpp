@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   unsigned conns_per_peer = 1;
   bool print_stats = false, drop_asym = false;
   app.add_option("--nid", nid_s, "our NID, e.g. 10.0.0.5@tcp (or use --interface)");
-  app.add_option("--interface", iface, "take our NID from this interface's IPv4 address, on --net");
+  app.add_option("--interface", iface, "take our NID from this interface's IPv4 address (else IPv6, on tcp), on --net");
   app.add_option("--net", net_s, "net of the NID taken from --interface")->capture_default_str();
   app.add_option("--route", route_s, "NET=GATEWAY_NID: reach NET through that gateway (repeatable)");
   app.add_option("--router-check-interval", check_interval,
@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
   app.add_option("--keepalive", keepalive, "socklnd keepalive in seconds (0: off)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  bool large_nids = false;
+  app.add_flag("--large-nids", large_nids,
+               "socklnd: speak V4 (20-byte NIDs) to IPv4 peers too, to reach IPv6 nets through an IPv4 router");
   app.add_option("--conns-per-peer", conns_per_peer, "socklnd bulk connections of each direction per peer")
       ->capture_default_str()
       ->check(CLI::Range(1, 127));
@@ -195,6 +198,7 @@ int main(int argc, char** argv) {
   cfg.sock.timeout = std::chrono::seconds(sock_timeout);
   cfg.sock.keepalive = std::chrono::seconds(keepalive);
   cfg.sock.conns_per_peer = conns_per_peer;
+  cfg.sock.offer_v4 = large_nids;
   // o2ib: the same options in ko2iblnd's terms (its own defaults where not given).
   cfg.o2ib.service = app.count("--port") ? static_cast<std::uint16_t>(port) : o2ib::kServicePort;
   if (app.count("--keepalive")) cfg.o2ib.keepalive = std::chrono::seconds(keepalive);

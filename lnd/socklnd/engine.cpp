@@ -735,7 +735,7 @@ void Peer::connect(ConnType type, Clock::time_point now) {
   c->remote_ = {IpAddr::of(nid_), node_.opts_.port};
   // The version the peer speaks now, else the default, or V4 if a waiting
   // message has a large NID: Linux takes V4 from an IPv4 peer too.
-  std::uint32_t first = default_version(nid_);
+  std::uint32_t first = node_.opts_.offer_v4 ? 4 : default_version(nid_);
   for (const Tx* w = waiting_.head; w && first < 4; w = w->next)
     if (needs_v4(*w)) first = 4;
   c->hs_version_ = connect_version_ != 0 ? connect_version_ : version_ != 0 ? version_ : first;

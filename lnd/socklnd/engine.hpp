@@ -71,6 +71,9 @@ struct Options {
   int tx_buffer_size = 0;
   int rx_buffer_size = 0;
   int tos = -1;  // IP type of service of the connections (-1: none set); per NI: LocalNi::tos
+  // Offer V4 to IPv4 peers too (Linux offers them V3): a node on an IPv4
+  // net then carries the large NIDs of IPv6 nets it reaches through them.
+  bool offer_v4 = false;
   std::chrono::milliseconds min_reconnect{1000};
   std::chrono::milliseconds max_reconnect{60000};
 };

@@ -111,7 +111,7 @@ def steer_queue(peer_ip, local_ip, queues):
 class Topology:
     """Namespaces <tag>a, <tag>r, <tag>b and their links; removed by down()."""
 
-    def __init__(self, direct=False, dpdk=False, queues=None):
+    def __init__(self, direct=False, dpdk=False, queues=None, ipv6_b=False):
         pid = os.getpid()
         # dpdk: the router's veth ends carry DPDK ports (lnetr's own TCP/IP):
         # no kernel address there, and offloads off on them.  True: both
@@ -129,6 +129,10 @@ class Topology:
         self.ns = {k: self.tag + k for k in "arb"}
         self.a_ip, self.ra_ip = "10.%d.1.2" % n, "10.%d.1.1" % n
         self.b_ip, self.rb_ip = "10.%d.2.%d" % (n, hb), "10.%d.2.1" % n
+        # ipv6_b: net tcp1 (B and the router's rb end) on IPv6 addresses only.
+        self.ipv6_b = ipv6_b
+        if ipv6_b:
+            self.b_ip, self.rb_ip = "fd00:%x:2::%x" % (n, hb), "fd00:%x:2::1" % n
         self.a_nid, self.b_nid = self.a_ip + "@tcp", self.b_ip + "@tcp1"
         self.ra_nid, self.rb_nid = self.ra_ip + "@tcp", self.rb_ip + "@tcp1"
         self.a_direct_nid, self.b_direct_nid = "10.%d.3.1@tcp2" % n, "10.%d.3.2@tcp2" % n
@@ -140,7 +144,9 @@ class Topology:
         for ns, tmp, name, addr, port in ((ns1, tmp1, if1, ip1, False), (ns2, tmp2, if2, ip2, dpdk_end)):
             ip("link", "set", tmp, "netns", ns)
             ip("-n", ns, "link", "set", tmp, "name", name)
-            if not port:
+            if not port and ":" in addr:  # IPv6: usable at once, without duplicate address detection
+                ip("-n", ns, "addr", "add", addr + "/64", "dev", name, "nodad")
+            elif not port:
                 ip("-n", ns, "addr", "add", addr + "/24", "dev", name)
             if dpdk_end:  # GSO superframes and partial checksums cannot cross a DPDK port
                 subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", name, "tx", "off", "tso", "off",
@@ -178,7 +184,9 @@ class Topology:
     def peer_options(self, side, check_interval=1):
         """lnetr-peer options for `side`: the far net through the router."""
         far = "tcp1" if side == "a" else "tcp"
-        return ["--route", "%s=%s" % (far, self.gateway(side)), "--router-check-interval", str(check_interval)]
+        # A reaches B's IPv6 NIDs through the router only over socklnd V4.
+        large = ["--large-nids"] if self.ipv6_b and side == "a" else []
+        return ["--route", "%s=%s" % (far, self.gateway(side)), "--router-check-interval", str(check_interval)] + large
 
     def set_link(self, side, up):
         """Take the router's link towards `side` down or up."""

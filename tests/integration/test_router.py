@@ -35,12 +35,13 @@ class RouterTestCase(PeerTestCase):
     sock_timeout = 10
     check_interval = 1  # the peers' gateway checks (s)
     router_options = {}  # more Router() arguments
+    topology_options = {}  # Topology() arguments
 
     def setUp(self):
         super().setUp()
         if not os.access(dataplane_binary(), os.X_OK):
             self.fail("lnetr-dataplane not found at %s" % dataplane_binary())
-        self.topo = Topology()
+        self.topo = Topology(**self.topology_options)
         self.topo.up()
         self.addCleanup(self.topo.down)
         self.dir = tempfile.mkdtemp(prefix="lnetr-router-")
@@ -151,6 +152,58 @@ class Routing(RouterTestCase):
         self.assertEqual(rc, 0, cp.stdout + cp.stderr)
         self.stop_server(b)
         self.assert_router_idle()
+
+
+class RoutingIpv6(RouterTestCase):
+    """Between an IPv4 net (tcp: A) and an IPv6 net (tcp1: B, the router's
+    NI from its interface's IPv6 address), on kernel sockets.  B's NIDs are
+    large: A and the router carry them over socklnd V4 (nid16 headers)."""
+
+    topology_options = {"ipv6_b": True}
+    SIZES = [0, 1, 4096, 4097, 65536, 1048576]
+
+    def test_ping_through_and_to_the_router(self):
+        b = self.server("b")
+        rc, doc, cp = self.peer("a", ["ping", self.topo.b_nid, "--timeout", "5"])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        self.assertEqual(doc["ping"][0]["primary nid"], self.topo.b_nid)
+        self.stop_server(b)
+        a = self.server("a")
+        rc, doc, cp = self.peer("b", ["ping", self.topo.a_nid, "--timeout", "5"])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        self.assertEqual(doc["ping"][0]["primary nid"], self.topo.a_nid)
+        self.stop_server(a)
+        for side, rnid in (("a", self.topo.ra_nid), ("b", self.topo.rb_nid)):
+            rc, doc, cp = self.peer(side, ["ping", rnid, "--timeout", "5"])
+            self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+            item = doc["ping"][0]
+            # The IPv6 NI is a LARGE_ADDR entry after the nid4 ones: 0x1a | 0x20.
+            self.assertEqual(item["primary nid"], self.topo.ra_nid)
+            self.assertEqual([n["nid"] for n in item["peer_ni"]], [self.topo.ra_nid, self.topo.rb_nid])
+            self.assertEqual(item["features"], "0x3a")
+            self.assertEqual(item["status"], {self.topo.ra_nid: "up", self.topo.rb_nid: "up"})
+        st = self.assert_router_idle()
+        self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+
+    def test_puts_and_gets_are_delivered_intact(self):
+        b = self.server("b")
+        for op in ("write", "read"):
+            json_path = os.path.join(self.dir, op + ".json")
+            rc, doc, cp = self.peer("a", ["brw", self.topo.b_nid, "--op", op, "--sizes",
+                                          ",".join(map(str, self.SIZES)), "--count", "1200", "--concurrency", "16",
+                                          "--duration", "300", "--timeout", "30", "--json", json_path])
+            self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+            with open(json_path) as f:
+                result = json.load(f)
+            self.assertEqual(result["ops"], 1200, result)
+            self.assertEqual(result["errors"], 0, result)
+        rc, stats = self.stop_server(b)
+        self.assertEqual(rc, 0, "the server found corrupted data: %s" % stats)
+        st = self.assert_router_idle()
+        self.assertEqual({p["nid"] for p in st["peers"]}, {self.topo.a_nid, self.topo.b_nid})
+        self.assertGreaterEqual(st["statistics"]["route_count"], 4800)
+        self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+        self.assertEqual(st["socklnd"]["closed"]["bad_message"], 0)
 
 
 class RoutingFailures(RouterTestCase):
