@@ -362,6 +362,20 @@ TEST(Forwarder, AbortedWaitersPassTheirCreditsOn) {
   r.expect_idle();
 }
 
+// The LND could not carry a large NID to the next hop (socklnd V3): a drop
+// of its own, not re-routed.
+TEST(Forwarder, LargeNidTheNextHopCannotCarryIsDroppedByName) {
+  Rig r(make_setup());
+  lnd::Rx& rx = r.head(kA, kNiA, kB, 100);
+  ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
+  r.fwd->on_received(rx);
+  r.complete(-EAFNOSUPPORT);
+  EXPECT_EQ(r.drops(DropReason::large_nid), 1u);
+  EXPECT_EQ(r.drops(DropReason::send_failed), 0u);
+  EXPECT_EQ(r.peer(kB).drop_count, 1u);
+  r.expect_idle();
+}
+
 TEST(Forwarder, FailedSendIsDroppedAndCreditsReturn) {
   Rig r(make_setup());
   lnd::Rx& rx = r.head(kA, kNiA, kB, 100);
