@@ -60,7 +60,7 @@ TEST(PeerDirectory, AReaderSeesWholePeersWhileTheOwnerAdds) {
   constexpr std::size_t kPeers = 5 * PeerDirectory::kChunk;
   std::deque<PeerNi> peers(kPeers);
   PeerDirectory dir;
-  std::atomic<bool> done{false};
+  std::atomic<bool> done{false}, reading{false};
   std::size_t bad = 0, walks = 0, last_size = 0;
   std::uint64_t last_sends = 0;
   std::thread reader([&] {
@@ -76,8 +76,10 @@ TEST(PeerDirectory, AReaderSeesWholePeersWhileTheOwnerAdds) {
       last_size = n;
       last_sends = sends;
       ++walks;
+      reading = true;
     }
   });
+  while (!reading) std::this_thread::yield();  // the owner adds while the reader walks
   for (std::size_t i = 0; i < kPeers; ++i) {
     PeerNi& p = peers[i];
     p.nid = Nid::make({2, 0}, static_cast<std::uint32_t>(i + 1));
