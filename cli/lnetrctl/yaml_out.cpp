@@ -41,6 +41,7 @@ bool plain_ok(std::string_view s, bool key = false) {
                (s.size() >= 10 && std::isdigit(static_cast<unsigned char>(s[0])) && s[4] == '-' && s[7] == '-')))
     return false;
   if (std::string_view("-?:,[]{}#&*!|>'\"%@` ").find(s.front()) != std::string_view::npos) return false;
+  if (s.starts_with("...")) return false;  // at the start of a line: the end of the document
   if (s.back() == ' ' || s.back() == ':') return false;
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
@@ -75,6 +76,18 @@ std::string dquote(std::string_view s) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\x%02x", c);
           out += buf;
+        } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+                   static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+          // C1 controls are not printable in a YAML stream: escaped (\xNN
+          // is U+00NN).
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(s[i + 1]));
+          out += buf;
+          ++i;
+        } else if (c == 0xef && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0xbf &&
+                   (static_cast<unsigned char>(s[i + 2]) == 0xbe || static_cast<unsigned char>(s[i + 2]) == 0xbf)) {
+          out += static_cast<unsigned char>(s[i + 2]) == 0xbe ? "\\uFFFE" : "\\uFFFF";  // noncharacters, likewise
+          i += 2;
         } else {
           out += ch;  // UTF-8 passes through
         }

@@ -62,7 +62,7 @@ TEST(YamlOut, ScalarsAreQuotedOnlyWhereYamlWouldMisreadThem) {
   for (const char* s : {"10", "-1", "1.5", "1e3", "true", "False", "null", "~", "yes", "", " x", "x ", "a: b",
                         "a #b", "-x", "[0,1]", "{a}", "*x", "&x", "!x", "|", ">", "'q'", "\"q\"", "%x", "@x",
                         "line\nbreak", "tab\there", "1:30", "a:b", "2001-12-14 21:59:43.10 -5", "=", "<<x",
-                        "nel\u0085x", "ls\u2028x"}) {
+                        "nel\u0085x", "ls\u2028x", "c1\u0081x", "del\x7f; ~\u009f|", "nonchar\uffffx"}) {
     const Json j = std::string(s);
     EXPECT_EQ(yaml_scalar(j).front(), '"') << s;
     EXPECT_EQ(roundtrip(Json{{"k", j}}), (Json{{"k", j}})) << s;
@@ -77,6 +77,7 @@ TEST(YamlOut, EveryShapeReadsBackTheSame) {
       "e": {}, "f": [], "0": "key that looks like a number", "big": 18446744073709551615, "neg": -9223372036854775808})j");
   EXPECT_EQ(roundtrip(doc), doc);
   EXPECT_EQ(roundtrip(Json("top")), Json("top"));
+  EXPECT_EQ(roundtrip(Json("...")), Json("..."));  // not the end of the document
   EXPECT_EQ(roundtrip(Json::array({1, 2})), Json::array({1, 2}));
 }
 
