@@ -58,6 +58,18 @@ class RouterTestCase(PeerTestCase):
     def status(self):
         return self.router.status()
 
+    def assert_router_pings(self, features):
+        """Ping the router from both sides: its ping info lists both NIs, both
+        UP, with `features`."""
+        for side, rnid in (("a", self.topo.ra_nid), ("b", self.topo.rb_nid)):
+            rc, doc, cp = self.peer(side, ["ping", rnid, "--timeout", "5"])
+            self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+            item = doc["ping"][0]
+            self.assertEqual(item["primary nid"], self.topo.ra_nid)
+            self.assertEqual([n["nid"] for n in item["peer_ni"]], [self.topo.ra_nid, self.topo.rb_nid])
+            self.assertEqual(item["features"], features)
+            self.assertEqual(item["status"], {self.topo.ra_nid: "up", self.topo.rb_nid: "up"})
+
     def peer_options(self, side):
         return self.topo.peer_options(side, self.check_interval)
 
@@ -88,15 +100,8 @@ class Routing(RouterTestCase):
         self.assertEqual(rc, 0, cp.stdout + cp.stderr)
         self.assertEqual(doc["ping"][0]["primary nid"], self.topo.b_nid)
         self.stop_server(b)  # frees B's address for the ping from B's side
-        for side, rnid in (("a", self.topo.ra_nid), ("b", self.topo.rb_nid)):
-            rc, doc, cp = self.peer(side, ["ping", rnid, "--timeout", "5"])
-            self.assertEqual(rc, 0, cp.stdout + cp.stderr)
-            item = doc["ping"][0]
-            # A kernel router's ping info: features 0x1a, both NIs, both UP.
-            self.assertEqual(item["primary nid"], self.topo.ra_nid)
-            self.assertEqual([n["nid"] for n in item["peer_ni"]], [self.topo.ra_nid, self.topo.rb_nid])
-            self.assertEqual(item["features"], "0x1a")
-            self.assertEqual(item["status"], {self.topo.ra_nid: "up", self.topo.rb_nid: "up"})
+        # A kernel router's ping info: features 0x1a, both NIs, both UP.
+        self.assert_router_pings("0x1a")
         # Both workers route by the one snapshot published in shared memory.
         workers = self.status()["workers"]
         self.assertEqual(len(workers), 2)
@@ -173,15 +178,8 @@ class RoutingIpv6(RouterTestCase):
         self.assertEqual(rc, 0, cp.stdout + cp.stderr)
         self.assertEqual(doc["ping"][0]["primary nid"], self.topo.a_nid)
         self.stop_server(a)
-        for side, rnid in (("a", self.topo.ra_nid), ("b", self.topo.rb_nid)):
-            rc, doc, cp = self.peer(side, ["ping", rnid, "--timeout", "5"])
-            self.assertEqual(rc, 0, cp.stdout + cp.stderr)
-            item = doc["ping"][0]
-            # The IPv6 NI is a LARGE_ADDR entry after the nid4 ones: 0x1a | 0x20.
-            self.assertEqual(item["primary nid"], self.topo.ra_nid)
-            self.assertEqual([n["nid"] for n in item["peer_ni"]], [self.topo.ra_nid, self.topo.rb_nid])
-            self.assertEqual(item["features"], "0x3a")
-            self.assertEqual(item["status"], {self.topo.ra_nid: "up", self.topo.rb_nid: "up"})
+        # The IPv6 NI is a LARGE_ADDR entry after the nid4 ones: 0x1a | 0x20.
+        self.assert_router_pings("0x3a")
         st = self.assert_router_idle()
         self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
 
