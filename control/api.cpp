@@ -28,12 +28,16 @@ bool Api::open(const std::string& path, const std::string& group, std::string& e
   }
   gid_t gid = static_cast<gid_t>(-1);
   if (!group.empty()) {
+    // A name, or a number as chown(1) takes it.
     const struct group* g = ::getgrnam(group.c_str());
-    if (!g) {
+    if (g) {
+      gid = g->gr_gid;
+    } else if (group.find_first_not_of("0123456789") == std::string::npos && group.size() <= 9) {
+      gid = static_cast<gid_t>(std::stoul(group));
+    } else {
       err = what + "_group: no group named '" + group + "'";
       return false;
     }
-    gid = g->gr_gid;
   }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);

@@ -20,6 +20,7 @@
 #include "control/metrics.hpp"
 #include "control/service.hpp"
 #include "dataplane/shm/region.hpp"
+#include "dataplane/systemd.hpp"
 #include "router/config.hpp"
 
 namespace lnetr::control {
@@ -87,10 +88,27 @@ int run(const std::string& config_path) {
     log("info", "metrics on http://" + cfg.control.metrics.value + "/metrics");
   }
 
+  // Ready: the API and metrics listen (the dataplane may come later; it is
+  // followed whenever it is up).
+  systemd::notify_ready("serving the management API" +
+                        std::string(exposer ? " and metrics" : "") + "; waiting for the dataplane");
+  // The watchdog is fed from this loop: it stops if the loop does.
+  const auto watchdog = systemd::watchdog_period() / 2;
+  auto next_feed = Clock::now();
+  bool was_attached = false;
+
   std::string last_err;
   auto next_probe = Clock::now();
   int rc = 0;
   while (!g_stop.load()) {
+    if (watchdog.count() > 0 && Clock::now() >= next_feed) {
+      systemd::notify_watchdog();
+      next_feed = Clock::now() + watchdog;
+    }
+    if (svc.attached() != was_attached) {
+      was_attached = svc.attached();
+      systemd::notify_status(was_attached ? "serving; attached to the dataplane" : "serving; waiting for the dataplane");
+    }
     if (!svc.attached()) {
       // (Re)attach: the dataplane may not be up yet, or may have restarted.
       shm::Region r = shm::Region::attach(shm_name, err);
@@ -123,6 +141,7 @@ int run(const std::string& config_path) {
     }
     std::this_thread::sleep_for(20ms);
   }
+  systemd::notify_stopping();
   exposer.reset();
   svc.shutdown();
   read_only.stop();
@@ -140,6 +159,7 @@ int main(int argc, char** argv) {
   CLI::App app{"lnetr-control: the LNet router's control process"};
   std::string config;
   app.add_option("-c,--config", config, "configuration file (YAML), the one lnetr-dataplane loads")->required();
+  app.set_version_flag("--version", std::string("lnetr-control ") + LNETR_VERSION);
   CLI11_PARSE(app, argc, argv);
   std::signal(SIGINT, lnetr::control::on_signal);
   std::signal(SIGTERM, lnetr::control::on_signal);

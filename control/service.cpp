@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "control/metrics.hpp"
+#include "dataplane/systemd.hpp"
 #include "router/forward.hpp"
 
 namespace lnetr::control {
@@ -22,7 +23,10 @@ namespace lnetr::control {
 using namespace std::chrono_literals;
 
 void log(const char* level, const std::string& text) {
-  std::fprintf(stderr, "lnetr-control: %s: %s\n", level, text.c_str());
+  if (systemd::stderr_is_journal())
+    std::fprintf(stderr, "%s%s: %s\n", systemd::severity_prefix(level), level, text.c_str());
+  else
+    std::fprintf(stderr, "lnetr-control: %s: %s\n", level, text.c_str());
   std::fflush(stderr);
 }
 

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -105,7 +107,20 @@ void credits(Json& j, const char* prefix, const Credits& c) {
 }  // namespace
 
 Control::Control(const Setup& setup, SharedState& shared, Fabric& fabric, const shm::Region& region)
-    : setup_(setup), shared_(shared), fabric_(fabric), region_(region) {}
+    : setup_(setup),
+      shared_(shared),
+      fabric_(fabric),
+      region_(region),
+      watchdog_(
+          systemd::watchdog_period(), fabric.n,
+          [this](std::size_t i) { return region_.counters(static_cast<std::uint32_t>(i)).loops.get(); },
+          [] { systemd::notify_watchdog(); },
+          [](std::size_t i) {
+            log_error("worker %zu: its loop has not moved for half the watchdog period; the service "
+                      "watchdog is no longer fed",
+                      i);
+          }),
+      faults_(std::getenv("LNETR_TEST_FAULTS") != nullptr && std::string(std::getenv("LNETR_TEST_FAULTS")) == "1") {}
 
 Control::~Control() {
   if (listen_fd_ >= 0) {
@@ -260,6 +275,7 @@ bool Control::serve(Client& c, short revents, std::chrono::steady_clock::time_po
 }
 
 void Control::tick() {
+  watchdog_.tick(std::chrono::steady_clock::now());
   for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
     const int port = setup_.nis[i].port;
     const bool up = port >= 0 ? fabric_.ports[static_cast<std::size_t>(port)]->link_up()
@@ -331,6 +347,7 @@ std::string Control::handle(const std::string& request) {
     j.begin_object().key("drop_asym_route").value(shared_.drop_asym_route.load() ? 1 : 0).end_object();
     return j.str();
   }
+  if (faults_ && request.starts_with("fault ")) return fault(request.substr(6));
   Json j;
   j.begin_object().key("errno").value(-EINVAL).key("descr").value(
       "unknown request '" + request +
@@ -412,6 +429,31 @@ std::string Control::set_routing(bool on) {
     j.key("routing").value(routing_name(next)).key("enable").value(routing_enable_value(next));
   }
   j.end_object();
+  return j.str();
+}
+
+// Test faults (LNETR_TEST_FAULTS=1 only): "stall WORKER SECONDS" blocks
+// that worker's loop, as a worker stuck in a driver or a bug would be.
+std::string Control::fault(const std::string& args) {
+  unsigned worker = 0, seconds = 0;
+  char extra = 0;
+  Json j;
+  if (std::sscanf(args.c_str(), "stall %u %u %c", &worker, &seconds, &extra) != 2 || worker >= fabric_.n) {
+    j.begin_object().key("errno").value(-EINVAL).key("descr").value(
+        "expected 'fault stall WORKER SECONDS' with WORKER below " + std::to_string(fabric_.n)).end_object();
+    return j.str();
+  }
+  auto* c = new Command;
+  c->fn = [seconds](Worker&) { std::this_thread::sleep_for(std::chrono::seconds(seconds)); };
+  if (rte_ring_enqueue(fabric_.commands[worker], c) != 0) {
+    delete c;
+    j.begin_object().key("errno").value(-EAGAIN).key("descr").value("the worker's command ring is full").end_object();
+    return j.str();
+  }
+  fabric_.workers[worker]->kick();
+  c->release();
+  log_warn("fault: worker %u stalled for %u s on request", worker, seconds);
+  j.begin_object().key("stalled").value(std::uint64_t{worker}).key("seconds").value(std::uint64_t{seconds}).end_object();
   return j.str();
 }
 

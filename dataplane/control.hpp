@@ -8,6 +8,9 @@
 //   status               routing state, NIs, buffer pools, peers, counters
 //   routing 0|1          disable / enable forwarding (Linux's stopping / starting)
 //   drop_asym_route [0|1]  show / set the asymmetric-route check
+//   fault stall WORKER SECONDS  (only with LNETR_TEST_FAULTS=1 in the
+//                        environment) block a worker's loop, for the tests
+//                        of the service watchdog
 // Clients are served side by side on non-blocking sockets, each with a
 // deadline: one that sends slowly, or stops reading its answer, is closed
 // when its time is up and never holds up the others or the thread's
@@ -21,6 +24,7 @@
 #include "dataplane/setup.hpp"
 #include "dataplane/shared.hpp"
 #include "dataplane/shm/region.hpp"
+#include "dataplane/systemd.hpp"
 #include "dataplane/worker.hpp"
 
 namespace lnetr::dp {
@@ -54,6 +58,7 @@ class Control {
   std::string status();
   std::string o2ib_connections(const std::string& args);
   std::string set_routing(bool on);
+  std::string fault(const std::string& args);
   // Run `fn` on every worker and wait for all (false if one did not answer
   // within 2 s).  `fn` must own what it writes: see Command.
   bool on_workers(const std::function<void(Worker&)>& fn);
@@ -69,6 +74,8 @@ class Control {
   std::vector<bool> ni_status_;  // per NI: UP in our ping info at the last tick
   bool pushed_disabled_ = false; // RTE_DISABLED as last advertised
   std::vector<bool> slow_;       // per worker: did not answer the last status in time
+  systemd::ProgressWatchdog watchdog_;  // fed while every worker loops
+  bool faults_ = false;          // LNETR_TEST_FAULTS=1: the fault requests are served
 };
 
 }  // namespace lnetr::dp

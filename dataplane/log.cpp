@@ -2,11 +2,18 @@
 
 #include <ctime>
 
+#include "dataplane/systemd.hpp"
+
 namespace lnetr::dp {
 
 void log_line(const char* level, const char* fmt, std::va_list ap) noexcept {
   char msg[512];
   std::vsnprintf(msg, sizeof msg, fmt, ap);
+  if (systemd::stderr_is_journal()) {
+    // The journal keeps the time and the program's name; the prefix is the severity.
+    std::fprintf(stderr, "%s%s: %s\n", systemd::severity_prefix(level), level, msg);
+    return;
+  }
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   tm t{};

@@ -21,6 +21,7 @@
 #include "dataplane/log.hpp"
 #include "dataplane/setup.hpp"
 #include "dataplane/shared.hpp"
+#include "dataplane/systemd.hpp"
 #include "dataplane/unmap_guard.hpp"
 #include "dataplane/worker.hpp"
 #include "lnd/o2iblnd/verbs.hpp"
@@ -345,7 +346,11 @@ int run(const Setup& setup) {
              ni.port >= 0 ? " (DPDK port, lnetr's own TCP)" : "");
   log_info("forwarding with %u worker(s); routing %s; control socket %s", n, setup.routing ? "enabled" : "disabled",
            setup.control_socket.c_str());
+  // Ready: every NI is up and the workers poll them.
+  systemd::notify_ready("forwarding: " + std::to_string(setup.nis.size()) + " NI(s), " + std::to_string(n) +
+                        " worker(s)");
   control.run();
+  systemd::notify_stopping();
   rte_eal_mp_wait_lcore();
   log_info("stopped");
   // The devices first: stopping one frees the frames it still holds, some
@@ -367,6 +372,7 @@ int main(int argc, char** argv) {
   bool check = false;
   app.add_option("-c,--config", config, "configuration file (YAML)")->required();
   app.add_flag("--check", check, "validate the configuration and exit");
+  app.set_version_flag("--version", std::string("lnetr-dataplane ") + LNETR_VERSION);
   CLI11_PARSE(app, argc, argv);
 
   auto setup = lnetr::dp::load_setup(config);

@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
       }
       socket = a == "--socket" ? args[1] : a.substr(std::strlen("--socket="));
       args.erase(args.begin(), args.begin() + (a == "--socket" ? 2 : 1));
+    } else if (a == "--version") {
+      std::cout << "lnetrctl " << LNETR_VERSION << "\n";
+      return kExitOk;
     } else if (a == "--man") {
       std::cout << man_page();
       return kExitOk;

@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"full", "none"}));
   brw_cmd->add_option("--json", brw.json, "also write the result as JSON to this file");
 
+  app.set_version_flag("--version", std::string("lnetr-peer ") + LNETR_VERSION);
   CLI11_PARSE(app, argc, argv);
 
   // Identity.
