@@ -17,6 +17,7 @@ using namespace lnetr::decode;
 
 constexpr const char* kUsage =
     "usage: lnetr-decode [--fields] [--transport] FILE.pcap...\n"
+    "       lnetr-decode --help | --version\n"
     "\n"
     "Prints every LNet PDU found in the captures (tcpdump -w, pcap or pcapng;\n"
     "Ethernet, Linux cooked or raw IP): socklnd connections to port 988 and\n"
@@ -29,6 +30,7 @@ constexpr const char* kUsage =
 
 struct Args {
   bool help = false;
+  bool version = false;
   FormatOptions format;
   std::vector<std::string> files;
 };
@@ -41,6 +43,7 @@ bool parse_args(int argc, char** argv, Args& args) {
     else if (!options_done && a == "--fields") args.format.fields = true;
     else if (!options_done && a == "--transport") args.format.transport = true;
     else if (!options_done && (a == "-h" || a == "--help")) args.help = true;
+    else if (!options_done && a == "--version") args.version = true;
     else if (!options_done && a.size() > 1 && a[0] == '-') {
       std::fprintf(stderr, "lnetr-decode: unknown option %s\n", a.c_str());
       return false;
@@ -48,7 +51,7 @@ bool parse_args(int argc, char** argv, Args& args) {
       args.files.push_back(a);
     }
   }
-  return args.help || !args.files.empty();
+  return args.help || args.version || !args.files.empty();
 }
 
 void emit(PduPrinter& printer, std::vector<Pdu>& pdus) {
@@ -107,6 +110,10 @@ int main(int argc, char** argv) {
   }
   if (args.help) {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (args.version) {
+    std::printf("lnetr-decode %s\n", LNETR_VERSION);
     return 0;
   }
   try {

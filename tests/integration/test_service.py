@@ -33,7 +33,7 @@ OTHER_UID = 64110    # a user in neither group
 def unit_setting(unit, key):
     """The words of `key=` in deploy/systemd/`unit` (all its lines joined)."""
     words = []
-    with open(os.path.join(UNITS, unit)) as f:
+    with open(os.path.join(UNITS, unit + ".in")) as f:
         for line in f:
             k, sep, v = line.strip().partition("=")
             if sep and k == key:
