@@ -39,6 +39,7 @@ int run(const std::string& config_path) {
   }
   for (const auto& w : loaded->warnings) log("warning", w.to_string());
   Service svc(std::move(loaded->config));
+  svc.set_config_path(config_path);
   const config::Config& cfg = svc.config();
   const std::string& shm_name = cfg.dataplane.shm_name.value;
 

@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -17,6 +20,7 @@
 #include "control/metrics.hpp"
 #include "dataplane/systemd.hpp"
 #include "router/forward.hpp"
+#include "router/yaml_tree.hpp"
 
 namespace lnetr::control {
 
@@ -536,7 +540,7 @@ const std::vector<std::string>& Service::commands() {
   static const std::vector<std::string> names = {
       "route show", "route add",  "route del",   "gateway show", "routing show", "set routing", "net show",
       "peer show",  "stats show", "stats reset", "dataplane show", "buffers show", "global show", "set", "export", "import",
-      "ping",
+      "ping", "save",
   };
   return names;
 }
@@ -569,6 +573,7 @@ Json Service::handle(const std::string& command, const Json& args) {
   if (command == "export") return export_config(args);
   if (command == "import") return import_config(args);
   if (command == "ping") return ping(args);
+  if (command == "save") return save(args);
   std::string all;
   for (const auto& c : commands()) all += (all.empty() ? "'" : ", '") + c + "'";
   bad("unknown command '" + command + "': expected one of " + all);
@@ -784,7 +789,7 @@ Json merged_peers(const Json& status, const Placement& placement) {
       continue;
     }
     Json* it = &out[pos->second];
-    for (const char* k : {"send_count", "recv_count", "drop_count"})
+    for (const char* k : {"send_count", "recv_count", "drop_count", "send_bytes", "recv_bytes"})
       (*it)[k] = (*it)[k].get<std::uint64_t>() + p[k].get<std::uint64_t>();
     const auto n = parse_nid(p["nid"].get<std::string>());
     if (n && placement.of(*n, static_cast<std::uint32_t>(status["workers"].size())) == p["cpt"].get<std::uint32_t>())
@@ -1110,6 +1115,124 @@ Json Service::export_config(const Json& args) {
           {"routing", {{"enable", routing.value("enable", 1) == 1 || routing.value("enable", 1) == 3 ? 1 : 0}}},
           {"buffers", {{"tiny", b.tiny.value}, {"small", b.small.value}, {"large", b.large.value}}},
           {"global", {{"health_sensitivity", params_.sensitivity}}}};
+}
+
+namespace {
+
+// A scalar as YAML reads it back: numbers plain, strings double-quoted
+// (JSON's escapes are YAML's).
+std::string yaml_scalar(const Json& v) {
+  if (v.is_string()) return v.dump();
+  if (v.is_boolean()) return v.get<bool>() ? "1" : "0";
+  return v.dump();
+}
+
+// The line `save` writes above what it saved (and drops when it saves again).
+constexpr std::string_view kSavedNote = "# Routes, routing and global tunables in force, saved ";
+
+// `key:` and a mapping of scalars, or a sequence of such mappings, in block
+// style with lnetctl's indentation.
+std::string yaml_section(const std::string& key, const Json& v) {
+  std::string out = key + ":";
+  if (v.is_array()) {
+    if (v.empty()) return out + " []\n";
+    out += "\n";
+    for (const Json& item : v) {
+      bool first = true;
+      for (const auto& [k, x] : item.items()) {
+        out += (first ? "    - " : "      ") + k + ": " + yaml_scalar(x) + "\n";
+        first = false;
+      }
+    }
+    return out;
+  }
+  out += "\n";
+  for (const auto& [k, x] : v.items()) out += "    " + k + ": " + yaml_scalar(x) + "\n";
+  return out;
+}
+
+}  // namespace
+
+// Writes what is in force to the file lnetr-control was started with, so
+// that a restart or reboot keeps it: the file's text stays as it is
+// (comments, the nets, buffers, the dataplane and control sections), but
+// its route, routing and global sections are written anew from the
+// running router.  The result must load, and replaces the file whole
+// (written beside it, then renamed).
+Json Service::save(const Json& args) {
+  only(args, {});
+  if (config_path_.empty()) throw ApiError{ENOENT, "lnetr-control was not started from a configuration file"};
+  std::ifstream in(config_path_);
+  if (!in) throw ApiError{errno ? errno : EIO, "cannot read " + config_path_ + ": " + std::strerror(errno)};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const yaml::Tree tree = yaml::parse(text, "a configuration");
+  if (tree.error || !tree.root || tree.root->kind != yaml::Node::Kind::mapping)
+    throw ApiError{EINVAL, config_path_ + " is not a YAML mapping: not saved"};
+  // Each top-level key's lines: from its line to the next key's.
+  std::vector<std::string> lines;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t nl = text.find('\n', at);
+    lines.push_back(text.substr(at, nl == std::string::npos ? std::string::npos : nl + 1 - at));
+    at = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  std::vector<bool> drop(lines.size(), false);
+  const auto& entries = tree.root->entries;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i + 1 < entries.size() && entries[i + 1].key_mark.line == entries[i].key_mark.line)
+      throw ApiError{EINVAL, config_path_ + " is written in flow style: not saved (write it in block style)"};
+    const std::string& k = entries[i].key;
+    if (k != "route" && k != "routing" && k != "global") continue;
+    const std::size_t from = entries[i].key_mark.line - 1;
+    const std::size_t to = i + 1 < entries.size() ? entries[i + 1].key_mark.line - 1 : lines.size();
+    for (std::size_t l = from; l < to && l < lines.size(); ++l) drop[l] = true;
+  }
+  std::string out;
+  for (std::size_t l = 0; l < lines.size(); ++l)
+    if (!drop[l] && lines[l] != "...\n" && lines[l] != "..." && !lines[l].starts_with(kSavedNote)) out += lines[l];
+  if (!out.empty() && out.back() != '\n') out += '\n';
+
+  const Json running = export_config(Json::object());
+  Json routes = Json::array();
+  {
+    std::lock_guard lock(mu_);
+    if (builder_)
+      for (const Route& r : builder_->routes())
+        routes.push_back({{"net", to_string(r.net)}, {"gateway", to_string(r.gateway)}, {"hop", display_hop(r)},
+                          {"priority", r.priority}});
+  }
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  out += std::string(kSavedNote) + when + " (lnetrctl save).\n";
+  out += yaml_section("route", routes);
+  // Forwarding as `export --backup` gives it: on, or off (also while stopping).
+  out += yaml_section("routing", export_config({{"backup", 1}})["routing"]);
+  out += yaml_section("global", running["global"]);
+
+  const auto loaded = config::load_config(out, config_path_);
+  if (!loaded) {
+    std::string why;
+    for (const auto& e : loaded.error()) why += (why.empty() ? "" : "; ") + e.to_string();
+    throw ApiError{EINVAL, "the configuration in force does not load back, not saved: " + why};
+  }
+  const std::string tmp = config_path_ + ".saving";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << out;
+    f.flush();
+    if (!f) throw ApiError{EIO, "cannot write " + tmp + ": " + std::strerror(errno)};
+  }
+  if (std::rename(tmp.c_str(), config_path_.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    throw ApiError{e, "cannot replace " + config_path_ + ": " + std::strerror(e)};
+  }
+  log("info", "configuration in force saved to " + config_path_);
+  return {{"saved", config_path_}};
 }
 
 // An lnetctl-style YAML document (e.g. what `lnetctl export` wrote): its
@@ -1486,6 +1609,7 @@ void Service::collect(Families& f) {
     // set per client).
     struct NetPeers {
       double peers = 0, down = 0, tx_min = 0, rtr_min = 0;
+      double sent = 0, received = 0, sent_bytes = 0, received_bytes = 0;
       bool any = false;
     };
     std::map<std::string, NetPeers> per_net;
@@ -1496,6 +1620,10 @@ void Service::collect(Families& f) {
       NetPeers& n = per_net[nid.substr(nid.find('@') + 1)];
       n.peers += 1;
       n.down += p["state"] == "up" ? 0 : 1;
+      n.sent += p["send_count"].get<double>();
+      n.received += p["recv_count"].get<double>();
+      n.sent_bytes += p["send_bytes"].get<double>();
+      n.received_bytes += p["recv_bytes"].get<double>();
       n.tx_min = n.any ? std::min(n.tx_min, p["min_tx_credits"].get<double>()) : p["min_tx_credits"].get<double>();
       n.rtr_min = n.any ? std::min(n.rtr_min, p["min_rtr_credits"].get<double>()) : p["min_rtr_credits"].get<double>();
       n.any = true;
@@ -1506,6 +1634,12 @@ void Service::collect(Families& f) {
       f.gauge("lnetr_net_peers", "Peers the router knows on the net (each counted once, whichever CPTs see it)", l,
               n.peers);
       f.gauge("lnetr_net_peers_down", "Of those, peers considered down (all their connections failed)", l, n.down);
+      f.counter("lnetr_net_sent_messages_total",
+                "Messages sent to the net's peers (forwarded ones, and the router's own replies and pings)", l, n.sent);
+      f.counter("lnetr_net_sent_bytes_total", "Payload bytes of those messages", l, n.sent_bytes);
+      f.counter("lnetr_net_received_messages_total",
+                "Messages received from the net's peers (to forward, or for the router itself)", l, n.received);
+      f.counter("lnetr_net_received_bytes_total", "Payload bytes of those messages", l, n.received_bytes);
       f.gauge("lnetr_net_peer_tx_credits_min",
               "Lowest transmit credits any peer of the net has reached; at or below 0 a peer was a bottleneck", l,
               n.tx_min);

@@ -51,6 +51,8 @@ class Service {
   Service& operator=(const Service&) = delete;
 
   const config::Config& config() const noexcept { return cfg_; }
+  // The file the configuration came from: `save` writes there.
+  void set_config_path(std::string path) { config_path_ = std::move(path); }
 
   // Health loop.  attach(): take over a dataplane's region (publishing the
   // route table, or adopting the one a previous lnetr-control published);
@@ -101,6 +103,7 @@ class Service {
   Json set_tunable(const Json& args);
   Json export_config(const Json& args);
   Json import_config(const Json& args);
+  Json save(const Json& args);
   Json ping(const Json& args);
 
   // Under the lock: the route table changed; publish it (if attached).
@@ -114,6 +117,7 @@ class Service {
   std::uint64_t stats_base_incarnation_ = 0;
   mutable std::mutex mu_;
   config::Config cfg_;
+  std::string config_path_;
   HealthParams params_;
   Placement placement_;  // which worker owns a peer (nets on DPDK ports are pinned)
   std::size_t metrics_peers_ = 100;  // control.metrics_peers

@@ -62,5 +62,18 @@ int main(int argc, char** argv) {
   }
   Context ctx{Client(socket), std::cout, std::cerr, ::isatty(STDOUT_FILENO) == 1};
   if (args.empty()) return run_shell(ctx);
+  // As a login shell, a command comes as `-c "COMMAND"` (ssh admin@router 'route show').
+  if (args[0] == "-c") {
+    if (args.size() != 2) {
+      std::cerr << "lnetrctl: -c: expected one command line\n";
+      return kExitUsage;
+    }
+    const Split s = split_line(args[1]);
+    if (!s.ok || s.words.empty()) {
+      std::cerr << "lnetrctl: -c: " << (s.ok ? "empty command" : "unterminated quote") << "\n";
+      return kExitUsage;
+    }
+    return run_command(s.words, ctx);
+  }
   return run_command(args, ctx);
 }

@@ -1,9 +1,12 @@
 #include "cli/lnetrctl/shell.hpp"
 
 #include <editline/readline.h>
+#include <grp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -179,6 +182,17 @@ std::vector<std::string> completions(const std::string& before, const std::vecto
   return {out.begin(), out.end()};
 }
 
+bool may_use_system_shell() {
+  if (::getuid() == 0) return true;
+  const struct group* g = ::getgrnam("sudo");
+  if (g == nullptr) return false;
+  std::vector<gid_t> groups(static_cast<std::size_t>(std::max(::getgroups(0, nullptr), 0)));
+  const int n = ::getgroups(static_cast<int>(groups.size()), groups.data());
+  for (int i = 0; i < n; ++i)
+    if (groups[static_cast<std::size_t>(i)] == g->gr_gid) return true;
+  return ::getgid() == g->gr_gid;
+}
+
 int run_shell(Context& ctx) {
   g_ctx = &ctx;
   rl_readline_name = "lnetrctl";
@@ -205,6 +219,20 @@ int run_shell(Context& ctx) {
       continue;
     }
     const std::string& first = s.words[0];
+    if (first == "shell") {
+      // The way out to a system shell, for privileged users only: the
+      // shell is an operator's login shell on the appliance.
+      if (!may_use_system_shell()) {
+        ctx.err << "lnetrctl: shell: not permitted: a system shell is for root and members of group sudo\n";
+        ctx.err.flush();
+        continue;
+      }
+      if (!hist.empty()) write_history(hist.c_str());
+      ctx.out.flush();
+      ::execl("/bin/bash", "-bash", static_cast<char*>(nullptr));
+      ctx.err << "lnetrctl: shell: cannot run /bin/bash: " << std::strerror(errno) << "\n";
+      continue;
+    }
     if (first == "exit" || first == "quit") {
       rc = kExitOk;
       break;
@@ -213,7 +241,9 @@ int run_shell(Context& ctx) {
       const std::vector<std::string> words(s.words.begin() + 1, s.words.end());
       const std::string text = help_text(words);
       ctx.out << (text.empty() ? "no such command: 'help' lists them\n" : text);
-      if (words.empty()) ctx.out << "help [OBJECT [ACTION]]\n    this help, or one command's\nexit, quit\n    leave the shell\n";
+      if (words.empty())
+        ctx.out << "help [OBJECT [ACTION]]\n    this help, or one command's\nexit, quit\n    leave the shell\n"
+                   "shell\n    a system shell (root and members of group sudo only)\n";
       ctx.out.flush();
       continue;
     }

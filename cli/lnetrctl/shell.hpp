@@ -1,8 +1,8 @@
 // lnetrctl's interactive shell (no command given): a prompt with history
 // (~/.lnetrctl_history) and tab completion of verbs, flags and the NIDs
 // lnetr-control knows, on libedit (BSD licence).  Each line runs as a
-// command line would; `help [object [action]]`, `exit` and `quit` are the
-// shell's own.
+// command line would; `help [object [action]]`, `exit`, `quit` and `shell`
+// are the shell's own.
 #pragma once
 
 #include <string>
@@ -13,6 +13,10 @@
 namespace lnetr::lnetrctl {
 
 int run_shell(Context& ctx);
+
+// Whether the shell's `shell` may start a system shell: root, or a member
+// of group sudo (Debian's administrators).
+bool may_use_system_shell();
 
 // A line split as a shell would split it: whitespace between words, single
 // or double quotes around one word, backslash escapes the next character.

@@ -90,6 +90,9 @@ std::vector<VerbSpec> make_verbs() {
       {"export", "", "the running configuration as lnetctl YAML (to FILE, or standard output)",
        {{"--backup", "backup", ValueKind::none, "only what recreates the configuration (no state)"}},
        {{"FILE", ValueKind::file, "where to write it", false, false}}, true},
+      {"save", "", "write the routes, routing and global tunables in force into lnetr-control's configuration "
+                   "file (/etc/lnetr/lnetr.yaml), so that they survive a restart",
+       {}, {}, false},
       {"top", "", "live forwarding rates per net and per peer, refreshed in place (q or Ctrl-C quits)",
        {{"--interval", "", ValueKind::seconds, "seconds between refreshes (default 1)"},
         {"--count", "", ValueKind::integer, "stop after this many refreshes (default: until quit)", false, 1, 1000000},
@@ -462,6 +465,16 @@ int dispatch(Context& ctx, const Parsed& p) {
   if (v.object == "import") return import_file(ctx, p);
   if (v.object == "export") return export_config(ctx, p);
   if (v.object == "top") return top(ctx, p);
+  if (v.object == "save") {
+    try {
+      const Json data = ctx.client.call("save", args_of(p));
+      ctx.out << "saved to " << data.value("saved", std::string("?")) << "\n";
+      ctx.out.flush();
+    } catch (const CallError& e) {
+      return fail(ctx, v, e);
+    }
+    return kExitOk;
+  }
   try {
     const Json data = ctx.client.call(v.words(), args_of(p));
     if (v.prints) print(ctx, data, p.json);

@@ -9,6 +9,7 @@ interactive shell driven through a real pseudo-terminal.
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -376,6 +377,72 @@ class Errors(LnetrctlTestCase):
 
 
 class Shell(LnetrctlTestCase):
+
+    def test_save_writes_what_is_in_force_and_a_restart_keeps_it(self):
+        with open(self.router.config) as f:
+            original = f.read()
+        # What runs now differs from the file: a route, forwarding off,
+        # a tunable.
+        self.assertEqual(self.cli("route", "add", "--net", "tcp7", "--gateway", self.topo.b_nid, "--hop", "2",
+                                  "--priority", "3")[0], 0)
+        self.assertEqual(self.cli("set", "health_sensitivity", "50")[0], 0)
+        self.assertEqual(self.cli("set", "routing", "0")[0], 0)
+        ro = self.router.api_sock[:-len(".sock")] + "-ro.sock"
+        cp = self.topo.host("r").run([lnetrctl_binary(), "--socket", ro, "save"])
+        self.assertNotEqual(cp.returncode, 0)
+        self.assertIn("read-only socket", cp.stderr)
+        rc, out, err = self.cli("save")
+        self.assertEqual((rc, out), (0, "saved to %s\n" % self.router.config), err)
+        with open(self.router.config) as f:
+            saved = f.read()
+        # Everything else kept as written (the nets, buffers, dataplane and
+        # control sections, comments); the three sections in force.
+        head = original.split("routing:\n")[0]
+        self.assertTrue(saved.startswith(head), saved)
+        self.assertIn("dataplane:\n", saved)
+        self.assertIn("control:\n", saved)
+        doc = parse_yaml(saved)
+        self.assertEqual(doc["route"], [{"net": "tcp7", "gateway": self.topo.b_nid, "hop": 2, "priority": 3}])
+        self.assertEqual(doc["routing"], {"enable": 0})
+        self.assertEqual(doc["global"]["health_sensitivity"], 50)
+        # A restarted lnetr-control on a restarted dataplane: the same.
+        self.ctl.stop()
+        self.router.proc.stop()
+        err = self.router.start(self.procs)
+        self.assertIsNone(err)
+        self.ctl, err = self.router.start_control(self.procs)
+        self.assertIsNone(err)
+        routes = self.routes()
+        self.assertEqual(set(routes), {("tcp7", self.topo.b_nid)})
+        self.assertEqual(routes[("tcp7", self.topo.b_nid)]["hop"], 2)
+        self.assertEqual(self.yaml("global", "show")["global"]["health_sensitivity"], 50)
+        self.assertEqual(self.yaml("routing", "show")["routing"][2]["enable"], 0)
+        # Saved twice, the file is the same but for the time.
+        self.assertEqual(self.cli("save")[0], 0)
+        with open(self.router.config) as f:
+            again = f.read()
+        strip = lambda t: re.sub(r"saved \S+ \(", "saved (", t)
+        self.assertEqual(strip(again), strip(saved))
+
+    def test_as_a_login_shell(self):
+        # ssh admin@router 'route show' runs the shell with -c.
+        rc, out, err = self.cli("-c", "route show --json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out), {"route": []})
+        rc, out, err = self.cli("-c", "route 'show")
+        self.assertEqual(rc, 2)
+        self.assertIn("unterminated quote", err)
+        # The way out to a system shell: refused to a user outside group sudo.
+        cp = subprocess.run(["ip", "netns", "exec", self.topo.ns["r"], "setpriv", "--reuid=65534", "--regid=65534",
+                             "--clear-groups", lnetrctl_binary(), "--socket", self.router.api_sock],
+                            input="shell\nexit\n", capture_output=True, text=True, timeout=30)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn("shell: not permitted", cp.stderr)
+        # Root gets one.
+        cp = subprocess.run(["ip", "netns", "exec", self.topo.ns["r"], lnetrctl_binary(), "--socket",
+                             self.router.api_sock], input="shell\necho from-bash-$((6*7))\n",
+                            capture_output=True, text=True, timeout=30)
+        self.assertIn("from-bash-42", cp.stdout)
 
     def test_a_session_completes_a_verb_and_runs_it(self):
         home = os.path.join(self.dir, "home")
