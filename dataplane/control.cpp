@@ -593,6 +593,7 @@ std::string Control::status() {
       j.key("rtr_q_num_of_buf").value(static_cast<std::uint64_t>(p.rtr_wait.count));
       j.key("send_count").value(p.send_count.get()).key("recv_count").value(p.recv_count.get());
       j.key("drop_count").value(p.drop_count.get());
+      j.key("send_bytes").value(p.send_bytes.get()).key("recv_bytes").value(p.recv_bytes.get());
       j.end_object();
     });
   }

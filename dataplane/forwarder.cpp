@@ -480,6 +480,7 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
       src.gateway->heard.store(src.gateway->heard.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   ++src.recv_count;
+  src.recv_bytes += rx.hdr.payload_length;
   note_ping(rx);
   switch (v.what) {
     case Disposition::reject:
@@ -897,6 +898,7 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
                                    std::memory_order_relaxed);
   if (status == 0) {
     ++p.send_count;
+    p.send_bytes += m->rx.hdr.payload_length;
     counters().route_count.add();
     counters().route_length.add(m->rx.hdr.payload_length);
   } else {

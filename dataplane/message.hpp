@@ -125,6 +125,7 @@ struct PeerNi {
   // pings (shm/abi.hpp): its `down` flag follows this peer's connections.
   shm::GatewayShm* gateway = nullptr;
   Relaxed<std::uint64_t> send_count = 0, recv_count = 0, drop_count = 0;
+  Relaxed<std::uint64_t> send_bytes = 0, recv_bytes = 0;  // payload bytes of those messages
   std::uint64_t tx_queued_bytes = 0;
 };
 

@@ -474,6 +474,12 @@ class Metrics(GatewayTestCase):
         self.assertGreaterEqual(sum(values("lnetr_forwarded_bytes_total")), 4096 * res["ops"])
         self.assertEqual(sum(values("lnetr_dropped_messages_total")), 0)
         self.assertEqual(len(values("lnetr_dropped_messages_total")), len(self.status("r")["drops"]))
+        # By net: A's PUTs came in on tcp and left on tcp1 (to the gateways).
+        self.assertGreaterEqual(one("lnetr_net_received_messages_total", net="tcp"), res["ops"])
+        self.assertGreaterEqual(one("lnetr_net_received_bytes_total", net="tcp"), 4096 * res["ops"])
+        self.assertGreaterEqual(one("lnetr_net_sent_messages_total", net="tcp1"), res["ops"])
+        self.assertGreaterEqual(one("lnetr_net_sent_bytes_total", net="tcp1"), 4096 * res["ops"])
+        self.assertLess(one("lnetr_net_sent_bytes_total", net="tcp"), 4096 * res["ops"])  # ACKs: no payload
         for g in (self.g1, self.g2):
             self.assertEqual(one("lnetr_gateway_up", gateway=g), 1)
             self.assertEqual(one("lnetr_gateway_health", gateway=g), 1000)
