@@ -3,7 +3,7 @@ systemd-boot), for tests/vm/test_appliance.py.
 
     with Appliance(disk, run_dir, netns="...", nics=["tapa", "tapb"], extra_disks=[...]) as vm:
         vm.console.expect("lnetr login: ")       # ttyS0: the serial console
-        rc, out = vm.root("systemctl is-active lnetr.target")   # ttyS1: test-only root shell
+        rc, out = vm.root("systemctl is-active lnetr.target")   # hvc0: test-only root shell
 
 The disk is used through a qcow2 overlay (the built image stays as it was);
 reboots happen inside the one qemu process, so the firmware and the boot
@@ -26,8 +26,9 @@ class SerialPort:
     """A qemu serial port on a Unix socket: everything it printed, and
     expect/send on it."""
 
-    def __init__(self, path, log_path, timeout=60):
+    def __init__(self, path, log_path, timeout=60, typing=False):
         self.path = path
+        self.typing = typing
         self.buf = ""
         self.pos = 0  # expect() consumed up to here
         self.lock = threading.Condition()
@@ -73,7 +74,13 @@ class SerialPort:
         self.log.close()
 
     def send(self, text):
-        self.sock.sendall(text.encode())
+        data = text.encode()
+        if not self.typing:
+            self.sock.sendall(data)
+            return
+        for i in range(0, len(data), 8):
+            self.sock.sendall(data[i:i + 8])
+            time.sleep(0.03)
 
     def expect(self, pattern, timeout=120):
         """Wait for `pattern` (a regex) after what earlier expects
@@ -120,16 +127,21 @@ class Appliance:
         for i, tap in enumerate(nics):
             argv += ["-netdev", "tap,id=n%d,ifname=%s,script=no,downscript=no" % (i, tap),
                      "-device", "virtio-net-pci,netdev=n%d,mac=%s" % (i, self.mac(i))]
-        for i in range(2):
-            argv += ["-chardev", "socket,id=s%d,path=%s,server=on,wait=off" % (i, self.serial_path(i)),
-                     "-serial", "chardev:s%d" % i]
+        # ttyS0, a 16550 UART: the serial console.  hvc0, a virtio
+        # console: the test's root shell (flow-controlled end to end).
+        argv += ["-chardev", "socket,id=s0,path=%s,server=on,wait=off" % self.serial_path(0), "-serial", "chardev:s0",
+                 "-device", "virtio-serial-pci",
+                 "-chardev", "socket,id=s1,path=%s,server=on,wait=off" % self.serial_path(1),
+                 "-device", "virtconsole,chardev=s1"]
         if netns:
             argv = ["ip", "netns", "exec", netns] + argv
         with open(os.path.join(run_dir, "qemu.argv"), "w") as f:
             f.write(" ".join(argv) + "\n")
         self.qemu_log = open(os.path.join(run_dir, "qemu.log"), "w")
         self.proc = subprocess.Popen(argv, stdout=self.qemu_log, stderr=subprocess.STDOUT)
-        self.console = SerialPort(self.serial_path(0), os.path.join(run_dir, "console.log"))
+        # A UART loses what arrives faster than an emulated CPU drains it:
+        # what is typed there goes a few characters at a time.
+        self.console = SerialPort(self.serial_path(0), os.path.join(run_dir, "console.log"), typing=True)
         self.test = SerialPort(self.serial_path(1), os.path.join(run_dir, "test-console.log"))
         self.boots = 0
         self.shell_ready = False
@@ -139,7 +151,7 @@ class Appliance:
         return "52:54:00:4c:4e:%02x" % (i + 1)
 
     def serial_path(self, i):
-        return os.path.join(self.run_dir, "ttyS%d" % i)
+        return os.path.join(self.run_dir, ("ttyS0", "hvc0")[i])
 
     def __enter__(self):
         return self
@@ -175,7 +187,9 @@ class Appliance:
                 if time.monotonic() > end:
                     raise
         # No echo, colours or pagers: output is what commands print.
-        self.test.send("stty -echo; export TERM=dumb SYSTEMD_PAGER= SYSTEMD_COLORS=0; PS1='# '; "
+        # No prompt either: its "# " would land in a command's output
+        # whenever it comes after skip() rather than before.
+        self.test.send("stty -echo; export TERM=dumb SYSTEMD_PAGER= SYSTEMD_COLORS=0; PS1=''; PS2=''; "
                        "bind 'set enable-bracketed-paste off' 2>/dev/null\n")
         time.sleep(1)
         self.test.skip()
@@ -189,10 +203,7 @@ class Appliance:
         self.test.skip()
         self.test.send("{ %s ; } 2>&1; echo %s$?__\n" % (cmd, tag))
         m = self.test.expect(r"(?s)(.*?)%s(\d+)__" % re.escape(tag), timeout)
-        out = m.group(1)
-        if out.startswith("# "):
-            out = out[2:]
-        return int(m.group(2)), out.strip("\n")
+        return int(m.group(2)), m.group(1).replace("\x1b[?2004l", "").replace("\x1b[?2004h", "").strip("\n")
 
     def reboot(self):
         """systemctl reboot from the test console (its shell goes away)."""

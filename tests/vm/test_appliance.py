@@ -62,7 +62,7 @@ dataplane:
     cores: [1]
     main_core: 0
     poll: adaptive
-    hugepages: no
+    hugepages: yes
     memory_mb: 256
     control_socket: /run/lnetr/dataplane.sock
     alive_router_check_interval: 5
@@ -89,6 +89,10 @@ def network_overlay(path, topo):
     drop = Path(path) / "etc" / "systemd" / "system" / "lnetr-healthy.service.d"
     drop.mkdir(parents=True)
     (drop / "timeout.conf").write_text("[Service]\nEnvironment=LNETR_HEALTH_TIMEOUT=45\n")
+    # The fault requests (a stalled worker), for the watchdog's test.
+    drop = Path(path) / "etc" / "systemd" / "system" / "lnetr-dataplane.service.d"
+    drop.mkdir(parents=True)
+    (drop / "test-faults.conf").write_text("[Service]\nEnvironment=LNETR_TEST_FAULTS=1\n")
 
 
 def build_image(version, out, topo, overlay, broken=False):
@@ -97,7 +101,10 @@ def build_image(version, out, topo, overlay, broken=False):
     if version == 1:
         cfg = Path(out) / "lnetr.yaml"
         cfg.write_text(CONFIG)
-        argv += ["--config", str(cfg), "--admin-password", ADMIN_PASSWORD]
+        # DPDK's memory in hugepages and the worker's core (1) kept from
+        # the rest of the system, on the kernel command line; updates keep them.
+        argv += ["--config", str(cfg), "--admin-password", ADMIN_PASSWORD,
+                 "--kernel-args", "hugepages=192 isolcpus=1"]
     if broken:
         argv.append("--broken")
     cp = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
@@ -171,6 +178,17 @@ class Appliance4Boots(unittest.TestCase):
             self.assertLess(time.monotonic(), end, "%s never succeeded: %s" % (cmd, out))
             time.sleep(2)
 
+    def assert_kernel_args(self, vm):
+        """Hugepages reserved and core 1 isolated by the kernel command
+        line; the dataplane's memory in hugepages."""
+        self.assertIn("hugepages=192 isolcpus=1", self.assert_root(vm, "cat /proc/cmdline"))
+        self.assertEqual(self.assert_root(vm, "cat /sys/devices/system/cpu/isolated").strip(), "1")
+        meminfo = self.assert_root(vm, "grep -E 'HugePages_(Total|Free)' /proc/meminfo")
+        total = int(re.search(r"HugePages_Total:\s+(\d+)", meminfo).group(1))
+        free = int(re.search(r"HugePages_Free:\s+(\d+)", meminfo).group(1))
+        self.assertEqual(total, 192)
+        self.assertLess(free, total, "the dataplane uses no hugepage")
+
     def test_boot_route_monitor_login_save_update_fallback(self):
         run_dir = self.out / "qemu"
         with Appliance(self.disk, str(run_dir), netns=self.topo.ns["r"], nics=["tapa", "tapb"],
@@ -190,6 +208,7 @@ class Appliance4Boots(unittest.TestCase):
                 caps = self.assert_root(vm, "grep CapEff /proc/%s/status" % pid)
                 want = "0000008000807400" if unit == "lnetr-dataplane" else "0000000000000000"
                 self.assertIn(want, caps, unit)
+            self.assert_kernel_args(vm)
             # Logs are in the journal with severities.
             self.assertIn("forwarding with", self.assert_root(
                 vm, "journalctl -u lnetr-dataplane -p info --no-pager -o cat | tail -n 50"))
@@ -246,6 +265,7 @@ class Appliance4Boots(unittest.TestCase):
             self.assertIn("lnetr.slot=b lnetr.version=2", self.assert_root(vm, "cat /proc/cmdline"))
             self.wait_for(vm, "systemctl is-active lnetr-healthy", 180)
             self.wait_for(vm, "test -e /boot/efi/loader/entries/lnetr-2.conf", 60)
+            self.assert_kernel_args(vm)
             # The route saved from the shell survived the reboot and the update.
             self.wait_for(vm, "lnetrctl route show | grep -q tcp9", 60)
             out = self.assert_root(vm, "lnetr-update --tries 1 /dev/vdc", timeout=600)
@@ -266,6 +286,28 @@ class Appliance4Boots(unittest.TestCase):
             self.assertEqual(sorted(entries), ["lnetr-2.conf", "lnetr-3+0-1.conf"])
             self.wait_for(vm, "systemctl is-active lnetr-dataplane lnetr-control", 180)
             self.assertEqual(vm.boots, 4)
+
+            # A stuck worker: the watchdog (WatchdogSec=10) is no longer
+            # fed, systemd restarts the dataplane, and it routes again.
+            restarts = int(self.assert_root(vm, "systemctl show -P NRestarts lnetr-dataplane").strip())
+            self.assertIn("stalled", self.assert_root(
+                vm, "echo 'fault stall 0 120' | socat -t 5 - UNIX-CONNECT:/run/lnetr/dataplane.sock"))
+            self.wait_for(vm, "test $(systemctl show -P NRestarts lnetr-dataplane) -gt %d" % restarts, 90)
+            self.assertIn("Watchdog timeout", self.assert_root(
+                vm, "journalctl -u lnetr-dataplane --no-pager -o cat | grep -i watchdog"))
+            self.wait_for(vm, "systemctl is-active lnetr-dataplane", 120)
+            b = self.procs.start([peer_binary(), "--nid", self.topo.nid("b")] + self.topo.peer_options("b", 5) +
+                                 ["server"], host=self.topo.host("b"))
+            self.assertTrue(b.wait_stderr("serving", timeout=10), b.stderr_so_far)
+            end = time.monotonic() + 90
+            while True:  # the peers' gateway checks see the router again
+                rc, doc, cp = self.peer("a", ["put", self.topo.b_nid, "--size", "4096", "--count", "5",
+                                              "--timeout", "10"])
+                if rc == 0 or time.monotonic() > end:
+                    break
+                time.sleep(3)
+            self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+            b.stop()
 
 
 if __name__ == "__main__":
