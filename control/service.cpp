@@ -1,6 +1,8 @@
 #include "control/service.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -1185,7 +1188,16 @@ Json Service::save(const Json& args) {
     const std::string& k = entries[i].key;
     if (k != "route" && k != "routing" && k != "global") continue;
     const std::size_t from = entries[i].key_mark.line - 1;
-    const std::size_t to = i + 1 < entries.size() ? entries[i + 1].key_mark.line - 1 : lines.size();
+    std::size_t to = i + 1 < entries.size() ? entries[i + 1].key_mark.line - 1 : lines.size();
+    // Comments and blank lines just above the next key belong to it.
+    auto comment_or_blank = [](const std::string& line) {
+      const std::size_t at = line.find_first_not_of(" \t\r\n");
+      return at == std::string::npos || line[at] == '#';
+    };
+    if (i + 1 < entries.size())
+      while (to > from + 1 && to <= lines.size() && comment_or_blank(lines[to - 1]) &&
+             !lines[to - 1].starts_with(kSavedNote))
+        --to;
     for (std::size_t l = from; l < to && l < lines.size(); ++l) drop[l] = true;
   }
   std::string out;
@@ -1219,17 +1231,39 @@ Json Service::save(const Json& args) {
     for (const auto& e : loaded.error()) why += (why.empty() ? "" : "; ") + e.to_string();
     throw ApiError{EINVAL, "the configuration in force does not load back, not saved: " + why};
   }
-  const std::string tmp = config_path_ + ".saving";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << out;
-    f.flush();
-    if (!f) throw ApiError{EIO, "cannot write " + tmp + ": " + std::strerror(errno)};
+  // One save at a time (each API client has its own thread); written
+  // whole and synced beside the file, with its mode and group, then
+  // renamed over it and the directory synced: a power cut leaves the old
+  // file or the new one.
+  std::lock_guard saving(save_mu_);
+  std::string tmp = config_path_ + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) throw ApiError{errno, "cannot write beside " + config_path_ + ": " + std::strerror(errno)};
+  struct stat st {};
+  bool ok = ::stat(config_path_.c_str(), &st) == 0;
+  ok = ok && ::fchmod(fd, st.st_mode & 07777) == 0;
+  // The file's group too, where we may give it (else it keeps ours).
+  if (ok) static_cast<void>(::fchown(fd, static_cast<uid_t>(-1), st.st_gid));
+  std::size_t done = 0;
+  while (ok && done < out.size()) {
+    const ssize_t n = ::write(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<std::size_t>(n);
   }
-  if (std::rename(tmp.c_str(), config_path_.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    throw ApiError{e, "cannot replace " + config_path_ + ": " + std::strerror(e)};
+  ok = ok && ::fsync(fd) == 0;
+  const int e = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), config_path_.c_str()) != 0) {
+    const int why = ok ? errno : (e ? e : EIO);
+    ::unlink(tmp.c_str());
+    throw ApiError{why, "cannot replace " + config_path_ + ": " + std::strerror(why)};
+  }
+  const std::string dir = std::filesystem::path(config_path_).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
   log("info", "configuration in force saved to " + config_path_);
   return {{"saved", config_path_}};

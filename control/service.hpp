@@ -118,6 +118,7 @@ class Service {
   mutable std::mutex mu_;
   config::Config cfg_;
   std::string config_path_;
+  std::mutex save_mu_;  // one save at a time
   HealthParams params_;
   Placement placement_;  // which worker owns a peer (nets on DPDK ports are pinned)
   std::size_t metrics_peers_ = 100;  // control.metrics_peers

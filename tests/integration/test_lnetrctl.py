@@ -391,10 +391,19 @@ class Shell(LnetrctlTestCase):
         cp = self.topo.host("r").run([lnetrctl_binary(), "--socket", ro, "save"])
         self.assertNotEqual(cp.returncode, 0)
         self.assertIn("read-only socket", cp.stderr)
+        # A comment just above a section after one save rewrites stays with it.
+        assert "\nbuffers:\n" in original
+        original = original.replace("\nbuffers:\n", "\n# about the buffers\nbuffers:\n")
+        with open(self.router.config, "w") as f:
+            f.write(original)
+        os.chmod(self.router.config, 0o640)
         rc, out, err = self.cli("save")
         self.assertEqual((rc, out), (0, "saved to %s\n" % self.router.config), err)
         with open(self.router.config) as f:
             saved = f.read()
+        self.assertIn("\n# about the buffers\nbuffers:\n", saved)
+        self.assertEqual(os.stat(self.router.config).st_mode & 0o777, 0o640)  # its mode kept
+        self.assertEqual([n for n in os.listdir(self.dir) if n.startswith("lnetr.yaml.")], [])
         # Everything else kept as written (the nets, buffers, dataplane and
         # control sections, comments); the three sections in force.
         head = original.split("routing:\n")[0]
