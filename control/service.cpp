@@ -1205,24 +1205,18 @@ Json Service::save(const Json& args) {
     if (!drop[l] && lines[l] != "...\n" && lines[l] != "..." && !lines[l].starts_with(kSavedNote)) out += lines[l];
   if (!out.empty() && out.back() != '\n') out += '\n';
 
+  // Routes and forwarding as `export --backup` gives them (forwarding off
+  // also while stopping); the global tunables as `export` shows them.
+  const Json backup = export_config({{"backup", 1}});
   const Json running = export_config(Json::object());
-  Json routes = Json::array();
-  {
-    std::lock_guard lock(mu_);
-    if (builder_)
-      for (const Route& r : builder_->routes())
-        routes.push_back({{"net", to_string(r.net)}, {"gateway", to_string(r.gateway)}, {"hop", display_hop(r)},
-                          {"priority", r.priority}});
-  }
   char when[32];
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
   out += std::string(kSavedNote) + when + " (lnetrctl save).\n";
-  out += yaml_section("route", routes);
-  // Forwarding as `export --backup` gives it: on, or off (also while stopping).
-  out += yaml_section("routing", export_config({{"backup", 1}})["routing"]);
+  out += yaml_section("route", backup["route"]);
+  out += yaml_section("routing", backup["routing"]);
   out += yaml_section("global", running["global"]);
 
   const auto loaded = config::load_config(out, config_path_);

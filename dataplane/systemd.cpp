@@ -80,10 +80,7 @@ void ProgressWatchdog::tick(Clock::time_point now) {
       stalled_(i);
     }
   }
-  if (all) {
-    send_();
-    ++fed_;
-  }
+  if (all) send_();
 }
 
 }  // namespace lnetr::systemd

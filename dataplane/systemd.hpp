@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -47,7 +46,6 @@ class ProgressWatchdog {
   bool enabled() const noexcept { return period_.count() > 0; }
   // Called often (every 100 ms or so); checks when the half period is up.
   void tick(Clock::time_point now);
-  std::uint64_t fed() const noexcept { return fed_; }
 
  private:
   std::chrono::microseconds period_;
@@ -58,7 +56,6 @@ class ProgressWatchdog {
   std::vector<bool> reported_;
   Clock::time_point next_{};
   bool started_ = false;
-  std::uint64_t fed_ = 0;
 };
 
 }  // namespace lnetr::systemd
