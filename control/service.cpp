@@ -939,12 +939,14 @@ Json Service::dataplane_show(const Json& args) {
   const Json st = dataplane("status");
   Json workers = Json::array();
   for (const Json& w : st["workers"]) {
-    const auto loops = w["loops"].get<std::uint64_t>(), busy = w["busy_loops"].get<std::uint64_t>();
+    const auto cycles = w["cycles"].get<std::uint64_t>(), busy = w["busy_cycles"].get<std::uint64_t>();
     workers.push_back({{"cpt", w["cpt"]},
                        {"core", w["core"]},
-                       {"busy_ratio", loops ? static_cast<double>(busy) / static_cast<double>(loops) : 0.0},
-                       {"loops", loops},
-                       {"busy_loops", busy},
+                       {"busy_ratio", cycles ? static_cast<double>(busy) / static_cast<double>(cycles) : 0.0},
+                       {"loops", w["loops"]},
+                       {"busy_loops", w["busy_loops"]},
+                       {"cycles", cycles},
+                       {"busy_cycles", busy},
                        {"ring_size", w["ring_size"]},
                        {"ring_backlog", w["ring_backlog"]},
                        {"conns_opened", w["conns_opened"]},
@@ -1534,10 +1536,12 @@ void Service::collect(Families& f) {
       }
       const std::uint32_t n = region.header().n_workers;
       const std::uint64_t inc = region.header().incarnation;
-      if (inc != last_loops_incarnation_ || last_loops_.size() != n) {
-        last_loops_.assign(n, {0, 0});
-        last_loops_incarnation_ = inc;
+      if (inc != last_cycles_incarnation_ || last_cycles_.size() != n) {
+        last_cycles_.assign(n, {0, 0});
+        last_cycles_incarnation_ = inc;
       }
+      f.gauge("lnetr_worker_tsc_hz", "Rate of the time-stamp counter that lnetr_worker_cycles_total counts", {},
+              static_cast<double>(region.header().tsc_hz));
       std::array<double, kDropReasonCount> drops{};
       double drop_bytes = 0;
       for (std::uint32_t w = 0; w < n; ++w) {
@@ -1564,6 +1568,13 @@ void Service::collect(Families& f) {
                   l, static_cast<double>(c.ring_waits.get()));
         f.counter("lnetr_worker_loops_total", "Iterations of the worker's poll loop", l,
                   static_cast<double>(c.loops.get()));
+        f.counter("lnetr_worker_cycles_total",
+                  "TSC cycles the worker's poll loop has run, sleeping included (lnetr_worker_tsc_hz per second)", l,
+                  static_cast<double>(c.cycles.get()));
+        f.counter("lnetr_worker_busy_cycles_total",
+                  "TSC cycles of the worker's loop iterations that found work; over lnetr_forwarded_messages_total, "
+                  "what a forwarded message costs the core",
+                  l, static_cast<double>(c.busy_cycles.get()));
         f.counter("lnetr_bytes_copied_total",
                   "Bytes the worker copied on DPDK ports: received payload into socklnd's buffers, sent bytes into "
                   "TCP send queues and frames into mbufs (kernel-socket nets are not counted)",
@@ -1576,13 +1587,14 @@ void Service::collect(Families& f) {
                   "Payload bytes the worker received on DPDK ports and left in the frames they arrived in, not "
                   "copied (zero copy: sent on from there)",
                   l, static_cast<double>(c.rx_bytes_referenced.get()));
-        const std::uint64_t loops = c.loops.get(), busy = c.busy_loops.get();
-        const auto [last_loops, last_busy] = last_loops_[w];
-        const double ratio = loops > last_loops ? static_cast<double>(busy - last_busy) / static_cast<double>(loops - last_loops) : 0.0;
-        last_loops_[w] = {loops, busy};
+        const std::uint64_t cycles = c.cycles.get(), busy = c.busy_cycles.get();
+        const auto [last_cycles, last_busy] = last_cycles_[w];
+        const double ratio =
+            cycles > last_cycles ? static_cast<double>(busy - last_busy) / static_cast<double>(cycles - last_cycles) : 0.0;
+        last_cycles_[w] = {cycles, busy};
         f.gauge("lnetr_worker_busy_ratio",
-                "Share of the worker's loop iterations that found work since the previous scrape; near 1 means the "
-                "CPT's core is saturated",
+                "Share of the worker's cycles spent in loop iterations that found work since the previous scrape; "
+                "near 1 means the CPT's core is saturated",
                 l, ratio);
         for (std::size_t r = 0; r < kDropReasonCount; ++r) drops[r] += static_cast<double>(c.drops[r].get());
         drop_bytes += static_cast<double>(c.drop_length.get());

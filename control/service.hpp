@@ -135,9 +135,9 @@ class Service {
   // whose ping was given up may be reused.
   std::array<bool, shm::kApiPingSlots> ping_busy_{};
   std::array<Clock::time_point, shm::kApiPingSlots> ping_reuse_{};
-  // Per worker, loops and busy loops at the previous scrape (busy ratio).
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> last_loops_;
-  std::uint64_t last_loops_incarnation_ = 0;
+  // Per worker, cycles and busy cycles at the previous scrape (busy ratio).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> last_cycles_;
+  std::uint64_t last_cycles_incarnation_ = 0;
 };
 
 }  // namespace lnetr::control

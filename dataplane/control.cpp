@@ -1,5 +1,7 @@
 #include "dataplane/control.hpp"
 
+#include <rte_cycles.h>
+
 #include "lnd/o2iblnd/verbs.hpp"
 
 #include <poll.h>
@@ -492,6 +494,7 @@ std::string Control::status() {
   j.end_object();
   j.key("drop_asym_route").value(shared_.drop_asym_route.load() ? 1 : 0);
   j.key("control_clients_timed_out").value(clients_timed_out_);
+  j.key("tsc_hz").value(static_cast<std::uint64_t>(rte_get_tsc_hz()));  // the rate of the workers' "cycles"
 
   const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   const std::int64_t timeout =
@@ -819,6 +822,7 @@ std::string Control::status() {
     const WorkerCounters& c = shared_.counters[w];
     j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w)).key("core").value(static_cast<std::uint64_t>(setup_.cores[w]));
     j.key("loops").value(c.loops.get()).key("busy_loops").value(c.busy_loops.get());
+    j.key("cycles").value(c.cycles.get()).key("busy_cycles").value(c.busy_cycles.get());
     j.key("bytes_copied").value(c.bytes_copied.get()).key("bytes_referenced").value(c.bytes_referenced.get());
     j.key("rx_bytes_referenced").value(c.rx_bytes_referenced.get());
     // Its inbound rings: capacity each, and what waits in them now.

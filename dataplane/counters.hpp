@@ -34,6 +34,12 @@ struct alignas(64) WorkerCounters {
   Counter ring_waits;   // messages that waited for room on a full ring to another worker
   Counter loops;        // worker loop iterations
   Counter busy_loops;   // iterations that found work
+  // TSC cycles (rte_rdtsc) the loop has run, sleeps and naps included, and
+  // those of the iterations that found work: the busy share of the core is
+  // busy_cycles / cycles, and busy_cycles over route_count what a forwarded
+  // message costs (read with the header's tsc_hz).
+  Counter cycles;
+  Counter busy_cycles;
   Counter bytes_copied;  // payload and frame bytes copied on DPDK ports (kernel sockets: not counted)
   Counter bytes_referenced;  // payload bytes sent on DPDK ports from router buffers by reference (zero copy)
   Counter rx_bytes_referenced;  // payload bytes received on DPDK ports and left in their frames (zero copy)

@@ -2,6 +2,7 @@
 // worker lcore per CPT, builds the per-CPT pools and the rings between
 // workers, launches the workers and runs the control thread on the main
 // lcore until SIGINT/SIGTERM.
+#include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -215,7 +216,7 @@ int run(const Setup& setup) {
   // the first snapshot (lnetr-control publishes the later ones).
   std::string shm_err;
   shm::Region region = shm::Region::create(setup.shm_name, n, shm_slot_bytes(routes.view()),
-                                           static_cast<std::uint64_t>(start), shm_err);
+                                           static_cast<std::uint64_t>(start), shm_err, rte_get_tsc_hz());
   if (!region) {
     log_error("%s", shm_err.c_str());
     return 1;

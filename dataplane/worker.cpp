@@ -1,5 +1,7 @@
 #include "dataplane/worker.hpp"
 
+#include <rte_cycles.h>
+
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <sys/epoll.h>
@@ -310,6 +312,8 @@ int Worker::run() {
   // two loop iterations it is in none of their bursts (unmap_guard.hpp).
   std::optional<unmap_guard::Poller> device_reader;
   if (!lanes_.empty()) device_reader.emplace(index_);
+  WorkerCounters& c = shared_.counters[index_];
+  std::uint64_t tsc = rte_rdtsc();
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     if (routes_.poll()) forwarder_.adopt(routes_.view());  // a new route table
     unsigned work = static_cast<unsigned>(poller_.poll(0));
@@ -334,11 +338,14 @@ int Worker::run() {
     node_->reap();
     if (o2ib_) o2ib_->reap();
     if (acceptor_) acceptor_->reap();
-    WorkerCounters& c = shared_.counters[index_];
     c.loops.add();
     if (work) c.busy_loops.add();
     if (device_reader) device_reader->quiescent();
-    sleep_if_idle(work);
+    sleep_if_idle(work);  // (an iteration with work never sleeps)
+    const std::uint64_t now = rte_rdtsc();
+    c.cycles.add(now - tsc);
+    if (work) c.busy_cycles.add(now - tsc);
+    tsc = now;
   }
   run_commands();  // what the control thread still asked (each command freed)
   node_->shutdown();

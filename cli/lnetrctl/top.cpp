@@ -87,15 +87,16 @@ std::string top_frame(const TopSample& a, const TopSample& b, const TopOptions& 
            rate(u64(a.stats, "route_length"), u64(b.stats, "route_length"), dt) / (1024.0 * 1024.0),
            rate(u64(a.stats, "drop_count"), u64(b.stats, "drop_count"), dt),
            rate(u64(a.stats, "reroute_count"), u64(b.stats, "reroute_count"), dt));
-  // Workers: busy share of their loop iterations over the interval.
+  // Workers: busy share of their cycles over the interval.
   const Json aw = array(a.dataplane, "workers"), bw = array(b.dataplane, "workers");
   f += "workers  ";
   for (std::size_t i = 0; i < bw.size(); ++i) {
     const Json& w = bw[i];
     double busy = 0;
     if (i < aw.size()) {
-      const double loops = rate(u64(aw[i], "loops"), u64(w, "loops"), 1), hits = rate(u64(aw[i], "busy_loops"), u64(w, "busy_loops"), 1);
-      busy = loops > 0 ? 100.0 * hits / loops : 0;
+      const double all = rate(u64(aw[i], "cycles"), u64(w, "cycles"), 1),
+                   hits = rate(u64(aw[i], "busy_cycles"), u64(w, "busy_cycles"), 1);
+      busy = all > 0 ? 100.0 * hits / all : 0;
     }
     f += fmt(" cpt %llu (core %llu) %3.0f%% busy", static_cast<unsigned long long>(u64(w, "cpt")),
              static_cast<unsigned long long>(u64(w, "core")), busy);

@@ -82,7 +82,7 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 13;
+inline constexpr std::uint32_t kShmLayoutVersion = 14;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 // Gateways watched at once (slots of gateways no route names any more are
 // reused once every worker has let go of them).
@@ -124,6 +124,7 @@ struct alignas(64) ShmHeader {
   std::uint64_t gateways_offset;   // of GatewayShm[0]
   std::uint64_t counters_offset;   // of WorkerCounters[0]
   std::uint64_t counters_size;     // sizeof(WorkerCounters)
+  std::uint64_t tsc_hz;            // the TSC's rate, for WorkerCounters::cycles (0: unknown)
 
   // Written by control.
   alignas(64) std::atomic<std::uint64_t> published;   // pack_published(version, slot); 0: none yet

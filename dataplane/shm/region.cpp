@@ -90,7 +90,7 @@ std::uint8_t* Region::slot(std::uint32_t i) const noexcept {
 }
 
 Region Region::create(const std::string& name, std::uint32_t n_workers, std::uint64_t slot_bytes,
-                      std::uint64_t incarnation, std::string& err) {
+                      std::uint64_t incarnation, std::string& err, std::uint64_t tsc_hz) {
   if (n_workers == 0 || n_workers > kMaxWorkers) {
     err = "shared memory " + name + ": " + std::to_string(n_workers) + " workers (1.." +
           std::to_string(kMaxWorkers) + " expected)";
@@ -132,6 +132,7 @@ Region Region::create(const std::string& name, std::uint32_t n_workers, std::uin
   h->header_size = sizeof(ShmHeader);
   h->total_size = size;
   h->incarnation = incarnation;
+  h->tsc_hz = tsc_hz;
   h->n_workers = n_workers;
   h->n_route_slots = kRouteSlots;
   h->slot_bytes = slot_bytes;

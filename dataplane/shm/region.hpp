@@ -30,7 +30,7 @@ class Region {
   // drops it when the process dies): a region whose creator still runs is
   // not replaced, so a second dataplane cannot take a live one's name.
   static Region create(const std::string& name, std::uint32_t n_workers, std::uint64_t slot_bytes,
-                       std::uint64_t incarnation, std::string& err);
+                       std::uint64_t incarnation, std::string& err, std::uint64_t tsc_hz = 0);
   // Map an existing region; refuses (empty Region, err set) one whose
   // magic, layout version or sizes do not match this build.
   static Region attach(const std::string& name, std::string& err);

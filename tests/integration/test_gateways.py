@@ -499,6 +499,24 @@ class Metrics(GatewayTestCase):
         a = one("lnetr_peer_tx_credits", peer=self.topo.a_nid)
         self.assertEqual(a, 8)
         self.assertEqual(len(values("lnetr_worker_busy_ratio")), 2)
+        # Cycles: a worker's loop accounts for all of its time, sleeping
+        # included; the load above was busy time, within it.
+        hz = one("lnetr_worker_tsc_hz")
+        self.assertGreater(hz, 1e8)
+        for cpt in ("0", "1"):
+            busy, cycles = one("lnetr_worker_busy_cycles_total", cpt=cpt), one("lnetr_worker_cycles_total", cpt=cpt)
+            self.assertGreater(busy, 0)
+            self.assertLessEqual(busy, cycles)
+        t0 = time.monotonic()
+        before = parse_metrics(self.scrape())
+        time.sleep(1.5)
+        after = parse_metrics(self.scrape())
+        elapsed = time.monotonic() - t0
+        for cpt in ("0", "1"):
+            key = ("lnetr_worker_cycles_total", frozenset({("cpt", cpt)}))
+            seconds = (after[key] - before[key]) / hz
+            self.assertGreater(seconds, 0.7 * elapsed - 0.15, (cpt, seconds, elapsed))
+            self.assertLess(seconds, 1.3 * elapsed + 0.15, (cpt, seconds, elapsed))
         # Killing G1 shows in the gateway's and its route's series.
         self.dp["g1"].stop(signal.SIGKILL)
         self.assertIsNotNone(self.wait_for(

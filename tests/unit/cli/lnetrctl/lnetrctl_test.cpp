@@ -116,8 +116,9 @@ TEST(Top, AFrameShowsRatesPerNetAndPeerBusiestFirst) {
                                               {"available_rtr_credits", 7},
                                               {"statistics", {{"send_count", sent}, {"recv_count", recv}, {"drop_count", 0}}}}})}};
   };
-  auto worker = [](std::uint64_t loops, std::uint64_t busy) {
-    return Json{{"cpt", 0}, {"core", 1}, {"loops", loops}, {"busy_loops", busy}};
+  // Busy by cycles (a few long iterations), not by iterations.
+  auto worker = [](std::uint64_t cycles, std::uint64_t busy) {
+    return Json{{"cpt", 0}, {"core", 1}, {"loops", 1000}, {"busy_loops", 1}, {"cycles", cycles}, {"busy_cycles", busy}};
   };
   TopSample a, b;
   a.t = 10;
