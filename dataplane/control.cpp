@@ -793,6 +793,7 @@ std::string Control::status() {
     j.key("retransmits").value(ts.retransmits).key("fast_retransmits").value(ts.fast_retransmits);
     j.key("timeouts").value(ts.timeouts).key("lost_retransmits").value(ts.lost_retransmits);
     j.key("tail_probes").value(ts.tail_probes).key("tail_probe_recoveries").value(ts.tail_probe_recoveries);
+    j.key("invalid_acks_limited").value(ts.invalid_acks_limited);
     j.key("out_of_order").value(ts.out_of_order).key("bytes_reassembled").value(ts.bytes_reassembled);
     j.key("bytes_reassembled_kept").value(ts.bytes_reassembled_kept);
     j.key("duplicates").value(ts.duplicates).end_object();

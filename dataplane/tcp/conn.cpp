@@ -504,7 +504,7 @@ void Conn::input(const TcpHeader& seg, Time now) {
       // A closed window still takes the ACK and window of a segment that
       // starts where we expect (RFC 9293 §3.10.7.4).
       if (ack && !syn && state_ != State::syn_received && seg.seq == rcv_nxt_) process_ack(seg, now);
-      send_ack(now);
+      ack_invalid(seg, now);
     }
     return;
   }
@@ -512,11 +512,11 @@ void Conn::input(const TcpHeader& seg, Time now) {
     // Only an exact RST resets; another in the window gets a challenge ACK
     // (RFC 5961 §3.2).
     if (seg.seq == rcv_nxt_) end(End::reset);
-    else send_ack(now);
+    else ack_invalid(seg, now);
     return;
   }
   if (syn) {  // a SYN in a synchronized state: challenge ACK (RFC 5961 §4)
-    send_ack(now);
+    ack_invalid(seg, now);
     return;
   }
   if (!ack) return;
@@ -593,7 +593,7 @@ void Conn::input(const TcpHeader& seg, Time now) {
 bool Conn::process_ack(const TcpHeader& seg, Time now) {
   const std::uint32_t a = seg.ack;
   if (seq_gt(a, snd_max_)) {  // acknowledges what was never sent: drop it
-    send_ack(now);
+    ack_invalid(seg, now);
     return false;
   }
   probes_ = 0;  // the peer answers
@@ -950,6 +950,16 @@ void Conn::tick(Time now) {
   arm_rto(now);
 }
 
+void Conn::ack_invalid(const TcpHeader& seg, Time now) {
+  const bool data = !seg.payload.empty() && !(seg.flags & tcp_flag::syn);
+  if (!data && last_invalid_ack_ && now - *last_invalid_ack_ < cfg_.invalid_ratelimit) {
+    ++stats_.invalid_acks_limited;
+    return;
+  }
+  if (!data) last_invalid_ack_ = now;
+  send_ack(now);
+}
+
 Conn::Stats& Conn::Stats::operator+=(const Stats& s) noexcept {
   segments_in += s.segments_in, segments_out += s.segments_out;
   retransmits += s.retransmits, fast_retransmits += s.fast_retransmits, timeouts += s.timeouts;
@@ -959,6 +969,7 @@ Conn::Stats& Conn::Stats::operator+=(const Stats& s) noexcept {
   bytes_in += s.bytes_in, bytes_acked += s.bytes_acked;
   keepalive_probes += s.keepalive_probes;
   tail_probes += s.tail_probes, tail_probe_recoveries += s.tail_probe_recoveries;
+  invalid_acks_limited += s.invalid_acks_limited;
   return *this;
 }
 

@@ -128,6 +128,11 @@ struct ConnConfig {
   Time keepalive_interval = std::chrono::seconds(75);
   int keepalive_probes = 9;
   bool tail_loss_probe = true;  // RFC 8985 §7 (needs SACK)
+  // ACKs answering segments without data that are out of the window, or a
+  // RST or SYN that must be challenged (RFC 5961), at most one per this
+  // interval (Linux's tcp_invalid_ratelimit): two stacks that each find the
+  // other's ACKs unacceptable would otherwise answer each other forever.
+  Time invalid_ratelimit = std::chrono::milliseconds(500);
   // Where bytes held out of order may keep the received frame they lie in
   // (TcpHeader::frame) instead of being copied; null: always copied.
   lnd::FrameRefs* frames = nullptr;
@@ -225,6 +230,7 @@ class Conn {
     std::uint64_t keepalive_probes = 0;
     std::uint64_t tail_probes = 0;            // tail loss probes sent
     std::uint64_t tail_probe_recoveries = 0;  // ... that repaired a loss (cwnd reduced)
+    std::uint64_t invalid_acks_limited = 0;   // answers to invalid segments not sent (invalid_ratelimit)
     Stats& operator+=(const Stats& s) noexcept;  // totals over connections
   };
   const Stats& stats() const noexcept { return stats_; }
@@ -248,6 +254,9 @@ class Conn {
   std::size_t queue(ByteSpan data, bool lend, Time now, void* dev = nullptr, bool push_now = true);
   void send_syn(bool with_ack, Time now);
   void push(Time now);  // send what the windows allow
+  // Answer an invalid segment with an ACK, unless one was sent for another
+  // within invalid_ratelimit (segments with data are always answered).
+  void ack_invalid(const TcpHeader& seg, Time now);
   void send_segment(std::uint32_t seq, std::size_t len, std::uint8_t flags, Time now);
   void send_ack(Time now);
   void send_rst(std::uint32_t seq, std::uint32_t ack, bool with_ack);
@@ -361,6 +370,7 @@ class Conn {
   bool tlp_resend_ = false, tlp_dsack_ = false;
   // A duplicate segment received: reported first in our next ACK's SACK blocks.
   std::optional<SackBlock> dsack_;
+  std::optional<Time> last_invalid_ack_;  // when an invalid segment was last answered
 
   // Timers.
   Time srtt_{0}, rttvar_{0};

@@ -919,6 +919,50 @@ TEST(TcpConn, OnlyAnExactResetResets) {
   EXPECT_EQ(w.ends[0].ended, End::reset);
 }
 
+TEST(TcpConn, InvalidSegmentsWithoutDataAreAnsweredAtMostTwiceASecond) {
+  // A challenged RST, an out-of-window ACK, an ACK of what was never sent
+  // and a SYN: each would get an ACK, and another stack that finds those
+  // unacceptable answers them the same way.  One answer per 500 ms breaks
+  // the loop; data below the window is always acknowledged (D-SACK).
+  Wire w;
+  w.open();
+  Conn& c = *w.ends[0].conn;
+  const std::size_t sent = w.ends[0].sent.size();
+  TcpHeader rst;
+  rst.flags = tcp_flag::rst;
+  rst.seq = 500001 + 10;
+  TcpHeader stale;
+  stale.flags = tcp_flag::ack;
+  stale.seq = 500001 + (1u << 30);  // far outside the window
+  stale.ack = 1;
+  TcpHeader syn;
+  syn.flags = tcp_flag::syn;
+  syn.seq = 500001;
+  for (int i = 0; i < 100; ++i) {
+    c.input(rst, w.now);
+    c.input(stale, w.now);
+    c.input(syn, w.now);
+  }
+  EXPECT_EQ(c.state(), State::established);
+  EXPECT_EQ(w.ends[0].sent.size(), sent + 1);
+  EXPECT_EQ(c.stats().invalid_acks_limited, 299u);
+  w.now += 499ms;
+  c.input(stale, w.now);
+  EXPECT_EQ(w.ends[0].sent.size(), sent + 1);
+  w.now += 1ms;
+  c.input(stale, w.now);
+  EXPECT_EQ(w.ends[0].sent.size(), sent + 2);
+  // A retransmission of data already received: a duplicate ACK every time.
+  TcpHeader dup;
+  dup.flags = tcp_flag::ack;
+  dup.seq = 500001 - 100;
+  dup.ack = 1;
+  const auto data = pattern(100);
+  dup.payload = data;
+  for (int i = 0; i < 3; ++i) c.input(dup, w.now);
+  EXPECT_EQ(w.ends[0].sent.size(), sent + 5);
+}
+
 TEST(TcpConn, APeersAbsurdMssAndTimestampsAreContained) {
   // MSS 0 in the SYN: raised to a working minimum (no division by zero).
   Wire w;
