@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace lnetr::dp {
@@ -46,6 +47,18 @@ std::string device_name(const std::string& device) {
 }
 
 namespace {
+
+// net_memif's packet buffer size: its bsize argument, else its default.
+std::uint32_t memif_buffer_size(const std::string& device) {
+  for (std::size_t at = device.find(','); at != std::string::npos; at = device.find(',', at + 1)) {
+    if (device.compare(at + 1, 6, "bsize=") != 0) continue;
+    const std::string v = device.substr(at + 7, device.find(',', at + 1) - at - 7);
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v.c_str(), &end, 0);
+    if (end && *end == '\0' && n > 0 && n <= UINT32_MAX) return static_cast<std::uint32_t>(n);
+  }
+  return 2048;
+}
 
 // A port's pool of mbufs with `priv` bytes of private area and `room`
 // bytes of buffer.  `packed`: its objects laid end to end in one piece of
@@ -96,6 +109,37 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   if (int rc = rte_eth_dev_info_get(pid, &info); rc != 0) return fail("cannot read the device's capabilities", rc);
   if (cfg.mtu > info.max_mtu)
     return fail("MTU " + std::to_string(cfg.mtu) + " is above the device's maximum " + std::to_string(info.max_mtu), 0);
+  // The longest frame the MTU makes (Ethernet header, a VLAN tag, the FCS,
+  // as ethdev counts them) against the longest the device says it takes.
+  // net_memif says 1,518 whatever its buffers (bsize, 2,048 by default):
+  // it is configured at what it says, and sends and receives frames of the
+  // MTU asked as long as each fits one of its buffers.  A longer frame
+  // goes in a chain of buffers, which DPDK 22.11's memif does not receive
+  // intact (measured: damaged frames and a flood of bogus ones), so that
+  // is refused.
+  const bool memif = name.rfind("net_memif", 0) == 0;
+  const std::uint32_t frame_len = cfg.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + (cfg.vlan ? 4u : 0u);
+  if (memif) {
+    const std::uint32_t bsize = memif_buffer_size(cfg.device);
+    if (frame_len - RTE_ETHER_CRC_LEN > bsize)
+      return fail("MTU " + std::to_string(cfg.mtu) + " makes frames of " + std::to_string(frame_len - RTE_ETHER_CRC_LEN) +
+                      " bytes, more than one of net_memif's buffers holds (bsize " + std::to_string(bsize) +
+                      "); give the device bsize=16384 (the other end too): frames chained over several buffers "
+                      "are not received intact",
+                  0);
+  }
+  std::uint16_t device_mtu = cfg.mtu;
+  if (info.max_rx_pktlen && frame_len > info.max_rx_pktlen) {
+    if (!memif)
+      return fail("MTU " + std::to_string(cfg.mtu) + " makes frames of " + std::to_string(frame_len) +
+                      " bytes; the device takes at most " + std::to_string(info.max_rx_pktlen) +
+                      " (net_af_packet: raise its framesz argument; a NIC: its maximum frame size)",
+                  0);
+    device_mtu = static_cast<std::uint16_t>(info.max_rx_pktlen - (frame_len - cfg.mtu));
+    log_info("port %s: net_memif reports frames of at most %u bytes but its buffers hold %u: configured at "
+             "MTU %u, sending and receiving frames of MTU %u",
+             cfg.name.c_str(), info.max_rx_pktlen, memif_buffer_size(cfg.device), device_mtu, cfg.mtu);
+  }
   if (cfg.queues > info.max_rx_queues || cfg.queues > info.max_tx_queues)
     return fail(std::to_string(cfg.queues) + " queues asked, the device has " +
                     std::to_string(std::min(info.max_rx_queues, info.max_tx_queues)),
@@ -113,7 +157,7 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   // memif in its own zero-copy mode sends only mbufs from its shared
   // regions (nothing can be chained from router buffers there) and refills
   // its rings with the mbufs it received (none is kept).
-  const bool memif_zc = name.rfind("net_memif", 0) == 0 && cfg.device.find("zero-copy=yes") != std::string::npos;
+  const bool memif_zc = memif && cfg.device.find("zero-copy=yes") != std::string::npos;
   if (!cfg.zero_copy || memif_zc) kept = 0;
   const std::uint32_t per_queue = mbufs + kept + (cfg.queues > 1 ? kSteerRing : 0);
   rte_mempool* pool = create_pool(pool_name, per_queue * cfg.queues, priv, static_cast<std::uint16_t>(room),
@@ -127,7 +171,7 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   p->needs_iova_ = name.rfind("net_", 0) != 0;  // not a virtual device
 
   rte_eth_conf conf{};
-  conf.rxmode.mtu = cfg.mtu;
+  conf.rxmode.mtu = device_mtu;
   // Checksums: the device's, where it has them (software otherwise).
   constexpr std::uint64_t kTxCsum = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
   constexpr std::uint64_t kRxCsum = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
