@@ -74,12 +74,22 @@ std::uint32_t kept_frames(const Setup& s, const PortSetup& p) {
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(large * per_buffer * 5 / 4, kMaxKeptFrames));
 }
 
+// What an object of `size` bytes takes in a mempool: without hugepages the
+// memory is in 4 KiB pages and a mempool lays no object across two of
+// them, so an object of 2.5 KiB (a frame's mbuf) takes a whole page.
+std::uint64_t in_pages(std::uint64_t size, bool huge) {
+  constexpr std::uint64_t kPage = 4096;
+  if (huge) return size;
+  if (size <= kPage) return kPage / (kPage / size);
+  return (size + kPage - 1) / kPage * kPage;
+}
+
 // Memory the router buffer pools need, in MB, plus room for DPDK itself.
-unsigned pool_memory_mb(const Setup& s) {
+unsigned pool_memory_mb(const Setup& s, bool huge) {
   std::uint64_t bytes = 0;
   for (std::size_t c = 0; c < kPoolClasses; ++c) {
     const std::uint64_t per_cpt = std::max<std::uint32_t>(s.buffers[c] / s.ncpts(), 1);
-    bytes += per_cpt * s.ncpts() * (pool_capacity(static_cast<PoolClass>(c)) + 256);
+    bytes += per_cpt * s.ncpts() * in_pages(pool_capacity(static_cast<PoolClass>(c)) + 256, huge);
   }
   // Each port's mbufs: kPortMbufs per queue of a frame's size (and the
   // frames it may keep), and three times as many data-less ones to chain
@@ -87,8 +97,8 @@ unsigned pool_memory_mb(const Setup& s) {
   for (const PortSetup& p : s.ports) {
     // An mbuf of a frame's room with its header, private area and the
     // mempool's own header and padding; a data-less one.
-    const std::uint64_t frame = std::max<std::uint64_t>(RTE_MBUF_DEFAULT_BUF_SIZE, p.mtu + 226u) + 384;
-    const std::uint64_t attach = 256;
+    const std::uint64_t frame = in_pages(std::max<std::uint64_t>(RTE_MBUF_DEFAULT_BUF_SIZE, p.mtu + 226u) + 384, huge);
+    const std::uint64_t attach = in_pages(256, huge);
     const std::uint64_t steered = p.queues > 1 ? EthPort::kSteerRing : 0;  // frames in steering rings
     bytes += std::uint64_t{kPortMbufs} * p.queues * (frame + 3 * attach) + steered * p.queues * frame +
              std::uint64_t{kept_frames(s, p)} * p.queues * frame;
@@ -136,7 +146,7 @@ std::vector<std::string> eal_args(const Setup& s) {
     a.push_back("--no-shconf");
   }
   a.push_back("-m");
-  a.push_back(std::to_string(s.memory_mb ? s.memory_mb : pool_memory_mb(s)));
+  a.push_back(std::to_string(s.memory_mb ? s.memory_mb : pool_memory_mb(s, huge)));
   for (const std::string& x : s.eal_args) a.push_back(x);
   return a;
 }
