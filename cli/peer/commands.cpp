@@ -252,12 +252,17 @@ class Brw final : public OpListener {
 
   void op_done(Op& op) override {
     ++finished_;
-    last_done_ = op.finished;
-    if (op.ok()) {
+    if (op.started < t0_) {  // started while warming up: not counted
+      ++warmup_ops_;
+    } else if (op.ok()) {
+      ++counted_;
+      last_done_ = op.finished;
       ++ok_;
       bytes_ok_ += op.size;
       lat_.record(ns(op.finished - op.started));
     } else {
+      ++counted_;
+      last_done_ = op.finished;
       ++errors_[static_cast<std::size_t>(op.error)];
       if (first_error_.empty())
         first_error_ = std::string(name(op.error)) + ": " + std::string(describe(op.error)) + " (" +
@@ -274,12 +279,14 @@ class Brw final : public OpListener {
   }
 
   int run(std::FILE* out) {
-    t0_ = Clock::now();
+    // Ops started during the warm-up (connections, route checks) are not
+    // counted (nor in --count); the rates are of those started after it.
+    t0_ = Clock::now() + millis(a_.warmup_s);
     end_ = t0_ + millis(a_.duration_s);
     for (auto& s : slots_) issue(*s);
     // Until the duration ends, keep every slot busy; then wait for the Ops
     // in flight (each ends by its own timeout at the latest).
-    auto end = ep_.run([this] { return pump() || (a_.count && finished_ >= a_.count); }, end_);
+    auto end = ep_.run([this] { return pump() || (a_.count && counted_ >= a_.count); }, end_);
     stopping_ = true;
     if (end != Endpoint::RunEnd::signal)
       end = ep_.run([this] { return in_flight() == 0; }, Clock::now() + millis(a_.timeout_s) + 1s);
@@ -298,7 +305,7 @@ class Brw final : public OpListener {
 
   void issue(OwnedOp& s) {
     const auto now = Clock::now();
-    if (now >= end_ || (a_.count && started_ >= a_.count)) return;
+    if (now >= end_ || (a_.count && now >= t0_ && counted_started_ >= a_.count)) return;
     if (!s.op.idle()) {  // timed out and still held by the engine: retry later
       waiting_.push_back({&s, now});
       return;
@@ -309,6 +316,7 @@ class Brw final : public OpListener {
       if (a_.write) fill_pattern(std::span(s.buf).first(s.op.size), s.op.seed, 0);
     }
     ++started_;
+    if (now >= t0_) ++counted_started_;
     ep_.start(s.op);
   }
   // Restart waiting slots whose time has come and whose Op is idle.
@@ -333,7 +341,7 @@ class Brw final : public OpListener {
   }
 
   void report(std::FILE* out) {
-    const double elapsed = finished_ > 0 ? seconds(last_done_ - t0_) : seconds(Clock::now() - t0_);
+    const double elapsed = counted_ > 0 ? seconds(last_done_ - t0_) : seconds(Clock::now() - t0_);
     const double ops_s = elapsed > 0 ? static_cast<double>(ok_) / elapsed : 0;
     const double bytes = static_cast<double>(bytes_ok_);
     const double mb_s = elapsed > 0 ? bytes / 1e6 / elapsed : 0;
@@ -354,6 +362,7 @@ class Brw final : public OpListener {
     y.kv("concurrency", a_.concurrency);
     y.kv("check", a_.check ? "full" : "none");
     y.kv("elapsed_s", elapsed, 6);
+    if (a_.warmup_s > 0) y.kv("warmup_ops", warmup_ops_);
     y.kv("ops", ok_);
     y.kv("bytes", bytes_ok_);
     y.kv("errors", errors());
@@ -387,6 +396,7 @@ class Brw final : public OpListener {
     field("check", json_string(a_.check ? "full" : "none"));
     field("duration_s", fixed(a_.duration_s, 3));
     field("elapsed_s", fixed(elapsed, 6));
+    field("warmup_ops", std::to_string(warmup_ops_));
     field("ops", std::to_string(ok_));
     field("bytes", std::to_string(bytes_ok_));
     field("errors", std::to_string(errors()));
@@ -434,6 +444,9 @@ class Brw final : public OpListener {
   std::string first_error_;
   std::uint64_t started_ = 0, finished_ = 0, ok_ = 0, bytes_ok_ = 0;
   Clock::time_point t0_{}, end_{}, last_done_{};
+  std::uint64_t counted_started_ = 0;  // started after the warm-up
+  std::uint64_t counted_ = 0;          // ... and finished
+  std::uint64_t warmup_ops_ = 0;       // started during it, finished
   bool stopping_ = false;
   bool interrupted_ = false;
 };

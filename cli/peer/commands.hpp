@@ -43,6 +43,7 @@ struct BrwArgs {
   std::uint64_t count = 0;           // if non-zero: stop after this many operations
   std::uint32_t concurrency = 1;
   double duration_s = 10;
+  double warmup_s = 0;  // run this long before the duration, not counted
   double timeout_s = 50.0;
   bool check = true;  // fresh seed and pattern per message, REPLYs verified
   std::string json;   // write the result there too

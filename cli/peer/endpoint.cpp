@@ -140,7 +140,7 @@ Endpoint::Endpoint(EndpointConfig cfg)
       self_{kPidLustre, cfg_.nid},
       ping_info_(own_ping_info(cfg_.nid)),
       handles_(incarnation_, kHandles) {
-  if (!on_o2ib())
+  if (!on_o2ib() && !cfg_.dpdk)
     node_ = std::make_unique<sock::Node>(cfg_.sock, std::vector<sock::LocalNi>{{cfg_.nid}}, incarnation_, poller_,
                                          *this);
   active_.reserve(kHandles);
@@ -210,8 +210,14 @@ bool Endpoint::open(std::string& err) {
   }
   for (const RouteSpec& r : cfg_.routes)
     if (!routes_.add(r, cfg_.nid.net(), err)) return false;
+  // Signals blocked before any library starts threads of its own (DPDK's
+  // EAL, verbs), which would otherwise take SIGINT and die of it.
+  signals_ = std::make_unique<SignalHandler>(*this);
+  if (!signals_->open(err)) return false;
   if (on_o2ib()) {
     if (!open_o2ib(err)) return false;
+  } else if (cfg_.dpdk) {
+    if (!open_dpdk(err)) return false;
   } else {
     if (!check_privileged_bind(sock::IpAddr::of(cfg_.nid), err)) return false;
     acceptor_ = std::make_unique<sock::Acceptor>(cfg_.sock, std::vector<sock::LocalNi>{{cfg_.nid}}, incarnation_,
@@ -223,9 +229,6 @@ bool Endpoint::open(std::string& err) {
       return false;
     }
   }
-  signals_ = std::make_unique<SignalHandler>(*this);
-  if (!signals_->open(err)) return false;
-
   if (cfg_.router_check_interval.count() > 0) {
     const auto now = Clock::now();
     for (std::size_t i = 0; i < routes_.gateways().size(); ++i) {
@@ -271,6 +274,30 @@ bool Endpoint::open_o2ib(std::string& err) {
   return true;
 }
 
+// A tcp NI on a DPDK port: the Node's connections and the acceptor's on
+// lnetr's TCP there (nothing listens on a kernel socket).
+bool Endpoint::open_dpdk(std::string& err) {
+  if (!cfg_.nid.is_nid4()) {
+    err = "NID " + to_string(cfg_.nid) + ": on a DPDK port lnetr-peer speaks IPv4 only";
+    return false;
+  }
+  const std::uint16_t port = cfg_.sock.accept == sock::AcceptMode::none ? 0 : cfg_.sock.port;
+  dpdk_ = DpdkLink::open(*cfg_.dpdk, cfg_.nid.addr4(), port, [this](std::unique_ptr<sock::Stream> st) {
+    if (acceptor_) acceptor_->take(std::move(st));
+  }, err);
+  if (!dpdk_) return false;
+  const std::vector<sock::LocalNi> nis{{cfg_.nid, &dpdk_->transport()}};
+  node_ = std::make_unique<sock::Node>(cfg_.sock, nis, incarnation_, poller_, *this);
+  acceptor_ = std::make_unique<sock::Acceptor>(cfg_.sock, nis, incarnation_, poller_,
+                                               [this](sock::Accepted&& a) { node_->adopt(std::move(a)); });
+  return true;
+}
+
+std::optional<DpdkCounters> Endpoint::dpdk_counters() const {
+  if (!dpdk_) return std::nullopt;
+  return dpdk_->counters();
+}
+
 void Endpoint::poll_o2ib() {
   if (!ib_tr_) return;
   while (ib_tr_->poll_cq(64) > 0) {
@@ -307,7 +334,18 @@ void Endpoint::wait(Clock::time_point until) {
     // nothing arrived since (else a completion could wait out the sleep).
     if (ib_tr_->poll_cq(64) > 0 || !ib_tr_->arm() || ib_tr_->poll_cq(64) > 0) ms = 0;
   }
-  poller_.poll(static_cast<int>(std::clamp(ms, 0l, 1000l)));
+  if (dpdk_) {
+    // A port cannot wake us: poll it (and the signals), flush what that
+    // queued, and nap only after a run of empty turns.
+    unsigned work = dpdk_->flush();
+    work += dpdk_->poll();
+    work += static_cast<unsigned>(poller_.poll(0));
+    node_->flush();
+    work += dpdk_->flush();
+    dpdk_->rest(work);
+  } else {
+    poller_.poll(static_cast<int>(std::clamp(ms, 0l, 1000l)));
+  }
   poll_o2ib();
 
   now = Clock::now();
@@ -348,6 +386,15 @@ void Endpoint::shutdown() {
     node_->flush();  // what run() queued before it returned goes out, not failed
     node_->shutdown();
     node_->reap();
+  }
+  if (dpdk_) {
+    // The connections' last segments (FIN or RST) leave before the stack
+    // goes with the process, as the kernel's would after close().
+    const auto until = Clock::now() + std::chrono::milliseconds(200);
+    while (dpdk_->connections() > 0 && Clock::now() < until) {
+      dpdk_->poll();
+      dpdk_->flush();
+    }
   }
   if (ib_) {
     ib_->shutdown();

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/peer/dpdk_link.hpp"
 #include "cli/peer/handles.hpp"
 #include "cli/peer/routes.hpp"
 #include "lnd/o2iblnd/engine.hpp"
@@ -62,6 +63,8 @@ struct EndpointConfig {
   sock::Options sock;
   o2ib::Options o2ib;           // o2ib nets: ko2iblnd's module parameters
   o2ib::NiTunables o2ib_tunables;
+  // A tcp NI on a DPDK port with lnetr's own TCP/IP (IPv4), not kernel sockets.
+  std::optional<DpdkOptions> dpdk;
   std::vector<RouteSpec> routes;
   std::chrono::seconds router_check_interval{60};  // 0: no router checker
   // Drop messages from a remote net that come through a gateway that is not
@@ -256,6 +259,8 @@ class Endpoint final : public lnd::Upper, private OpListener {
   std::uint64_t incarnation() const noexcept { return incarnation_; }
   const EndpointStats& stats() const noexcept { return stats_; }
   const sock::Stats& sock_stats() const noexcept;
+  // The DPDK port's counters (nullopt on kernel sockets and o2ib).
+  std::optional<DpdkCounters> dpdk_counters() const;
   // The o2iblnd engine's counters, on an o2ib net (else nullptr).
   const o2ib::Stats* o2ib_stats() const noexcept;
   bool on_o2ib() const noexcept { return cfg_.nid.lnd() == LndType::o2ib; }
@@ -296,6 +301,7 @@ class Endpoint final : public lnd::Upper, private OpListener {
   // The LND of our NI.
   int lnd_send(const Nid& next_hop, lnd::Tx& tx);
   bool open_o2ib(std::string& err);
+  bool open_dpdk(std::string& err);
   void poll_o2ib();
   Response* take_response();
   Buffer* take_buffer(std::size_t size);
@@ -316,6 +322,7 @@ class Endpoint final : public lnd::Upper, private OpListener {
 
   sock::Poller poller_;
   std::unique_ptr<SignalHandler> signals_;
+  std::unique_ptr<DpdkLink> dpdk_;    // a tcp net on a DPDK port (outlives node_ and acceptor_)
   std::unique_ptr<sock::Node> node_;  // a tcp net
   std::unique_ptr<sock::Acceptor> acceptor_;
   // An o2ib net: the device, this thread's view of it, the engine, and

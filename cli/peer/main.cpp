@@ -24,10 +24,11 @@ using namespace lnetr;
 using namespace lnetr::peer;
 
 constexpr const char* kDescription =
-    "lnetr-peer: an LNet endpoint (socklnd on kernel sockets for tcp NIDs, o2iblnd over verbs for o2ib NIDs; "
-    "PID 12345), wire-compatible with a Linux kernel node.\nIt always answers pings and pushes and serves test "
-    "data on portal 42; the subcommand says what it does besides.\nNeeds root: it connects from privileged "
-    "ports and listens on 988 (socklnd) or 987 (o2iblnd).";
+    "lnetr-peer: an LNet endpoint (socklnd on kernel sockets, or on a DPDK port with lnetr's TCP/IP, for tcp "
+    "NIDs; o2iblnd over verbs for o2ib NIDs; PID 12345), wire-compatible with a Linux kernel node.\nIt always "
+    "answers pings and pushes and serves test data on portal 42; the subcommand says what it does besides.\nNeeds "
+    "root on kernel sockets and verbs: it connects from privileged ports and listens on 988 (socklnd) or 987 "
+    "(o2iblnd).";
 
 int die(const std::string& msg) {
   std::fprintf(stderr, "lnetr-peer: %s\n", msg.c_str());
@@ -97,6 +98,27 @@ int main(int argc, char** argv) {
   app.add_option("--peer-credits", peer_credits, "o2ib: queue depth offered and accepted (8..255)")
       ->capture_default_str()
       ->check(CLI::Range(8, 255));
+  std::string dpdk_device, dpdk_poll = "adaptive";
+  unsigned dpdk_prefix = 24, dpdk_mtu = 1500;
+  int dpdk_core = -1;
+  auto* dpdk_opt = app.add_option("--dpdk", dpdk_device,
+                                  "run the tcp NI on this DPDK device with lnetr's own TCP/IP instead of kernel "
+                                  "sockets: a virtual device's arguments (net_memif0,role=client,socket=PATH) or a "
+                                  "PCI address; its address is the NID's");
+  app.add_option("--prefix-len", dpdk_prefix, "--dpdk: the address's prefix length")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 32))
+      ->needs(dpdk_opt);
+  app.add_option("--mtu", dpdk_mtu, "--dpdk: the port's MTU")
+      ->capture_default_str()
+      ->check(CLI::Range(576, 9000))
+      ->needs(dpdk_opt);
+  app.add_option("--core", dpdk_core, "--dpdk: pin the thread to this core")->check(CLI::NonNegativeNumber)->needs(
+      dpdk_opt);
+  app.add_option("--poll", dpdk_poll, "--dpdk: busy (never nap) or adaptive (nap after a run of empty turns)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"busy", "adaptive"}))
+      ->needs(dpdk_opt);
   app.add_flag("--stats", print_stats, "print the endpoint's counters (the server's 'stats' document) at the end");
 
   // ping
@@ -152,6 +174,11 @@ int main(int argc, char** argv) {
       CLI::Range(1, 1024));
   brw_cmd->add_option("--duration", brw.duration_s, "seconds of load")->capture_default_str()->check(
       CLI::PositiveNumber);
+  brw_cmd->add_option("--warmup", brw.warmup_s,
+                      "seconds of load before the duration whose operations are not counted, nor in --count "
+                      "(connections, gateway checks)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   brw_cmd->add_option("--timeout", brw.timeout_s, "seconds to wait for each ACK/REPLY")->capture_default_str()->check(
       CLI::PositiveNumber);
   brw_cmd->add_option("--check", brw_check,
@@ -189,6 +216,17 @@ int main(int argc, char** argv) {
     auto spec = parse_route(r, err);
     if (!spec) return die(err);
     cfg.routes.push_back(*spec);
+  }
+  if (!dpdk_device.empty()) {
+    if (cfg.nid.lnd() != LndType::sock || !cfg.nid.is_nid4())
+      return die("--dpdk: the NID must be an IPv4 one on a tcp net, not " + to_string(cfg.nid));
+    DpdkOptions d;
+    d.device = dpdk_device;
+    d.prefix_len = dpdk_prefix;
+    d.mtu = static_cast<std::uint16_t>(dpdk_mtu);
+    if (dpdk_core >= 0) d.core = static_cast<unsigned>(dpdk_core);
+    d.busy = dpdk_poll == "busy";
+    cfg.dpdk = d;
   }
   cfg.router_check_interval = std::chrono::seconds(check_interval);
   cfg.drop_asym_route = drop_asym;

@@ -257,6 +257,15 @@ void stats_yaml(Yaml& y, const Endpoint& ep) {
     if (ep.refused()[i]) y.kv(sock::name(static_cast<sock::CloseReason>(i)), ep.refused()[i]);
   y.end();
   y.end();
+  if (const auto d = ep.dpdk_counters()) {
+    y.map("dpdk");
+    y.kv("rx_frames", d->rx_frames);
+    y.kv("tx_frames", d->tx_frames);
+    y.kv("tx_dropped", d->tx_dropped);
+    y.kv("bytes_copied", d->bytes_copied);
+    y.kv("retransmits", d->retransmits);
+    y.end();
+  }
   gateways_yaml(y, ep);
 }
 

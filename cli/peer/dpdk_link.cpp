@@ -1,0 +1,138 @@
+#include "cli/peer/dpdk_link.hpp"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <ctime>
+
+#include "dataplane/log.hpp"
+#include "dataplane/port.hpp"
+#include "dataplane/setup.hpp"
+#include "dataplane/unmap_guard.hpp"
+
+namespace lnetr::peer {
+
+namespace {
+
+constexpr std::uint32_t kMbufs = 4096;  // the queue's RX and TX rings and frames in flight
+constexpr std::uint32_t kReceiveBuffer = 4u << 20;  // per connection, as a kernel socket's
+constexpr unsigned kIdleTurns = 256;  // empty turns before a nap
+constexpr long kNapNs = 20000;
+
+// "0@(2,3)": the EAL's one lcore on `core`, or on every core the process
+// may run on.
+std::string lcores(const DpdkOptions& o) {
+  if (o.core) return "0@" + std::to_string(*o.core);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::string cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
+  return cpus.empty() ? "0@0" : "0@(" + cpus + ")";
+}
+
+bool is_pci(const std::string& device) { return device.rfind("net_", 0) != 0; }
+
+}  // namespace
+
+std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkOptions& o, std::uint32_t ip, std::uint16_t port,
+                                         tcp::SockTransport::Accept accept, std::string& err) {
+  std::unique_ptr<DpdkLink> l(new DpdkLink);
+  l->opts_ = o;
+  dp::set_log_program("lnetr-peer");  // (the port's own messages)
+  std::vector<std::string> args = {"lnetr-peer", "--lcores=" + lcores(o), "--main-lcore=0", "--no-huge",
+                                   "--no-shconf", "-m", "256", "--log-level=lib.eal:warning",
+                                   "--file-prefix=lnetr-peer" + std::to_string(getpid())};
+  if (is_pci(o.device)) {
+    const std::size_t comma = o.device.find(',');
+    args.push_back("-a");
+    args.push_back(dp::device_name(o.device) + o.device.substr(std::min(comma, o.device.size())));
+  } else {
+    args.push_back("--no-pci");
+    args.push_back("--vdev=" + o.device);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+    err = std::string("DPDK EAL initialisation failed: ") + rte_strerror(rte_errno);
+    return nullptr;
+  }
+  l->eal_ = true;
+  // The device may unmap its memory on the EAL's interrupt thread (memif,
+  // when the other side goes): not while this thread is in a burst.
+  if (!dp::unmap_guard::install(1, err)) return nullptr;
+  l->reader_ = std::make_unique<dp::unmap_guard::Poller>(0);
+
+  dp::PortSetup ps;
+  ps.name = "peer";
+  ps.device = o.device;
+  ps.ip = ip;
+  ps.prefix_len = o.prefix_len;
+  ps.mtu = o.mtu;
+  ps.zero_copy = false;  // payloads are copied into our sinks: keep no received frame
+  l->port_ = dp::EthPort::open(ps, kMbufs, 0, err);
+  if (!l->port_) return nullptr;
+  l->queue_ = std::make_unique<dp::PortQueue>(*l->port_, 0);
+  tcp::StackConfig sc;
+  sc.mac = l->port_->mac();
+  sc.ip = ip;
+  sc.prefix_len = o.prefix_len;
+  sc.mtu = o.mtu;
+  l->stack_ = std::make_unique<tcp::Stack>(sc, *l->queue_);
+  l->transport_ = std::make_unique<tcp::SockTransport>(*l->stack_, port, std::move(accept), kReceiveBuffer);
+  return l;
+}
+
+DpdkLink::~DpdkLink() {
+  transport_.reset();
+  stack_.reset();
+  if (port_) port_->stop();  // it frees what it still holds
+  queue_.reset();
+  port_.reset();
+  reader_.reset();
+  if (eal_) rte_eal_cleanup();
+}
+
+sock::Transport& DpdkLink::transport() noexcept { return *transport_; }
+
+unsigned DpdkLink::poll() {
+  reader_->quiescent();  // between two bursts
+  const tcp::Time now = std::chrono::steady_clock::now().time_since_epoch();
+  transport_->set_now(now);
+  unsigned work = queue_->poll(*stack_, now);
+  stack_->tick(now);
+  work += static_cast<unsigned>(transport_->poll(now));
+  return work;
+}
+
+unsigned DpdkLink::flush() { return queue_->flush(); }
+
+void DpdkLink::rest(unsigned work) {
+  if (work) {
+    idle_turns_ = 0;
+    return;
+  }
+  if (opts_.busy || ++idle_turns_ < kIdleTurns) return;
+  queue_->release_sent();
+  const timespec nap{0, kNapNs};
+  nanosleep(&nap, nullptr);
+  idle_turns_ = kIdleTurns / 2;
+}
+
+std::size_t DpdkLink::connections() const noexcept { return transport_->links(); }
+
+DpdkCounters DpdkLink::counters() const {
+  DpdkCounters c;
+  const dp::PortStats& p = queue_->stats();
+  c.rx_frames = p.rx_frames;
+  c.tx_frames = p.tx_frames;
+  c.tx_dropped = p.tx_dropped;
+  c.bytes_copied = p.bytes_copied + stack_->stats().bytes_copied + transport_->stats().bytes_copied;
+  c.retransmits = stack_->conn_totals().retransmits;
+  return c;
+}
+
+}  // namespace lnetr::peer

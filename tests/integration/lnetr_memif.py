@@ -1,0 +1,160 @@
+"""An all-DPDK topology: lnetr-peers on net_memif ports with lnetr's own
+TCP/IP, and between them either lnetr-dataplane (two memif ports) or, for
+the ceiling, dpdk-testpmd io-forwarding (a wire that forwards frames and
+terminates nothing).  No kernel on the data path, no namespaces, no
+hugepages, no privileges needed by memif itself.
+
+    router:  A @tcp  ==memif==  lnetr-dataplane (pa @tcp, pb @tcp1)  ==memif==  B @tcp1
+    wire:    A @tcp  ==memif==  dpdk-testpmd (io)                    ==memif==  B @tcp
+
+The dataplane and testpmd are the memif servers (they create the
+sockets); the peers connect as clients.  Frames up to the MTU fit one
+memif buffer (bsize), as net_memif needs (dataplane/port.cpp).
+"""
+
+import os
+import shutil
+import signal
+import time
+
+from lnetr_router import control_request, dataplane_binary
+
+ROUTER_CONFIG = """\
+net:
+  - net type: tcp
+    local NI(s):
+      - interfaces:
+          0: pa
+  - net type: tcp1
+    local NI(s):
+      - interfaces:
+          0: pb
+buffers:
+  tiny: 512
+  small: 512
+  large: {large}
+dataplane:
+  cores: [{cores}]
+  main_core: {main_core}
+  poll: {poll}
+  control_socket: {sock}
+  shm_name: /{tag}
+  socklnd:
+    sock_timeout: 10
+  ports:
+    - name: pa
+      device: "net_memif0,role=server,socket={sock_a},socket-abstract=no,id=0,bsize={bsize}"
+      address: {ra}/24
+      mtu: {mtu}
+    - name: pb
+      device: "net_memif1,role=server,socket={sock_b},socket-abstract=no,id=0,bsize={bsize}"
+      address: {rb}/24
+      mtu: {mtu}
+"""
+
+
+def memif_bsize(mtu):
+    """A memif buffer that holds a whole frame of the MTU (a power of two)."""
+    n = 2048
+    while n < mtu + 18:
+        n *= 2
+    return n
+
+
+class MemifTopology:
+    """Addresses, sockets and the processes between the two peers.  `kind`
+    is "router" (lnetr-dataplane) or "wire" (dpdk-testpmd)."""
+
+    def __init__(self, procs, workdir, kind="router", mtu=1500, cores=(1,), main_core=0, poll="adaptive",
+                 peer_core=None, tag=None, large=64):
+        self.procs, self.dir, self.kind, self.mtu = procs, workdir, kind, mtu
+        self.cores, self.main_core, self.poll, self.peer_core, self.large = cores, main_core, poll, peer_core, large
+        self.tag = tag or "lnetrm%d" % os.getpid()
+        self.bsize = memif_bsize(mtu)
+        self.sock_a = os.path.join(workdir, "a.memif")
+        self.sock_b = os.path.join(workdir, "b.memif")
+        self.ctl = os.path.join(workdir, "dp.sock")
+        self.ra, self.rb = "10.77.1.1", "10.77.2.1"
+        if kind == "router":
+            self.a_nid, self.b_nid = "10.77.1.2@tcp", "10.77.2.2@tcp1"
+        else:  # one net through the wire
+            self.a_nid, self.b_nid = "10.77.1.2@tcp", "10.77.1.3@tcp"
+        self.proc = None
+
+    # ---- the middle ----
+
+    def start(self, timeout=30):
+        for s in (self.sock_a, self.sock_b):
+            if os.path.exists(s):
+                os.unlink(s)
+        if self.kind == "router":
+            cfg = os.path.join(self.dir, "lnetr.yaml")
+            with open(cfg, "w") as f:
+                f.write(ROUTER_CONFIG.format(cores=", ".join(map(str, self.cores)), main_core=self.main_core,
+                                             poll=self.poll, sock=self.ctl, tag=self.tag, sock_a=self.sock_a,
+                                             sock_b=self.sock_b, bsize=self.bsize, ra=self.ra, rb=self.rb,
+                                             mtu=self.mtu, large=self.large))
+            self.proc = self.procs.start([dataplane_binary(), "--config", cfg])
+            ok = self.proc.wait_stderr("forwarding with", timeout=timeout)
+        else:
+            self.proc = self.procs.start(self.testpmd_argv())
+            ok = self.wait_testpmd(timeout)
+        if not ok:
+            p = self.proc
+            self.stop()
+            raise RuntimeError("%s did not start: rc=%s\n%s" % (self.kind, p.returncode, p.stderr))
+        return self
+
+    def wait_testpmd(self, timeout):
+        """testpmd has its memif servers up once both sockets exist (it
+        forwards a moment later; the peers' first ping waits for that)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.popen.poll() is not None:
+                return False
+            if os.path.exists(self.sock_a) and os.path.exists(self.sock_b):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def testpmd_argv(self):
+        dev = "net_memif%d,role=server,socket=%s,socket-abstract=no,id=0,bsize=%d"
+        core = self.cores[0]
+        return [shutil.which("dpdk-testpmd") or "dpdk-testpmd", "--no-huge", "--no-shconf", "-m", "1024",
+                "--no-pci", "--file-prefix=%s" % self.tag, "-l", "%d,%d" % (self.main_core, core),
+                "--main-lcore=%d" % self.main_core, "--log-level=lib.eal:warning",
+                "--vdev=" + dev % (0, self.sock_a, self.bsize), "--vdev=" + dev % (1, self.sock_b, self.bsize),
+                "--", "--forward-mode=io", "--auto-start", "--nb-cores=1", "--burst=32", "--txd=1024",
+                "--rxd=1024", "--mbuf-size=%d" % (self.bsize + 128), "--total-num-mbufs=16384",
+                # (with a stats period testpmd runs until a signal, not until stdin ends)
+                "--stats-period=3600"]
+
+    def stop(self, sig=signal.SIGINT):
+        if self.proc:
+            self.proc.stop(sig)
+        self.proc = None
+
+    # ---- the peers ----
+
+    def peer_options(self, side):
+        """lnetr-peer's options for peer `side` ("a" or "b"): its memif
+        device, MTU and (through the router) route."""
+        sock = self.sock_a if side == "a" else self.sock_b
+        opts = ["--dpdk", "net_memif0,role=client,socket=%s,socket-abstract=no,id=0,bsize=%d" % (sock, self.bsize),
+                "--mtu", str(self.mtu)]
+        if self.peer_core is not None:
+            opts += ["--core", str(self.peer_core)]
+        if self.kind == "router":
+            far, gw = ("tcp1", self.ra + "@tcp") if side == "a" else ("tcp", self.rb + "@tcp1")
+            opts += ["--route", "%s=%s" % (far, gw), "--router-check-interval", "1"]
+        else:
+            opts += ["--router-check-interval", "0"]
+        return opts
+
+    def nid(self, side):
+        return self.a_nid if side == "a" else self.b_nid
+
+    # ---- the router's state ----
+
+    def status(self):
+        return control_request(self.ctl, "status")
