@@ -66,7 +66,7 @@ class MemifTopology:
     is "router" (lnetr-dataplane) or "wire" (dpdk-testpmd)."""
 
     def __init__(self, procs, workdir, kind="router", mtu=1500, cores=(1,), main_core=0, poll="adaptive",
-                 peer_core=None, tag=None, large=64):
+                 peer_core=None, tag=None, large=64, wrapper=(), dataplane=None):
         self.procs, self.dir, self.kind, self.mtu = procs, workdir, kind, mtu
         self.cores, self.main_core, self.poll, self.peer_core, self.large = cores, main_core, poll, peer_core, large
         self.tag = tag or "lnetrm%d" % os.getpid()
@@ -79,6 +79,8 @@ class MemifTopology:
             self.a_nid, self.b_nid = "10.77.1.2@tcp", "10.77.2.2@tcp1"
         else:  # one net through the wire
             self.a_nid, self.b_nid = "10.77.1.2@tcp", "10.77.1.3@tcp"
+        self.wrapper = list(wrapper)  # run the dataplane under this (a profiler)
+        self.dataplane = dataplane or dataplane_binary()
         self.proc = None
 
     # ---- the middle ----
@@ -94,7 +96,7 @@ class MemifTopology:
                                              poll=self.poll, sock=self.ctl, tag=self.tag, sock_a=self.sock_a,
                                              sock_b=self.sock_b, bsize=self.bsize, ra=self.ra, rb=self.rb,
                                              mtu=self.mtu, large=self.large))
-            self.proc = self.procs.start([dataplane_binary(), "--config", cfg])
+            self.proc = self.procs.start(self.wrapper + [self.dataplane, "--config", cfg])
             ok = self.proc.wait_stderr("forwarding with", timeout=timeout)
         else:
             self.proc = self.procs.start(self.testpmd_argv())
@@ -106,14 +108,17 @@ class MemifTopology:
         return self
 
     def wait_testpmd(self, timeout):
-        """testpmd has its memif servers up once both sockets exist (it
-        forwards a moment later; the peers' first ping waits for that)."""
+        """testpmd creates the memif sockets when it probes the devices,
+        then configures and starts them, which drops a client that came in
+        between (and a DPDK memif client does not connect again): give it
+        the time dpdk_bench.py gives it once both sockets exist."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.popen.poll() is not None:
                 return False
             if os.path.exists(self.sock_a) and os.path.exists(self.sock_b):
-                return True
+                time.sleep(3)
+                return self.proc.popen.poll() is None
             time.sleep(0.1)
         return False
 

@@ -377,12 +377,14 @@ def not_at_rest(st):
     return problems
 
 
-def brw(host, nid, options, target, op, size, concurrency, duration, json_path, check="full", timeout=30):
+def brw(host, nid, options, target, op, size, concurrency, duration, json_path, check="full", timeout=30, warmup=0):
     """Run one lnetr-peer brw on `host` as `nid`; (its JSON result or None, CompletedProcess)."""
     argv = [peer_binary(), "--nid", nid] + list(options) + [
         "brw", target, "--op", op, "--size", str(size), "--concurrency", str(concurrency),
         "--duration", str(duration), "--timeout", str(timeout), "--check", check, "--json", json_path]
-    cp = host.run(argv, timeout=duration + 4 * timeout + 60)
+    if warmup:
+        argv += ["--warmup", str(warmup)]
+    cp = host.run(argv, timeout=duration + warmup + 4 * timeout + 60)
     try:
         with open(json_path) as f:
             return json.load(f), cp
