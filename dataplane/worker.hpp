@@ -154,12 +154,13 @@ class Worker final : public ForwarderPorts {
 
  private:
   bool push(std::uint32_t to, RingItem item);
+  unsigned iterate();
   unsigned drain_rings();
   unsigned run_commands();
   unsigned fill_status_page();
   void tick();
   bool sleep_if_idle(unsigned work);
-  unsigned poll_ports();
+  unsigned poll_ports(sock::Clock::time_point now);
   unsigned flush_ports();
   // o2ib: the transports' completions in bursts; connection requests taken
   // by worker 0's listeners, judged by the peer's owner.
@@ -179,6 +180,8 @@ class Worker final : public ForwarderPorts {
   std::uint64_t pings_seen_ = 0;  // shm_me_.ping_requests when last looked at
 
   sock::Poller poller_;
+  std::size_t own_fds_ = 0;    // the worker's own descriptors in poller_ (no kernel socket)
+  unsigned epoll_turn_ = 0;    // turns since poller_ was last polled
   std::unique_ptr<sock::Node> node_;
   std::unique_ptr<sock::Acceptor> acceptor_;
   std::uint64_t conns_misplaced_ = 0;

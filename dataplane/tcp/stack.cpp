@@ -463,6 +463,8 @@ void Stack::send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body) {
 
 void Stack::tick(Time now) {
   now_ = now;
+  if (now < next_walk_) return;
+  next_walk_ = now + cfg_.timer_granularity;
   for (auto& [key, e] : conns_)
     if (auto t = e->conn->next_timer(); t && *t <= now) e->conn->tick(now);
   for (auto it = neighbours_.begin(); it != neighbours_.end();) {

@@ -95,6 +95,11 @@ struct StackConfig {
   Time arp_lifetime = std::chrono::seconds(60);  // a resolved neighbour, before it is asked again
   std::size_t arp_hold = 64;                     // frames held per unresolved neighbour
   std::size_t max_connections = 4096;            // beyond this a SYN is dropped (a flood holds no more)
+  // tick() looks at the connections' timers and the neighbours at most
+  // this often (a walk of every connection; called every loop turn it
+  // cost a busy worker a twentieth of its time).  Linux's timers have a
+  // jiffy's granularity, 1 to 4 ms.  0: every tick().
+  Time timer_granularity = std::chrono::milliseconds(1);
 };
 
 // Counters, one writer (the worker).
@@ -185,6 +190,7 @@ class Stack {
   StackStats stats_;
   Conn::Stats ended_{};  // counters of the connections reaped
   Time now_{0};  // the time of the event being handled (for transmissions from Conn)
+  Time next_walk_{0};  // tick() walks the timers again from then
   std::map<std::uint16_t, Acceptor> listeners_;
   std::map<Key, std::unique_ptr<Entry>> conns_;
   struct Neighbour {

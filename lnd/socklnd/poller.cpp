@@ -16,10 +16,14 @@ bool Poller::add(int fd, IoHandler* h) noexcept {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.ptr = h;
-  return epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+  ++watched_;
+  return true;
 }
 
-void Poller::remove(int fd) noexcept { epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
+void Poller::remove(int fd) noexcept {
+  if (epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr) == 0) --watched_;
+}
 
 int Poller::poll(int timeout_ms) noexcept {
   constexpr int kBatch = 64;

@@ -3,6 +3,8 @@
 // a zero timeout inside their loop (never blocking); lnetr-peer waits.
 #pragma once
 
+#include <cstddef>
+
 #include <cstdint>
 
 namespace lnetr::sock {
@@ -36,9 +38,12 @@ class Poller {
   bool wait(int timeout_ms) noexcept;
 
   bool ok() const noexcept { return epfd_ >= 0; }
+  // Descriptors registered (added and not removed).
+  std::size_t watched() const noexcept { return watched_; }
 
  private:
   int epfd_ = -1;
+  std::size_t watched_ = 0;
   int waitfd_ = -1;  // an epoll set holding epfd_ (level-triggered), for wait()
 };
 
