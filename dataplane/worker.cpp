@@ -316,8 +316,9 @@ int Worker::run() {
   if (!lanes_.empty()) device_reader.emplace(index_);
   WorkerCounters& c = shared_.counters[index_];
   std::uint64_t tsc = rte_rdtsc();
+  clock_.sync(tsc);
   while (!shared_.stop.load(std::memory_order_relaxed)) {
-    const unsigned work = iterate();
+    const unsigned work = iterate(clock_.at(tsc));
     c.loops.add();
     if (work) c.busy_loops.add();
     if (device_reader) device_reader->quiescent();
@@ -340,7 +341,7 @@ int Worker::run() {
 // One turn of the loop, sleeping aside: returns the work it found.  Kept a
 // function of its own (not inlined) so that a profiler can count what the
 // turns cost apart from the sleeps (tests/bench/memif_bench.py --callgrind).
-[[gnu::noinline]] unsigned Worker::iterate() {
+[[gnu::noinline]] unsigned Worker::iterate(sock::Clock::time_point now) {
   if (routes_.poll()) forwarder_.adopt(routes_.view());  // a new route table
   // The epoll set: every turn while it holds kernel sockets (connections,
   // listeners); else only the worker's own descriptors are there (its
@@ -352,7 +353,6 @@ int Worker::run() {
     epoll_turn_ = 0;
     work += static_cast<unsigned>(poller_.poll(0));
   }
-  const auto now = sock::Clock::now();  // (the turn's clock: one read)
   work += poll_ports(now);
   if (o2ib_) work += poll_verbs();
   // Gateway pings lnetr-control asked for (one load when there are none).
@@ -379,6 +379,7 @@ int Worker::run() {
 
 void Worker::tick() {
   const auto now = sock::Clock::now();
+  clock_.sync(rte_rdtsc());
   next_tick_ = now + kTickPeriod;
   node_->tick(now);
   if (o2ib_) {

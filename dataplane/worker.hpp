@@ -5,6 +5,7 @@
 // inbound rings.  Other workers reach it only through the SPSC rings.
 #pragma once
 
+#include <rte_cycles.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
@@ -154,7 +155,7 @@ class Worker final : public ForwarderPorts {
 
  private:
   bool push(std::uint32_t to, RingItem item);
-  unsigned iterate();
+  unsigned iterate(sock::Clock::time_point now);
   unsigned drain_rings();
   unsigned run_commands();
   unsigned fill_status_page();
@@ -179,6 +180,28 @@ class Worker final : public ForwarderPorts {
   shm::WorkerShm& shm_me_;       // this worker's block of the shared region
   std::uint64_t pings_seen_ = 0;  // shm_me_.ping_requests when last looked at
 
+  // The turn's time, from the TSC the loop reads for its cycle counters
+  // (a clock_gettime per turn was a sixth of an idle turn), set against
+  // the steady clock at every tick and never going back.
+  class TscClock {
+   public:
+    void sync(std::uint64_t tsc) noexcept {
+      base_ = sock::Clock::now();
+      base_tsc_ = tsc;
+      if (ns_per_cycle_ == 0) ns_per_cycle_ = 1e9 / static_cast<double>(rte_get_tsc_hz());
+    }
+    sock::Clock::time_point at(std::uint64_t tsc) noexcept {
+      const auto ns = static_cast<std::int64_t>(static_cast<double>(tsc - base_tsc_) * ns_per_cycle_);
+      const sock::Clock::time_point t = base_ + std::chrono::nanoseconds(ns);
+      if (t > last_) last_ = t;
+      return last_;
+    }
+
+   private:
+    sock::Clock::time_point base_{}, last_{};
+    std::uint64_t base_tsc_ = 0;
+    double ns_per_cycle_ = 0;
+  } clock_;
   sock::Poller poller_;
   std::size_t own_fds_ = 0;    // the worker's own descriptors in poller_ (no kernel socket)
   unsigned epoll_turn_ = 0;    // turns since poller_ was last polled

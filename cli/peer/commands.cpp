@@ -42,6 +42,7 @@ struct Done final : OpListener {
 struct OwnedOp {
   Op op;
   std::vector<std::uint8_t> buf;
+  bool counted = true;  // brw: started after the warm-up
 };
 
 OwnedOp& idle_op(std::vector<std::unique_ptr<OwnedOp>>& ops, std::size_t bytes) {
@@ -252,7 +253,7 @@ class Brw final : public OpListener {
 
   void op_done(Op& op) override {
     ++finished_;
-    if (op.started < t0_) {  // started while warming up: not counted
+    if (!slots_[op.tag]->counted) {  // started while warming up: not counted
       ++warmup_ops_;
     } else if (op.ok()) {
       ++counted_;
@@ -316,7 +317,8 @@ class Brw final : public OpListener {
       if (a_.write) fill_pattern(std::span(s.buf).first(s.op.size), s.op.seed, 0);
     }
     ++started_;
-    if (now >= t0_) ++counted_started_;
+    s.counted = now >= t0_;
+    if (s.counted) ++counted_started_;
     ep_.start(s.op);
   }
   // Restart waiting slots whose time has come and whose Op is idle.
