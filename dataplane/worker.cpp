@@ -339,8 +339,8 @@ int Worker::run() {
 }
 
 // One turn of the loop, sleeping aside: returns the work it found.  Kept a
-// function of its own (not inlined) so that a profiler can count what the
-// turns cost apart from the sleeps (tests/bench/memif_bench.py --callgrind).
+// function of its own (not inlined) so that a profile shows the turns
+// apart from the sleeps.
 [[gnu::noinline]] unsigned Worker::iterate(sock::Clock::time_point now) {
   if (routes_.poll()) forwarder_.adopt(routes_.view());  // a new route table
   // The epoll set: every turn while it holds kernel sockets (connections,

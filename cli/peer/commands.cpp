@@ -280,6 +280,11 @@ class Brw final : public OpListener {
   }
 
   int run(std::FILE* out) {
+    if (a_.delay_s > 0 && ep_.run_for(millis(a_.delay_s)) == Endpoint::RunEnd::signal) {
+      interrupted_ = true;
+      report(out);
+      return 1;
+    }
     // Ops started during the warm-up (connections, route checks) are not
     // counted (nor in --count); the rates are of those started after it.
     t0_ = Clock::now() + millis(a_.warmup_s);

@@ -44,6 +44,7 @@ struct BrwArgs {
   std::uint32_t concurrency = 1;
   double duration_s = 10;
   double warmup_s = 0;  // run this long before the duration, not counted
+  double delay_s = 0;   // before any load: serve only, this long (a new link settles)
   double timeout_s = 50.0;
   bool check = true;  // fresh seed and pattern per message, REPLYs verified
   std::string json;   // write the result there too

@@ -179,6 +179,10 @@ int main(int argc, char** argv) {
                       "(connections, gateway checks)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  brw_cmd->add_option("--delay", brw.delay_s,
+                      "seconds to serve before any load (a DPDK link that just came up settles, routes with it)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   brw_cmd->add_option("--timeout", brw.timeout_s, "seconds to wait for each ACK/REPLY")->capture_default_str()->check(
       CLI::PositiveNumber);
   brw_cmd->add_option("--check", brw_check,

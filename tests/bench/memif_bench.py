@@ -23,11 +23,6 @@ forwarded message and per forwarded KiB (the worker's busy_cycles: loop
 iterations that found work), the busy share of the worker's cycles, and
 bytes copied per byte forwarded.
 
-With --callgrind, the router (build/release-vm: valgrind has no AVX-512)
-also runs fixed traces of 0 B PUTs under callgrind, which counts the
-instructions of its worker's loop turns: instructions per forwarded
-message, without the noise of the rates.
-
 Prints medians and per-round ratios (router to wire of the same MTU, and
 MTU 9000 to 1500); writes every sample as JSON.
 """
@@ -38,7 +33,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -144,99 +138,6 @@ class Bench:
         return samples
 
 
-def callgrind_total(path):
-    """Instructions (Ir) a callgrind dump counted."""
-    with open(path) as f:
-        for line in f:
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
-    raise RuntimeError("no totals in " + path)
-
-
-def callgrind(args, procs, workdir):
-    """Instructions per forwarded message of fixed traces, with the router
-    under callgrind counting only its worker's loop turns
-    (Worker::iterate).  Each trace is run at two lengths and the
-    difference taken, so that what a run costs once (connections, the
-    memif link coming up, gateway checks) cancels out; the turns that
-    found nothing are taken out at what an idle turn costs, measured
-    first.  Deterministic to a few percent, so a change's effect can be
-    read without the noise of the rates."""
-    build = args.callgrind_build
-    outdir = os.path.join(workdir, "callgrind")
-    os.makedirs(outdir, exist_ok=True)
-    wrapper = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=*Worker::iterate*",
-               "--callgrind-out-file=" + os.path.join(outdir, "cg.out"), "--dump-instr=no"]
-    topo = MemifTopology(procs, workdir, kind="router", mtu=1500, cores=(WORKER_CORE,), main_core=MAIN_CORE,
-                         peer_core=PEER_CORE, tag="lnetrcg%d" % os.getpid(), wrapper=wrapper,
-                         dataplane=os.path.join(build, "dataplane", "lnetr-dataplane"), large=16)
-    topo.start(timeout=600)
-    peer = os.path.join(build, "cli", "peer", "lnetr-peer")
-    server = procs.start([peer, "--nid", topo.nid("b")] + topo.peer_options("b") + ["server"])
-    dumps = [0]
-
-    def dump():
-        subprocess.run(["callgrind_control", "--dump", str(topo.proc.pid)], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=120)
-        dumps[0] += 1
-        path = os.path.join(outdir, "cg.out.%d" % dumps[0])
-        end = time.monotonic() + 60
-        while not os.path.exists(path) and time.monotonic() < end:
-            time.sleep(0.2)
-        time.sleep(0.5)  # (written whole)
-        return callgrind_total(path)
-
-    def counters():
-        st = topo.status()
-        w = st["workers"][0]
-        return {"loops": w["loops"], "busy": w["busy_loops"], "msgs": st["statistics"]["route_count"]}
-
-    def phase(fn):
-        c0 = counters()
-        dump()  # what came before: thrown away
-        fn()
-        c1 = counters()
-        ir = dump()
-        return {"ir": ir, "loops": c1["loops"] - c0["loops"], "busy": c1["busy"] - c0["busy"],
-                "msgs": c1["msgs"] - c0["msgs"]}
-
-    def trace(ops, conc):
-        def run():
-            argv = [peer, "--nid", topo.nid("a")] + topo.peer_options("a") + [
-                "brw", topo.nid("b"), "--op", "write", "--size", "0", "--count", str(ops), "--concurrency",
-                str(conc), "--duration", "600", "--check", "none", "--timeout", "60"]
-            cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900)
-            if cp.returncode != 0:
-                raise RuntimeError("callgrind trace failed: %s%s" % (cp.stdout, cp.stderr))
-            time.sleep(1)  # its connections closed
-        return run
-
-    try:
-        # A first run: connections, ARP and the gateway checks settled.
-        trace(200, 8)()
-        idle = phase(lambda: time.sleep(3))
-        per_idle = idle["ir"] / max(idle["loops"], 1)
-        out = {"build": build, "idle_turn_instructions": per_idle, "traces": {}}
-        for name, conc, short, long in (("put0_c1", 1, 500, 1500), ("put0_c64", 64, 2000, 6000)):
-            a, b = phase(trace(short, conc)), phase(trace(long, conc))
-
-            def work(p):
-                return p["ir"] - (p["loops"] - p["busy"]) * per_idle
-
-            msgs = b["msgs"] - a["msgs"]
-            out["traces"][name] = {
-                "short": a, "long": b,
-                "instructions_per_message": (work(b) - work(a)) / msgs if msgs > 0 else None,
-                "instructions_per_message_long_run": work(b) / b["msgs"] if b["msgs"] else None,
-            }
-            say("  callgrind %-9s %6.0f instructions per forwarded message (%d more messages)" %
-                (name, out["traces"][name]["instructions_per_message"] or -1, msgs))
-        return out
-    finally:
-        server.stop()
-        topo.stop()
-
-
 def metric(load, key, unit, label):
     return (label, lambda s: s.get(load, {}).get(key), unit)
 
@@ -307,10 +208,6 @@ def main():
     ap.add_argument("--duration", type=float, default=3.0, help="seconds of each load, counted (default 3)")
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds of load before it, not counted (default 3: each peer run brings its memif link up anew, which routes take a moment to see)")
     ap.add_argument("--paths", default=",".join(PATHS), help="comma-separated subset of " + ",".join(PATHS))
-    ap.add_argument("--callgrind", action="store_true",
-                    help="also count the router's instructions per message under callgrind (fixed traces)")
-    ap.add_argument("--callgrind-build", default=os.path.join(ROOT, "build", "release-vm"),
-                    help="build run under callgrind: no AVX-512 (default build/release-vm, -march=x86-64-v3)")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "memif_bench.json"),
                     help="where to write the samples and summary")
     args = ap.parse_args()
@@ -331,8 +228,6 @@ def main():
             order = paths if i % 2 == 0 else list(reversed(paths))
             say("round %d of %d: %s" % (i + 1, args.rounds, ", ".join(order)))
             rounds.append(bench.round(order))
-        bench.stop_current()
-        profile = callgrind(args, procs, workdir) if args.callgrind else None
     finally:
         bench.stop_current()
         procs.cleanup()
@@ -344,7 +239,7 @@ def main():
     doc = {"benchmark": "memif_bench", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "cpu": cpu_model()},
            "args": vars(args), "paths": paths, "worker_core": WORKER_CORE, "peer_core": PEER_CORE,
-           "rounds": rounds, "summary": summary, "callgrind": profile, "server_pattern_errors": bench.pattern_errors}
+           "rounds": rounds, "summary": summary, "server_pattern_errors": bench.pattern_errors}
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(doc, f, indent=1)

@@ -66,7 +66,7 @@ class MemifTopology:
     is "router" (lnetr-dataplane) or "wire" (dpdk-testpmd)."""
 
     def __init__(self, procs, workdir, kind="router", mtu=1500, cores=(1,), main_core=0, poll="adaptive",
-                 peer_core=None, tag=None, large=64, wrapper=(), dataplane=None):
+                 peer_core=None, tag=None, large=64):
         self.procs, self.dir, self.kind, self.mtu = procs, workdir, kind, mtu
         self.cores, self.main_core, self.poll, self.peer_core, self.large = cores, main_core, poll, peer_core, large
         self.tag = tag or "lnetrm%d" % os.getpid()
@@ -79,8 +79,6 @@ class MemifTopology:
             self.a_nid, self.b_nid = "10.77.1.2@tcp", "10.77.2.2@tcp1"
         else:  # one net through the wire
             self.a_nid, self.b_nid = "10.77.1.2@tcp", "10.77.1.3@tcp"
-        self.wrapper = list(wrapper)  # run the dataplane under this (a profiler)
-        self.dataplane = dataplane or dataplane_binary()
         self.proc = None
 
     # ---- the middle ----
@@ -96,7 +94,7 @@ class MemifTopology:
                                              poll=self.poll, sock=self.ctl, tag=self.tag, sock_a=self.sock_a,
                                              sock_b=self.sock_b, bsize=self.bsize, ra=self.ra, rb=self.rb,
                                              mtu=self.mtu, large=self.large))
-            self.proc = self.procs.start(self.wrapper + [self.dataplane, "--config", cfg])
+            self.proc = self.procs.start([dataplane_binary(), "--config", cfg])
             ok = self.proc.wait_stderr("forwarding with", timeout=timeout)
         else:
             self.proc = self.procs.start(self.testpmd_argv())
