@@ -75,13 +75,13 @@ std::uint32_t kept_frames(const Setup& s, const PortSetup& p) {
 }
 
 // What an object of `size` bytes takes in a mempool: without hugepages the
-// memory is in 4 KiB pages and a mempool lays no object across two of
-// them, so an object of 2.5 KiB (a frame's mbuf) takes a whole page.
+// memory is in 4 KiB pages and a mempool lays no object of a page or less
+// across two of them, so an object of 2.5 KiB (a frame's mbuf) takes a
+// whole page; larger objects are laid end to end.
 std::uint64_t in_pages(std::uint64_t size, bool huge) {
   constexpr std::uint64_t kPage = 4096;
-  if (huge) return size;
-  if (size <= kPage) return kPage / (kPage / size);
-  return (size + kPage - 1) / kPage * kPage;
+  if (huge || size > kPage) return size;
+  return kPage / (kPage / size);
 }
 
 // Memory the router buffer pools need, in MB, plus room for DPDK itself.
@@ -108,11 +108,6 @@ unsigned pool_memory_mb(const Setup& s, bool huge) {
 
 // A PCI address ("0000:3b:00.0" or "3b:00.0"), as opposed to a virtual
 // device's "net_xxx0,...".
-bool is_pci_address(const std::string& d) {
-  const std::string name = d.substr(0, d.find(','));
-  return !name.empty() && name.find(':') != std::string::npos && name.find('.') != std::string::npos &&
-         name.rfind("net_", 0) != 0;
-}
 
 std::vector<std::string> eal_args(const Setup& s) {
   std::vector<std::string> a = {"lnetr-dataplane"};

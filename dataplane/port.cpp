@@ -46,6 +46,12 @@ std::string device_name(const std::string& device) {
   return name;
 }
 
+bool is_pci_address(const std::string& d) {
+  const std::string name = d.substr(0, d.find(','));
+  return !name.empty() && name.find(':') != std::string::npos && name.find('.') != std::string::npos &&
+         name.rfind("net_", 0) != 0;
+}
+
 namespace {
 
 // net_memif's packet buffer size: its bsize argument, else its default.
@@ -118,11 +124,13 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   // intact (measured: damaged frames and a flood of bogus ones), so that
   // is refused.
   const bool memif = name.rfind("net_memif", 0) == 0;
-  const std::uint32_t frame_len = cfg.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + (cfg.vlan ? 4u : 0u);
+  // (As ethdev counts a frame: no VLAN tag, which devices take out or add.)
+  const std::uint32_t frame_len = cfg.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
   if (memif) {
     const std::uint32_t bsize = memif_buffer_size(cfg.device);
-    if (frame_len - RTE_ETHER_CRC_LEN > bsize)
-      return fail("MTU " + std::to_string(cfg.mtu) + " makes frames of " + std::to_string(frame_len - RTE_ETHER_CRC_LEN) +
+    const std::uint32_t in_buffer = cfg.mtu + RTE_ETHER_HDR_LEN + (cfg.vlan ? 4u : 0u);
+    if (in_buffer > bsize)
+      return fail("MTU " + std::to_string(cfg.mtu) + " makes frames of " + std::to_string(in_buffer) +
                       " bytes, more than one of net_memif's buffers holds (bsize " + std::to_string(bsize) +
                       "); give the device bsize=16384 (the other end too): frames chained over several buffers "
                       "are not received intact",
@@ -132,8 +140,7 @@ std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs
   if (info.max_rx_pktlen && frame_len > info.max_rx_pktlen) {
     if (!memif)
       return fail("MTU " + std::to_string(cfg.mtu) + " makes frames of " + std::to_string(frame_len) +
-                      " bytes; the device takes at most " + std::to_string(info.max_rx_pktlen) +
-                      " (net_af_packet: raise its framesz argument; a NIC: its maximum frame size)",
+                      " bytes; the device takes at most " + std::to_string(info.max_rx_pktlen),
                   0);
     device_mtu = static_cast<std::uint16_t>(info.max_rx_pktlen - (frame_len - cfg.mtu));
     log_info("port %s: net_memif reports frames of at most %u bytes but its buffers hold %u: configured at "

@@ -33,6 +33,8 @@ namespace lnetr::dp {
 // The ethdev name of a configured device: a virtual device's driver and
 // index ("net_af_xdp0"), or a PCI address with its domain.
 std::string device_name(const std::string& device);
+// Whether a configured device is a PCI address (else a virtual device).
+bool is_pci_address(const std::string& device);
 
 struct PortStats {
   std::uint64_t rx_frames = 0, tx_frames = 0;

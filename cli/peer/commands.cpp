@@ -253,8 +253,10 @@ class Brw final : public OpListener {
 
   void op_done(Op& op) override {
     ++finished_;
-    if (!slots_[op.tag]->counted) {  // started while warming up: not counted
-      ++warmup_ops_;
+    const bool integrity = op.error == OpError::reply_corrupt || op.error == OpError::reply_too_long ||
+                           op.error == OpError::reply_short || op.error == OpError::ack_short;
+    if (!slots_[op.tag]->counted && !integrity) {  // started while warming up: not counted
+      ++warmup_ops_;   // (but wrong data is an error whenever it comes)
     } else if (op.ok()) {
       ++counted_;
       last_done_ = op.finished;
@@ -348,7 +350,9 @@ class Brw final : public OpListener {
   }
 
   void report(std::FILE* out) {
-    const double elapsed = counted_ > 0 ? seconds(last_done_ - t0_) : seconds(Clock::now() - t0_);
+    const double elapsed =
+        t0_ == Clock::time_point{} ? 0.0
+                                   : std::max(0.0, counted_ > 0 ? seconds(last_done_ - t0_) : seconds(Clock::now() - t0_));
     const double ops_s = elapsed > 0 ? static_cast<double>(ok_) / elapsed : 0;
     const double bytes = static_cast<double>(bytes_ok_);
     const double mb_s = elapsed > 0 ? bytes / 1e6 / elapsed : 0;

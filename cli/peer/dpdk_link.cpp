@@ -34,8 +34,6 @@ std::string lcores(const DpdkOptions& o) {
   return cpus.empty() ? "0@0" : "0@(" + cpus + ")";
 }
 
-bool is_pci(const std::string& device) { return device.rfind("net_", 0) != 0; }
-
 }  // namespace
 
 std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkOptions& o, std::uint32_t ip, std::uint16_t port,
@@ -46,7 +44,7 @@ std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkOptions& o, std::uint32_t ip,
   std::vector<std::string> args = {"lnetr-peer", "--lcores=" + lcores(o), "--main-lcore=0", "--no-huge",
                                    "--no-shconf", "-m", "256", "--log-level=lib.eal:warning",
                                    "--file-prefix=lnetr-peer" + std::to_string(getpid())};
-  if (is_pci(o.device)) {
+  if (dp::is_pci_address(o.device)) {
     const std::size_t comma = o.device.find(',');
     args.push_back("-a");
     args.push_back(dp::device_name(o.device) + o.device.substr(std::min(comma, o.device.size())));

@@ -339,7 +339,11 @@ void Endpoint::wait(Clock::time_point until) {
     // queued, and nap only after a run of empty turns.
     unsigned work = dpdk_->flush();
     work += dpdk_->poll();
-    work += static_cast<unsigned>(poller_.poll(0));
+    // (Only the signalfd is in the epoll set: not a system call every turn.)
+    if (++epoll_turn_ >= 64) {
+      epoll_turn_ = 0;
+      work += static_cast<unsigned>(poller_.poll(0));
+    }
     node_->flush();
     work += dpdk_->flush();
     dpdk_->rest(work);
@@ -387,6 +391,12 @@ void Endpoint::shutdown() {
     node_->shutdown();
     node_->reap();
   }
+  if (ib_) {
+    ib_->shutdown();
+    ib_->reap();
+  }
+  if (acceptor_) refused_at_shutdown_ = acceptor_->refused();
+  acceptor_.reset();
   if (dpdk_) {
     // The connections' last segments (FIN or RST) leave before the stack
     // goes with the process, as the kernel's would after close().
@@ -396,12 +406,6 @@ void Endpoint::shutdown() {
       dpdk_->flush();
     }
   }
-  if (ib_) {
-    ib_->shutdown();
-    ib_->reap();
-  }
-  if (acceptor_) refused_at_shutdown_ = acceptor_->refused();
-  acceptor_.reset();
   while (!active_.empty()) finish(*active_.back(), OpError::aborted, -ESHUTDOWN);
   completed_.clear();
 }

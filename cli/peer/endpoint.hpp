@@ -323,6 +323,7 @@ class Endpoint final : public lnd::Upper, private OpListener {
   sock::Poller poller_;
   std::unique_ptr<SignalHandler> signals_;
   std::unique_ptr<DpdkLink> dpdk_;    // a tcp net on a DPDK port (outlives node_ and acceptor_)
+  unsigned epoll_turn_ = 0;           // DPDK: turns since the epoll set was polled
   std::unique_ptr<sock::Node> node_;  // a tcp net
   std::unique_ptr<sock::Acceptor> acceptor_;
   // An o2ib net: the device, this thread's view of it, the engine, and

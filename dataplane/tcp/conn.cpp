@@ -951,7 +951,9 @@ void Conn::tick(Time now) {
 }
 
 void Conn::ack_invalid(const TcpHeader& seg, Time now) {
-  const bool data = !seg.payload.empty() && !(seg.flags & tcp_flag::syn);
+  // (As Linux: a segment that takes sequence space, data or a FIN, is not
+  // part of an ACK loop.)
+  const bool data = (!seg.payload.empty() || (seg.flags & tcp_flag::fin)) && !(seg.flags & tcp_flag::syn);
   if (!data && last_invalid_ack_ && now - *last_invalid_ack_ < cfg_.invalid_ratelimit) {
     ++stats_.invalid_acks_limited;
     return;

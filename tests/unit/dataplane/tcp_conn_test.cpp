@@ -961,6 +961,13 @@ TEST(TcpConn, InvalidSegmentsWithoutDataAreAnsweredAtMostTwiceASecond) {
   dup.payload = data;
   for (int i = 0; i < 3; ++i) c.input(dup, w.now);
   EXPECT_EQ(w.ends[0].sent.size(), sent + 5);
+  // So is a FIN again (our ACK of it was lost): it takes sequence space.
+  TcpHeader fin;
+  fin.flags = tcp_flag::fin | tcp_flag::ack;
+  fin.seq = 500001 - 1;
+  fin.ack = 1;
+  for (int i = 0; i < 3; ++i) c.input(fin, w.now);
+  EXPECT_EQ(w.ends[0].sent.size(), sent + 8);
 }
 
 TEST(TcpConn, APeersAbsurdMssAndTimestampsAreContained) {
