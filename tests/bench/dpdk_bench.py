@@ -52,7 +52,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 sys.path.insert(0, HERE)
 os.environ.setdefault("LNETR_BUILD", os.path.join(ROOT, "build", "release"))
 
-from lnetr_router import Router, Topology, brw, ip  # noqa: E402
+from lnetr_router import Router, Topology, brw, ip, status_delta  # noqa: E402
 from lnetr_test import Processes, parse_yaml, peer_binary  # noqa: E402
 from router_bench import busy_cpu_seconds, cpu_model, say  # noqa: E402
 
@@ -174,13 +174,9 @@ class Bench:
             raise RuntimeError("brw %s %d over %s failed: %s%s%s" % (op, size, self.current[0], res, cp.stdout,
                                                                     cp.stderr))
         st1 = router.status()
-        msgs = st1["statistics"]["route_count"] - st0["statistics"]["route_count"]
-        fwd = st1["statistics"]["route_length"] - st0["statistics"]["route_length"]
-        def worker_sum(st, key):
-            return sum(w.get(key, 0) for w in st["workers"])
-        copied = worker_sum(st1, "bytes_copied") - worker_sum(st0, "bytes_copied")
-        referenced = worker_sum(st1, "bytes_referenced") - worker_sum(st0, "bytes_referenced")
-        rx_referenced = worker_sum(st1, "rx_bytes_referenced") - worker_sum(st0, "rx_bytes_referenced")
+        d = status_delta(st0, st1, ("bytes_copied", "bytes_referenced", "rx_bytes_referenced"))
+        msgs, fwd = d["messages"], d["bytes"]
+        copied, referenced, rx_referenced = d["bytes_copied"], d["bytes_referenced"], d["rx_bytes_referenced"]
         def port_sum(st, key):
             return sum(p.get(key, 0) for p in st.get("ports", []))
         tso_frames = port_sum(st1, "tso_frames") - port_sum(st0, "tso_frames")

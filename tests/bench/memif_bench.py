@@ -45,7 +45,7 @@ os.environ.setdefault("LNETR_BUILD", os.path.join(ROOT, "build", "release"))
 
 from lnetr_memif import MemifTopology  # noqa: E402
 from lnetr_test import Host, Processes, parse_yaml, peer_binary  # noqa: E402
-from lnetr_router import brw  # noqa: E402
+from lnetr_router import brw, status_delta  # noqa: E402
 from router_bench import cpu_model, say  # noqa: E402
 
 PATHS = ["lnetr_1500", "lnetr_9000", "wire_1500", "wire_9000"]
@@ -102,15 +102,9 @@ class Bench:
         if not router:
             return out
         st1 = t.status()
-        msgs = st1["statistics"]["route_count"] - st0["statistics"]["route_count"]
-        fwd = st1["statistics"]["route_length"] - st0["statistics"]["route_length"]
-
-        def worker_sum(st, key):
-            return sum(w.get(key, 0) for w in st["workers"])
-
-        busy = worker_sum(st1, "busy_cycles") - worker_sum(st0, "busy_cycles")
-        cycles = worker_sum(st1, "cycles") - worker_sum(st0, "cycles")
-        copied = worker_sum(st1, "bytes_copied") - worker_sum(st0, "bytes_copied")
+        d = status_delta(st0, st1, ("busy_cycles", "cycles", "bytes_copied"))
+        msgs, fwd = d["messages"], d["bytes"]
+        busy, cycles, copied = d["busy_cycles"], d["cycles"], d["bytes_copied"]
         out.update({
             "forwarded_messages": msgs, "forwarded_bytes": fwd, "tsc_hz": st1.get("tsc_hz"),
             "busy_cycles_per_message": busy / msgs if msgs else None,

@@ -355,6 +355,20 @@ class Router:
             time.sleep(0.2)
 
 
+def status_delta(st0, st1, worker_keys=()):
+    """What a router did between two of its status documents: messages
+    forwarded and their payload bytes, and the change in each of its
+    workers' counters `worker_keys`, summed over the workers."""
+    def workers(st, key):
+        return sum(w.get(key, 0) for w in st["workers"])
+
+    out = {"messages": st1["statistics"]["route_count"] - st0["statistics"]["route_count"],
+           "bytes": st1["statistics"]["route_length"] - st0["statistics"]["route_length"]}
+    for key in worker_keys:
+        out[key] = workers(st1, key) - workers(st0, key)
+    return out
+
+
 def not_at_rest(st):
     """What in a status document is not back at its configured value."""
     problems = []
