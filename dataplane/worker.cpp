@@ -1,7 +1,5 @@
 #include "dataplane/worker.hpp"
 
-#include <rte_cycles.h>
-
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <sys/epoll.h>
@@ -316,7 +314,7 @@ int Worker::run() {
   if (!lanes_.empty()) device_reader.emplace(index_);
   WorkerCounters& c = shared_.counters[index_];
   std::uint64_t tsc = rte_rdtsc();
-  clock_.sync(tsc);
+  clock_.sync(sock::Clock::now(), tsc);
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     const unsigned work = iterate(clock_.at(tsc));
     c.loops.add();
@@ -379,7 +377,7 @@ int Worker::run() {
 
 void Worker::tick() {
   const auto now = sock::Clock::now();
-  clock_.sync(rte_rdtsc());
+  clock_.sync(now, rte_rdtsc());
   next_tick_ = now + kTickPeriod;
   node_->tick(now);
   if (o2ib_) {

@@ -185,8 +185,8 @@ class Worker final : public ForwarderPorts {
   // the steady clock at every tick and never going back.
   class TscClock {
    public:
-    void sync(std::uint64_t tsc) noexcept {
-      base_ = sock::Clock::now();
+    void sync(sock::Clock::time_point now, std::uint64_t tsc) noexcept {
+      base_ = now;
       base_tsc_ = tsc;
       if (ns_per_cycle_ == 0) ns_per_cycle_ = 1e9 / static_cast<double>(rte_get_tsc_hz());
     }

@@ -99,7 +99,6 @@ sock::Transport& DpdkLink::transport() noexcept { return *transport_; }
 unsigned DpdkLink::poll() {
   reader_->quiescent();  // between two bursts
   const tcp::Time now = std::chrono::steady_clock::now().time_since_epoch();
-  transport_->set_now(now);
   unsigned work = queue_->poll(*stack_, now);
   stack_->tick(now);
   work += static_cast<unsigned>(transport_->poll(now));

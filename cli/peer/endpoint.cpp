@@ -38,6 +38,7 @@ constexpr std::size_t kSmallBuffer = 4096;
 constexpr auto kTickInterval = 250ms;
 constexpr std::size_t kMaxPingSink = kPingHeaderSize + kPingNid4EntrySize * kPingMaxNis;
 constexpr std::size_t kHandles = 4096;
+constexpr unsigned kDpdkEpollEvery = 64;  // on a DPDK port: turns between polls of the signalfd
 
 // rx.cookie of a message being dropped (its payload, if any, discarded);
 // kDroppedAsym: dropped by drop_asym_route, before anything is learned from it.
@@ -336,11 +337,10 @@ void Endpoint::wait(Clock::time_point until) {
   }
   if (dpdk_) {
     // A port cannot wake us: poll it (and the signals), flush what that
-    // queued, and nap only after a run of empty turns.
-    unsigned work = dpdk_->flush();
-    work += dpdk_->poll();
+    // and the caller queued, and nap only after a run of empty turns.
+    unsigned work = dpdk_->poll();
     // (Only the signalfd is in the epoll set: not a system call every turn.)
-    if (++epoll_turn_ >= 64) {
+    if (++epoll_turn_ >= kDpdkEpollEvery) {
       epoll_turn_ = 0;
       work += static_cast<unsigned>(poller_.poll(0));
     }
