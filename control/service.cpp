@@ -1575,6 +1575,10 @@ void Service::collect(Families& f) {
                   "TSC cycles of the worker's loop iterations that found work; over lnetr_forwarded_messages_total, "
                   "what a forwarded message costs the core",
                   l, static_cast<double>(c.busy_cycles.get()));
+        f.counter("lnetr_worker_cpu_seconds_total",
+                  "Seconds the worker's thread ran on its core; below the lnetr_worker_cycles_total seconds when "
+                  "the core is shared with other threads (then busy cycles include the time they took it)",
+                  l, static_cast<double>(c.cpu_ns.get()) / 1e9);
         f.counter("lnetr_bytes_copied_total",
                   "Bytes the worker copied on DPDK ports: received payload into socklnd's buffers, sent bytes into "
                   "TCP send queues and frames into mbufs (kernel-socket nets are not counted)",

@@ -807,7 +807,7 @@ std::string Control::status() {
     for (std::size_t w = 0; w < views.size(); ++w) {
       if (i >= views[w].lanes.size() || !views[w].lanes[i].served) continue;
       const Worker::LaneStats& l = views[w].lanes[i];
-      j.begin_object().key("queue").value(static_cast<std::uint64_t>(w)).key("worker").value(static_cast<std::uint64_t>(w));
+      j.begin_object().key("queue").value(static_cast<std::uint64_t>(l.queue)).key("worker").value(static_cast<std::uint64_t>(w));
       j.key("rx_frames").value(l.port.rx_frames).key("tx_frames").value(l.port.tx_frames);
       j.key("rx_steered_out").value(l.port.rx_steered_out).key("rx_steered_in").value(l.port.rx_steered_in);
       j.key("tcp_connections").value(static_cast<std::uint64_t>(l.connections));
@@ -824,6 +824,8 @@ std::string Control::status() {
     j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w)).key("core").value(static_cast<std::uint64_t>(setup_.cores[w]));
     j.key("loops").value(c.loops.get()).key("busy_loops").value(c.busy_loops.get());
     j.key("cycles").value(c.cycles.get()).key("busy_cycles").value(c.busy_cycles.get());
+    j.key("cpu_ns").value(c.cpu_ns.get());
+    j.key("route_count").value(c.route_count.get()).key("route_length").value(c.route_length.get());
     j.key("bytes_copied").value(c.bytes_copied.get()).key("bytes_referenced").value(c.bytes_referenced.get());
     j.key("rx_bytes_referenced").value(c.rx_bytes_referenced.get());
     // Its inbound rings: capacity each, and what waits in them now.

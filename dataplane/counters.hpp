@@ -40,6 +40,11 @@ struct alignas(64) WorkerCounters {
   // message costs (read with the header's tsc_hz).
   Counter cycles;
   Counter busy_cycles;
+  // Nanoseconds the worker's thread ran on its core (CLOCK_THREAD_CPUTIME_ID,
+  // read on each 100 ms tick): below the cycles' seconds when its core is
+  // shared with other threads, which then inflate busy_cycles by the time
+  // they took the core during a busy iteration.
+  Counter cpu_ns;
   Counter bytes_copied;  // payload and frame bytes copied on DPDK ports (kernel sockets: not counted)
   Counter bytes_referenced;  // payload bytes sent on DPDK ports from router buffers by reference (zero copy)
   Counter rx_bytes_referenced;  // payload bytes received on DPDK ports and left in their frames (zero copy)

@@ -168,6 +168,7 @@ class PortQueue final : public tcp::Port, public lnd::FrameRefs {
   void release(void* frame) noexcept override;
 
   EthPort& port() const noexcept { return port_; }
+  std::uint16_t queue() const noexcept { return queue_; }
   const PortStats& stats() const noexcept { return stats_; }
 
  private:

@@ -122,20 +122,31 @@ SetupResult make_setup(const config::Config& cfg) {
       errors.push_back(where(dp.ports[i].source, "port " + dp.ports[i].name.value +
                                                      " serves no NI: name it in a net's interfaces"));
   // A connection lives in the worker whose queue receives its packets:
-  // queue q of a port is polled by worker q, and a peer's frames are steered
-  // to the queue its address hashes to (RSS on the device where it can, in
-  // software otherwise), as Placement places the peer.
+  // queue q of a port is polled by the worker of its NI's q-th CPT (CPT q
+  // without a list), and a peer's frames are steered to the queue its
+  // address hashes to (RSS on the device where it can, in software
+  // otherwise), as Placement places the peer.
   s.placement = config::placement(cfg);
-  // Each NI's CPTs in force: its port's queues, its net's CPT list (the
-  // first NI's: Placement), or all.
+  for (const config::NetConfig& net : cfg.nets)
+    for (const config::NiConfig& ni : net.nis)
+      if (const config::PortConfig* p = config::port_of(cfg, ni)) {
+        PortSetup& ps = s.ports[static_cast<std::size_t>(p - dp.ports.data())];
+        const std::vector<std::uint32_t> list = config::cpt_list(ni);
+        ps.cpts.clear();
+        for (std::uint32_t q = 0; q < ps.queues; ++q) ps.cpts.push_back(q < list.size() ? list[q] : q);
+      }
+  // Each NI's CPTs in force: its port's queues' CPTs, its net's CPT list
+  // (the first NI's: Placement), or all.
   for (NiSetup& n : s.nis) {
     n.cpts.clear();
-    auto count = static_cast<std::uint32_t>(dp.cores.value.size());
-    if (n.port >= 0) count = std::min<std::uint32_t>(count, s.ports[static_cast<std::size_t>(n.port)].queues);
+    if (n.port >= 0) {
+      n.cpts = s.ports[static_cast<std::size_t>(n.port)].cpts;
+      continue;
+    }
     for (const NetCpts& r : s.placement.restricted)
       if (r.net == n.nid.net()) n.cpts = r.cpts;
     if (n.cpts.empty())
-      for (std::uint32_t c = 0; c < count; ++c) n.cpts.push_back(c);
+      for (std::uint32_t c = 0; c < dp.cores.value.size(); ++c) n.cpts.push_back(c);
   }
   // Placement knows one port per net: a net on several ports (one NI each)
   // is placed by the first one's address and queues, which the others'

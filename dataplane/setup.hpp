@@ -26,6 +26,13 @@ struct PortSetup {
   std::uint32_t prefix_len = 24;
   std::uint16_t mtu = 1500;
   std::uint16_t queues = 1;
+  std::vector<std::uint32_t> cpts;  // queue q is polled by CPT cpts[q]'s worker (empty: CPT q's)
+  // The queue CPT `cpt`'s worker polls, or -1.
+  int queue_of(std::uint32_t cpt) const noexcept {
+    for (std::uint32_t q = 0; q < queues; ++q)
+      if ((q < cpts.size() ? cpts[q] : q) == cpt) return static_cast<int>(q);
+    return -1;
+  }
   std::optional<std::uint16_t> vlan;
   bool zero_copy = true;
   // Segmentation offload: on, off, or (unset) on where the device cuts

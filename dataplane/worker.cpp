@@ -111,7 +111,8 @@ bool Worker::init(std::string& err) {
   for (std::size_t i = 0; i < fabric_.ports.size(); ++i) {
     EthPort& port = *fabric_.ports[i];
     const PortSetup& ps = port.config();
-    if (index_ >= ps.queues) continue;
+    const int queue = ps.queue_of(index_);
+    if (queue < 0) continue;
     tcp::StackConfig sc;
     sc.mac = port.mac();
     sc.ip = ps.ip;
@@ -121,7 +122,7 @@ bool Worker::init(std::string& err) {
     for (const NiSetup& n : setup_.nis)  // the port's NI's tos, as IP_TOS on a kernel socket
       // (Without the ECN bits, which Linux clears from IP_TOS on TCP sockets.)
       if (n.port == static_cast<int>(i) && n.tos >= 0) sc.tos = static_cast<std::uint8_t>(n.tos & 0xfc);
-    auto lane = std::make_unique<Lane>(port, index_, sc);
+    auto lane = std::make_unique<Lane>(port, static_cast<std::uint16_t>(queue), sc);
     // Connections accepted on the port go through the acceptor as kernel
     // sockets' do (request and HELLO read there, then the owning Node).
     lane->transport = std::make_unique<tcp::SockTransport>(
@@ -315,6 +316,7 @@ int Worker::run() {
   WorkerCounters& c = shared_.counters[index_];
   std::uint64_t tsc = rte_rdtsc();
   clock_.sync(sock::Clock::now(), tsc);
+  count_cpu_time();
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     const unsigned work = iterate(clock_.at(tsc));
     c.loops.add();
@@ -378,6 +380,7 @@ int Worker::run() {
 void Worker::tick() {
   const auto now = sock::Clock::now();
   clock_.sync(now, rte_rdtsc());
+  count_cpu_time();
   next_tick_ = now + kTickPeriod;
   node_->tick(now);
   if (o2ib_) {
@@ -392,6 +395,15 @@ void Worker::tick() {
   for (auto& lane : lanes_)
     if (lane) lane->rxtx.release_sent();
   forwarder_.tick();
+}
+
+// The thread's CPU time since the previous tick, into cpu_ns.
+void Worker::count_cpu_time() {
+  timespec t{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return;
+  const auto ns = static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(t.tv_nsec);
+  if (ns > cpu_ns_seen_) shared_.counters[index_].cpu_ns.add(ns - cpu_ns_seen_);
+  cpu_ns_seen_ = ns;
 }
 
 // Adaptive polling: after a run of empty iterations, wait in epoll (with the
@@ -495,7 +507,7 @@ std::vector<Worker::LaneStats> Worker::lane_stats() const {
   std::vector<LaneStats> out(lanes_.size());
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
     if (!lanes_[i]) continue;
-    out[i] = {true, lanes_[i]->rxtx.stats(), lanes_[i]->stack.stats(), lanes_[i]->stack.conn_totals(),
+    out[i] = {true, lanes_[i]->rxtx.queue(), lanes_[i]->rxtx.stats(), lanes_[i]->stack.stats(), lanes_[i]->stack.conn_totals(),
               lanes_[i]->transport->stats(), lanes_[i]->stack.connections()};
   }
   return out;

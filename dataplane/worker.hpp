@@ -115,6 +115,7 @@ class Worker final : public ForwarderPorts {
   // Setup::ports index; `served` false where it serves none).
   struct LaneStats {
     bool served = false;
+    std::uint16_t queue = 0;
     PortStats port;
     tcp::StackStats stack;
     tcp::Conn::Stats tcp;
@@ -232,6 +233,8 @@ class Worker final : public ForwarderPorts {
   std::unique_ptr<o2ib::Node> o2ib_;
   class VerbsHandler;
   std::vector<std::unique_ptr<VerbsHandler>> verbs_handlers_;
+  void count_cpu_time();
+  std::uint64_t cpu_ns_seen_ = 0;  // the thread's CPU time already counted
   std::uint64_t o2ib_copied_seen_ = 0;
   std::uint64_t copied_seen_ = 0;             // bytes_copied already counted
   std::uint64_t referenced_seen_ = 0;         // bytes_referenced already counted

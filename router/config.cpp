@@ -292,20 +292,43 @@ class Checker {
     global(g.max_recovery_ping_interval, dflt.max_recovery_ping_interval.value, "max_recovery_ping_interval",
            "lnetr sends no recovery pings to unhealthy peer NIs; gateways are checked every "
            "alive_router_check_interval");
-    const auto ncpt = static_cast<std::uint32_t>(cfg_.dataplane.cores.value.size());
     for (const NetConfig& net : cfg_.nets) {
       for (const NiConfig& ni : net.nis) {
         const auto& cpts = ni.cpts;
+        // A net on several ports (one queue each) is placed by its first
+        // NI's: each port's queue must be served by the same CPT.
+        const NiConfig& front = net.nis.front();
+        auto first_cpt = [](const NiConfig& n) { return n.cpts.value.empty() ? 0u : n.cpts.value.front(); };
+        if (&ni != &front && on_port(cfg_, ni) && on_port(cfg_, front) && first_cpt(ni) != first_cpt(front))
+          error(cpts.given() ? cpts.source : ni.interface->source,
+                "net " + to_string(net.net.value) + " is also served by port " + front.interface->value +
+                    " from CPT " + std::to_string(first_cpt(front)) + ", and here from CPT " +
+                    std::to_string(first_cpt(ni)) + ": a net on several ports is served by one CPT");
         // (A fragment without dataplane.cores: applied to a running router,
         // whose NIs keep the CPTs they have.)
         if (!cpts.given() || cpts.value.empty()) continue;
         if (opt_.fragment && !cfg_.dataplane.cores.given())
           warn(cpts.source, "CPT list is not in force: an NI's CPTs are set when the dataplane starts (edit its "
                             "configuration file)");
-        else if (on_port(cfg_, ni) && cpts.value.size() < ncpt)
-          warn(cpts.source, "CPT list is not in force: on a DPDK port the port's queues decide (queue q is "
-                            "served by CPT q's worker): set the port's queues instead");
-        else if (&ni != &net.nis.front() && cpt_list(ni) != cpt_list(net.nis.front()))
+        else if (const PortConfig* port = port_of(cfg_, ni)) {
+          // Queue q of the port is served by the list's q-th CPT.
+          const std::vector<std::uint32_t> list = cpt_list(ni);
+          const std::uint32_t queues = port->queues.value;
+          if (list.size() < queues) {
+            error(cpts.source, "port " + port->name.value + " has " + std::to_string(queues) +
+                                   " queues but the CPT list names " + std::to_string(list.size()) +
+                                   ": queue q is served by the list's q-th CPT");
+          } else if (list.size() > queues) {
+            std::string unused;
+            for (std::size_t q = queues; q < list.size(); ++q)
+              unused += (unused.empty() ? "" : ", ") + std::to_string(list[q]);
+            const bool one = list.size() - queues == 1;
+            warn(cpts.source, "CPT list is not wholly in force: port " + port->name.value + " has " +
+                                  std::to_string(queues) + (queues == 1 ? " queue" : " queues") +
+                                  ", queue q served by the list's q-th CPT; " + (one ? "CPT " : "CPTs ") + unused +
+                                  (one ? " serves" : " serve") + " none of its peers");
+          }
+        } else if (&ni != &net.nis.front() && cpt_list(ni) != cpt_list(net.nis.front()))
           warn(cpts.source, "CPT list is not in force: lnetr reaches a net's peers through its first NI, whose "
                             "CPT list places them");
       }
@@ -399,10 +422,14 @@ LoadResult load_config_file(const std::string& path, const LoadOptions& options)
   return load_config(text, path, options);
 }
 
-bool on_port(const Config& cfg, const NiConfig& ni) {
-  return ni.interface && std::any_of(cfg.dataplane.ports.begin(), cfg.dataplane.ports.end(),
-                                     [&](const PortConfig& p) { return p.name.value == ni.interface->value; });
+const PortConfig* port_of(const Config& cfg, const NiConfig& ni) {
+  if (!ni.interface) return nullptr;
+  for (const PortConfig& p : cfg.dataplane.ports)
+    if (p.name.value == ni.interface->value) return &p;
+  return nullptr;
 }
+
+bool on_port(const Config& cfg, const NiConfig& ni) { return port_of(cfg, ni) != nullptr; }
 
 Placement placement(const Config& cfg) {
   Placement out;
@@ -412,8 +439,11 @@ Placement placement(const Config& cfg) {
         for (const PortConfig& p : cfg.dataplane.ports)
           if (p.name.value == ni.interface->value &&
               std::none_of(out.pinned.begin(), out.pinned.end(),
-                           [&](const PortPlacement& pp) { return pp.net == net.net.value; }))
-            out.pinned.push_back({net.net.value, p.address.value, p.queues.value});
+                           [&](const PortPlacement& pp) { return pp.net == net.net.value; })) {
+            std::vector<std::uint32_t> cpts = cpt_list(ni);
+            if (cpts.size() > p.queues.value) cpts.resize(p.queues.value);
+            out.pinned.push_back({net.net.value, p.address.value, p.queues.value, std::move(cpts)});
+          }
   // Linux hashes a peer into the CPT list of the NI it is reached through,
   // in the order written; lnetr reaches a net's peers through its first NI.
   // A net with an NI without a list (or on a DPDK port, whose queues

@@ -338,7 +338,8 @@ struct Config {
 // NI whose interface names a port of dataplane.ports) are placed by the
 // port's queues (router/forward.hpp); the others by CPT.
 Placement placement(const Config& cfg);
-// Whether a DPDK port serves the NI (its interface names a port).
+// The DPDK port that serves the NI (its interface names it), if any.
+const PortConfig* port_of(const Config& cfg, const NiConfig& ni);
 bool on_port(const Config& cfg, const NiConfig& ni);
 // An NI's CPT list in the order written, without repeats.
 std::vector<std::uint32_t> cpt_list(const NiConfig& ni);

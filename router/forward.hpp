@@ -162,13 +162,16 @@ inline std::uint32_t steer_queue(std::uint32_t peer, std::uint32_t local, std::u
 // its NID, among its NI's CPTs where the NI has a CPT list (as Linux
 // hashes into ni_cpts), except on a net served by a DPDK port, whose
 // connections live in the worker polling the port queue that receives
-// them: queue q is polled by worker q, and a peer's queue is steer_queue()
-// of its NID's address.  Messages from other workers reach those peers
-// through the rings.
+// them: queue q is polled by the worker of its NI's q-th CPT (CPT q
+// without a list), and a peer's queue is steer_queue() of its NID's
+// address.  Messages from other workers reach those peers through the
+// rings.
 struct PortPlacement {
   Net net;
   std::uint32_t local = 0;  // the port's IPv4 address, host order
   std::uint32_t queues = 1;
+  std::vector<std::uint32_t> cpts;  // queue q's CPT; empty: q
+  std::uint32_t cpt_of_queue(std::uint32_t q) const noexcept { return q < cpts.size() ? cpts[q] : q; }
 };
 struct NetCpts {
   Net net;
@@ -179,7 +182,7 @@ struct Placement {
   std::vector<NetCpts> restricted;
   std::uint32_t of(const Nid& nid, std::uint32_t ncpts) const noexcept {
     for (const PortPlacement& p : pinned)
-      if (nid.net() == p.net) return steer_queue(nid.addr4(), p.local, p.queues);
+      if (nid.net() == p.net) return p.cpt_of_queue(steer_queue(nid.addr4(), p.local, p.queues));
     for (const NetCpts& r : restricted)
       if (nid.net() == r.net && !r.cpts.empty())
         return r.cpts[cpt_of(nid, static_cast<std::uint32_t>(r.cpts.size()))];

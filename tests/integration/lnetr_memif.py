@@ -7,6 +7,10 @@ hugepages, no privileges needed by memif itself.
     router:  A @tcp  ==memif==  lnetr-dataplane (pa @tcp, pb @tcp1)  ==memif==  B @tcp1
     wire:    A @tcp  ==memif==  dpdk-testpmd (io)                    ==memif==  B @tcp
 
+With `pairs=2` the router has a second pair of one-queue ports (pa1 @tcp2,
+pb1 @tcp3) between peers A1 and B1; pair k's NIs list CPT k (of the
+router's cores), so that each pair is forwarded by its own worker.
+
 The dataplane and testpmd are the memif servers (they create the
 sockets); the peers connect as clients.  Frames up to the MTU fit one
 memif buffer (bsize), as net_memif needs (dataplane/port.cpp).
@@ -21,15 +25,7 @@ from lnetr_router import control_request, dataplane_binary
 
 ROUTER_CONFIG = """\
 net:
-  - net type: tcp
-    local NI(s):
-      - interfaces:
-          0: pa
-  - net type: tcp1
-    local NI(s):
-      - interfaces:
-          0: pb
-buffers:
+{nets}buffers:
   tiny: 512
   small: 512
   large: {large}
@@ -42,13 +38,17 @@ dataplane:
   socklnd:
     sock_timeout: 10
   ports:
-    - name: pa
-      device: "net_memif0,role=server,socket={sock_a},socket-abstract=no,id=0,bsize={bsize}"
-      address: {ra}/24
-      mtu: {mtu}
-    - name: pb
-      device: "net_memif1,role=server,socket={sock_b},socket-abstract=no,id=0,bsize={bsize}"
-      address: {rb}/24
+{ports}"""
+NET = """\
+  - net type: {net}
+    local NI(s):
+      - interfaces:
+          0: {port}
+{cpt}"""
+PORT = """\
+    - name: {port}
+      device: "net_memif{index},role=server,socket={socket},socket-abstract=no,id=0,bsize={bsize}"
+      address: {address}/24
       mtu: {mtu}
 """
 
@@ -66,34 +66,63 @@ class MemifTopology:
     is "router" (lnetr-dataplane) or "wire" (dpdk-testpmd)."""
 
     def __init__(self, procs, workdir, kind="router", mtu=1500, cores=(1,), main_core=0, poll="adaptive",
-                 peer_core=None, tag=None, large=64):
+                 peer_core=None, tag=None, large=64, pairs=1):
         self.procs, self.dir, self.kind, self.mtu = procs, workdir, kind, mtu
         self.cores, self.main_core, self.poll, self.peer_core, self.large = cores, main_core, poll, peer_core, large
+        if pairs > 1 and kind != "router":
+            raise ValueError("several pairs of ports need the router")
+        self.pairs = pairs
         self.tag = tag or "lnetrm%d" % os.getpid()
         self.bsize = memif_bsize(mtu)
-        self.sock_a = os.path.join(workdir, "a.memif")
-        self.sock_b = os.path.join(workdir, "b.memif")
         self.ctl = os.path.join(workdir, "dp.sock")
-        self.ra, self.rb = "10.77.1.1", "10.77.2.1"
+        self.sock_a, self.sock_b = self.socket("a"), self.socket("b")
+        self.ra, self.rb = self.router_address("a"), self.router_address("b")
         if kind == "router":
-            self.a_nid, self.b_nid = "10.77.1.2@tcp", "10.77.2.2@tcp1"
+            self.a_nid, self.b_nid = self.nid("a"), self.nid("b")
         else:  # one net through the wire
             self.a_nid, self.b_nid = "10.77.1.2@tcp", "10.77.1.3@tcp"
         self.proc = None
 
     # ---- the middle ----
 
+    # ---- names of pair k's sides ----
+
+    def socket(self, side, pair=0):
+        return os.path.join(self.dir, "%s%s.memif" % (side, pair or ""))
+
+    def port(self, side, pair=0):
+        return "p%s%s" % (side, pair or "")
+
+    def net(self, side, pair=0):
+        n = 2 * pair + (side == "b")
+        return "tcp%s" % (n or "")
+
+    def router_address(self, side, pair=0):
+        return "10.77.%d.1" % (2 * pair + (side == "b") + 1)
+
+    # ---- the middle ----
+
+    def router_config(self):
+        nets, ports = "", ""
+        for k in range(self.pairs):
+            for i, side in enumerate(("a", "b")):
+                cpt = '        CPT: "[%d]"\n' % (k % len(self.cores)) if len(self.cores) > 1 else ""
+                nets += NET.format(net=self.net(side, k), port=self.port(side, k), cpt=cpt)
+                ports += PORT.format(port=self.port(side, k), index=2 * k + i, socket=self.socket(side, k),
+                                     bsize=self.bsize, address=self.router_address(side, k), mtu=self.mtu)
+        return ROUTER_CONFIG.format(nets=nets, ports=ports, cores=", ".join(map(str, self.cores)),
+                                    main_core=self.main_core, poll=self.poll, sock=self.ctl, tag=self.tag,
+                                    large=self.large)
+
     def start(self, timeout=30):
-        for s in (self.sock_a, self.sock_b):
-            if os.path.exists(s):
-                os.unlink(s)
+        for k in range(self.pairs):
+            for side in ("a", "b"):
+                if os.path.exists(self.socket(side, k)):
+                    os.unlink(self.socket(side, k))
         if self.kind == "router":
             cfg = os.path.join(self.dir, "lnetr.yaml")
             with open(cfg, "w") as f:
-                f.write(ROUTER_CONFIG.format(cores=", ".join(map(str, self.cores)), main_core=self.main_core,
-                                             poll=self.poll, sock=self.ctl, tag=self.tag, sock_a=self.sock_a,
-                                             sock_b=self.sock_b, bsize=self.bsize, ra=self.ra, rb=self.rb,
-                                             mtu=self.mtu, large=self.large))
+                f.write(self.router_config())
             self.proc = self.procs.start([dataplane_binary(), "--config", cfg])
             ok = self.proc.wait_stderr("forwarding with", timeout=timeout)
         else:
@@ -139,23 +168,25 @@ class MemifTopology:
 
     # ---- the peers ----
 
-    def peer_options(self, side):
-        """lnetr-peer's options for peer `side` ("a" or "b"): its memif
-        device, MTU and (through the router) route."""
-        sock = self.sock_a if side == "a" else self.sock_b
-        opts = ["--dpdk", "net_memif0,role=client,socket=%s,socket-abstract=no,id=0,bsize=%d" % (sock, self.bsize),
-                "--mtu", str(self.mtu)]
+    def peer_options(self, side, pair=0):
+        """lnetr-peer's options for peer `side` ("a" or "b") of pair `pair`:
+        its memif device, MTU and (through the router) route."""
+        opts = ["--dpdk", "net_memif0,role=client,socket=%s,socket-abstract=no,id=0,bsize=%d" %
+                (self.socket(side, pair), self.bsize), "--mtu", str(self.mtu)]
         if self.peer_core is not None:
             opts += ["--core", str(self.peer_core)]
         if self.kind == "router":
-            far, gw = ("tcp1", self.ra + "@tcp") if side == "a" else ("tcp", self.rb + "@tcp1")
-            opts += ["--route", "%s=%s" % (far, gw), "--router-check-interval", "1"]
+            far = "b" if side == "a" else "a"
+            opts += ["--route", "%s=%s@%s" % (self.net(far, pair), self.router_address(side, pair),
+                                              self.net(side, pair)), "--router-check-interval", "1"]
         else:
             opts += ["--router-check-interval", "0"]
         return opts
 
-    def nid(self, side):
-        return self.a_nid if side == "a" else self.b_nid
+    def nid(self, side, pair=0):
+        if self.kind != "router":
+            return self.a_nid if side == "a" else self.b_nid
+        return "10.77.%d.2@%s" % (2 * pair + (side == "b") + 1, self.net(side, pair))
 
     # ---- the router's state ----
 

@@ -517,6 +517,11 @@ class Metrics(GatewayTestCase):
             seconds = (after[key] - before[key]) / hz
             self.assertGreater(seconds, 0.7 * elapsed - 0.15, (cpt, seconds, elapsed))
             self.assertLess(seconds, 1.3 * elapsed + 0.15, (cpt, seconds, elapsed))
+            # Its thread's time on the core: counted on 100 ms ticks, never
+            # more than the time that passed (the workers here may sleep).
+            key = ("lnetr_worker_cpu_seconds_total", frozenset({("cpt", cpt)}))
+            self.assertGreater(after[key], 0)
+            self.assertLess(after[key] - before[key], 1.3 * elapsed + 0.15, (cpt, elapsed))
         # Killing G1 shows in the gateway's and its route's series.
         self.dp["g1"].stop(signal.SIGKILL)
         self.assertIsNotNone(self.wait_for(

@@ -1175,13 +1175,18 @@ TEST(ConfigErrors, SettingsNotInForceAreNamed) {
   const Placement pl = placement(ni.config);
   ASSERT_EQ(pl.restricted.size(), 1u);
   EXPECT_EQ(pl.restricted[0].cpts, (std::vector<std::uint32_t>{1}));
-  // On a DPDK port the port's queues place the peers: a CPT list is named.
+  // On a DPDK port, queue q is polled by the list's q-th CPT: the port's
+  // one queue (and every peer of the net) by CPT 1's worker.
   const auto port = load_ok("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: p0}\n"
                             "        CPT: \"[1]\"\n"
                             "dataplane:\n  cores: [0, 1]\n  ports:\n    - name: p0\n      device: net_tap0\n"
                             "      address: 10.0.0.1/24\n");
-  EXPECT_THAT(strings(port.warnings), ElementsAre(HasSubstr("on a DPDK port the port's queues decide")));
+  EXPECT_THAT(strings(port.warnings), ElementsAre());
   EXPECT_TRUE(placement(port.config).restricted.empty());
+  ASSERT_EQ(placement(port.config).pinned.size(), 1u);
+  EXPECT_EQ(placement(port.config).pinned[0].cpts, (std::vector<std::uint32_t>{1}));
+  for (std::uint32_t a = 2; a < 40; ++a)
+    EXPECT_EQ(placement(port.config).of(Nid::make(Net{2, 0}, 0x0a000000 + a), 2), 1u);
   // The list in the order written (Linux indexes it by the NID's hash),
   // repeats dropped; a second NI of the net with another list is named.
   const auto two = load_ok("net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
@@ -1190,6 +1195,40 @@ TEST(ConfigErrors, SettingsNotInForceAreNamed) {
   ASSERT_EQ(placement(two.config).restricted.size(), 1u);
   EXPECT_EQ(placement(two.config).restricted[0].cpts, (std::vector<std::uint32_t>{3, 1}));
   EXPECT_THAT(strings(two.warnings), ElementsAre(HasSubstr("through its first NI")));
+}
+
+// A port's queues against its NI's CPT list: each queue needs a CPT, a
+// CPT beyond the queues serves nothing (named), and a net on two ports is
+// served from one CPT.
+TEST(ConfigPorts, CptListPlacesThePortsQueues) {
+  const std::string net = "net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: p0}\n";
+  const std::string dp = "dataplane:\n  cores: [0, 1, 2]\n  ports:\n    - name: p0\n      device: net_tap0\n"
+                         "      address: 10.0.0.1/24\n";
+  EXPECT_THAT(load_errors(net + "        CPT: \"[2]\"\n" + dp + "      queues: 2\n"),
+              ElementsAre("lnetr.yaml:5:14: net[0].local NI(s)[0].CPT: port p0 has 2 queues but the CPT list names 1: "
+                          "queue q is served by the list's q-th CPT"));
+  const auto two = load_ok(net + "        CPT: \"[2,0]\"\n" + dp + "      queues: 2\n");
+  EXPECT_THAT(strings(two.warnings), ElementsAre());
+  const Placement pl = placement(two.config);
+  ASSERT_EQ(pl.pinned.size(), 1u);
+  EXPECT_EQ(pl.pinned[0].cpts, (std::vector<std::uint32_t>{2, 0}));
+  for (std::uint32_t a = 2; a < 60; ++a) {
+    const std::uint32_t q = steer_queue(0x0a000000 + a, 0x0a000001, 2);
+    EXPECT_EQ(pl.of(Nid::make(Net{2, 0}, 0x0a000000 + a), 3), q == 0 ? 2u : 0u);
+  }
+  const auto extra = load_ok(net + "        CPT: \"[1,2]\"\n" + dp);
+  EXPECT_THAT(strings(extra.warnings),
+              ElementsAre("lnetr.yaml:5:14: net[0].local NI(s)[0].CPT: CPT list is not wholly in force: port p0 has 1 "
+                          "queue, queue q served by the list's q-th CPT; CPT 2 serves none of its peers"));
+  EXPECT_EQ(placement(extra.config).pinned[0].cpts, (std::vector<std::uint32_t>{1}));
+  // One net on two one-queue ports: both queues from one CPT.
+  const std::string both = "      - interfaces: {0: p1}\n";
+  const std::string dp2 = dp + "    - name: p1\n      device: net_tap1\n      address: 10.0.0.2/24\n";
+  EXPECT_THAT(load_errors(net + "        CPT: \"[1]\"\n" + both + dp2),
+              ElementsAre(HasSubstr("net tcp is also served by port p0 from CPT 1, and here from CPT 0: a net on "
+                                    "several ports is served by one CPT")));
+  EXPECT_THAT(strings(load_ok(net + "        CPT: \"[1]\"\n" + both + "        CPT: \"[1]\"\n" + dp2).warnings),
+              ElementsAre());
 }
 
 TEST(ConfigErrors, O2ibRegistrationPoolTunablesWarnedWhenNotDefault) {

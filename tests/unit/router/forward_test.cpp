@@ -98,7 +98,7 @@ namespace {
 
 TEST(Placement, PinnedNetsGoToTheirWorkerOthersByCpt) {
   Placement p;
-  p.pinned.push_back({Net{2, 9}, 0x0a000101, 1});  // tcp9 on a one-queue DPDK port: worker 0
+  p.pinned.push_back({Net{2, 9}, 0x0a000101, 1, {}});  // tcp9 on a one-queue DPDK port: worker 0
   for (std::uint32_t a = 1; a <= 40; ++a) {
     const Nid on_port = Nid::make(Net{2, 9}, 0x0a000100 + a);
     const Nid elsewhere = Nid::make(Net{2, 1}, 0x0a000100 + a);
@@ -145,7 +145,7 @@ TEST(Rss, ToeplitzHashMatchesTheVerificationSuite) {
 TEST(Placement, PortPeersGoToTheQueueTheirAddressHashesTo) {
   constexpr std::uint32_t local = 0x0a000101;
   Placement p;
-  p.pinned.push_back({Net{2, 9}, local, 3});
+  p.pinned.push_back({Net{2, 9}, local, 3, {}});
   std::array<int, 3> per_queue{};
   for (std::uint32_t a = 2; a < 200; ++a) {
     const Nid peer = Nid::make(Net{2, 9}, 0x0a000100 + a);
