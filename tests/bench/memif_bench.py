@@ -6,6 +6,10 @@ their /proc) and the release build.
 
     lnetr_MTU   A (lnetr-peer, memif) == lnetr-dataplane, one worker == B (memif)
     wire_MTU    A (lnetr-peer, memif) == dpdk-testpmd io-forwarding == B (memif)
+    cpt2_apart     two pairs of peers, a router for each with one worker
+                   (cores 0 and 1, poll: busy), both loaded at once
+    cpt2_together  the same pairs through one router with two workers
+                   (pair k's ports on CPT k), both loaded at once
 
 Both peers run lnetr's TCP/IP on net_memif ports (tests/integration/
 lnetr_memif.py); the router runs one worker on core 1 (poll: adaptive),
@@ -23,6 +27,16 @@ forwarded message and per forwarded KiB (the worker's busy_cycles: loop
 iterations that found work), the busy share of the worker's cycles, and
 bytes copied per byte forwarded.
 
+The cpt2 paths show scaling: each worker's busy cycles per message it
+forwarded, in a router of its own (apart) and beside a second worker of
+the same router (together), under the same load on the machine: what
+changes is only what the two workers share (memory written by both would
+show as cycles).  Six busy threads share two cores there, and a worker's
+busy cycles then include the time others held its core; "own" figures
+scale them by the worker's CPU time over its cycles' seconds (cpu_ns:
+preemptions assumed to land in busy and idle turns alike, which busy
+polling, never sleeping, makes fair).
+
 Prints medians and per-round ratios (router to wire of the same MTU, and
 MTU 9000 to 1500); writes every sample as JSON.
 """
@@ -35,6 +49,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,7 +63,8 @@ from lnetr_test import Host, Processes, parse_yaml, peer_binary  # noqa: E402
 from lnetr_router import brw, status_delta  # noqa: E402
 from router_bench import cpu_model, say  # noqa: E402
 
-PATHS = ["lnetr_1500", "lnetr_9000", "wire_1500", "wire_9000"]
+PATHS = ["lnetr_1500", "lnetr_9000", "wire_1500", "wire_9000", "cpt2_apart", "cpt2_together"]
+DEFAULT_PATHS = PATHS[:4]
 WORKER_CORE, PEER_CORE, MAIN_CORE = 1, 0, 0
 LOADS = [  # name, op, size, concurrency
     ("put0_c64", "write", 0, 64),
@@ -57,56 +73,90 @@ LOADS = [  # name, op, size, concurrency
     ("write1m_c8", "write", 1048576, 8),
     ("read1m_c8", "read", 1048576, 8),
 ]
+SCALING_LOADS = LOADS[:2]  # per message: 0 B and 4 KiB
 
 
 class Bench:
     def __init__(self, args, procs, workdir):
         self.args, self.procs, self.workdir = args, procs, workdir
-        self.topo = None
-        self.server = None
+        self.topos = []
+        self.pairs = []  # (topology, pair) of each peer pair loaded
+        self.servers = []
         self.pattern_errors = 0
 
     def stop_current(self):
-        if self.server:
-            self.server.stop()
-            stats = (parse_yaml(self.server.stdout) or {}).get("server", {})
+        for server in self.servers:
+            server.stop()
+            stats = (parse_yaml(server.stdout) or {}).get("server", {})
             self.pattern_errors += stats.get("pattern_errors", 1)
-            self.server = None
-        if self.topo:
-            self.topo.stop()
-            self.topo = None
+        self.servers = []
+        for t in self.topos:
+            t.stop()
+        if self.topos:
             time.sleep(0.5)
+        self.topos, self.pairs = [], []
+
+    def topology(self, name, **kw):
+        d = os.path.join(self.workdir, name)
+        os.makedirs(d, exist_ok=True)
+        t = MemifTopology(self.procs, d, tag="lnetrmb%d%s" % (os.getpid(), name), **kw).start()
+        self.topos.append(t)
+        return t
 
     def use(self, path):
         self.stop_current()
         kind, mtu = path.split("_")
-        self.topo = MemifTopology(self.procs, self.workdir, kind="router" if kind == "lnetr" else "wire",
-                                  mtu=int(mtu), cores=(WORKER_CORE,), main_core=MAIN_CORE, peer_core=PEER_CORE,
-                                  tag="lnetrmb%d" % os.getpid()).start()
-        t = self.topo
-        self.server = self.procs.start([peer_binary(), "--nid", t.nid("b")] + t.peer_options("b") + ["server"])
-        if not self.server.wait_stderr("serving", timeout=30):
-            raise RuntimeError("server did not start: %s" % self.server.stop().stderr)
+        if path == "cpt2_together":  # one router, a worker per pair
+            t = self.topology("r", cores=(0, 1), main_core=MAIN_CORE, poll="busy", pairs=2)
+            self.pairs = [(t, 0), (t, 1)]
+        elif path == "cpt2_apart":  # a router per pair, one worker each
+            self.pairs = [(self.topology("r%d" % c, cores=(c,), main_core=MAIN_CORE, poll="busy"), 0) for c in (0, 1)]
+        else:
+            t = self.topology("r", kind="router" if kind == "lnetr" else "wire", mtu=int(mtu), cores=(WORKER_CORE,),
+                              main_core=MAIN_CORE, peer_core=PEER_CORE)
+            self.pairs = [(t, 0)]
+        for t, k in self.pairs:
+            server = self.procs.start([peer_binary(), "--nid", t.nid("b", k)] + t.peer_options("b", k) + ["server"])
+            self.servers.append(server)
+            if not server.wait_stderr("serving", timeout=30):
+                raise RuntimeError("server did not start: %s" % server.stop().stderr)
+
+    def brw_pair(self, i, op, size, conc, results):
+        t, k = self.pairs[i]
+        res, cp = brw(Host(), t.nid("a", k), t.peer_options("a", k), t.nid("b", k), op, size, conc,
+                      self.args.duration, os.path.join(t.dir, "brw%d.json" % k), check="none",
+                      warmup=self.args.warmup)
+        results[i] = (res, cp)
 
     def load(self, op, size, conc):
-        t = self.topo
-        router = t.kind == "router"
-        st0 = t.status() if router else None
-        res, cp = brw(Host(), t.nid("a"), t.peer_options("a"), t.nid("b"), op, size, conc, self.args.duration,
-                      os.path.join(self.workdir, "brw.json"), check="none", warmup=self.args.warmup)
-        if res is None or res["errors"]:
-            raise RuntimeError("brw %s %d over %s_%d failed: %s%s%s" % (op, size, t.kind, t.mtu, res, cp.stdout,
-                                                                       cp.stderr))
-        out = {"ops_per_s": res["ops_per_s"], "MB_per_s": res["MB_per_s"], "latency_us": res["latency_us"],
-               "ops": res["ops"]}
-        if not router:
+        """One load on every pair at once; with a router, what it cost."""
+        routers = [t for t in self.topos if t.kind == "router"]
+        st0 = [t.status() for t in routers]
+        results = [None] * len(self.pairs)
+        threads = [threading.Thread(target=self.brw_pair, args=(i, op, size, conc, results))
+                   for i in range(len(self.pairs))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        for (t, _), (res, cp) in zip(self.pairs, results):
+            if res is None or res["errors"]:
+                raise RuntimeError("brw %s %d over %s_%d failed: %s%s%s" % (op, size, t.kind, t.mtu, res, cp.stdout,
+                                                                           cp.stderr))
+        res = results[0][0]
+        out = {"ops_per_s": sum(r["ops_per_s"] for r, _ in results), "MB_per_s": sum(r["MB_per_s"] for r, _ in results),
+               "latency_us": res["latency_us"], "ops": sum(r["ops"] for r, _ in results)}
+        if not routers:
             return out
-        st1 = t.status()
-        d = status_delta(st0, st1, ("busy_cycles", "cycles", "bytes_copied"))
-        msgs, fwd = d["messages"], d["bytes"]
-        busy, cycles, copied = d["busy_cycles"], d["cycles"], d["bytes_copied"]
+        st1 = [t.status() for t in routers]
+        if len(self.pairs) > 1:  # each worker's share, in CPT order over the routers
+            out["workers"] = [per_worker(w0, w1, b.get("tsc_hz")) for a, b in zip(st0, st1)
+                              for w0, w1 in zip(a["workers"], b["workers"])]
+        d = [status_delta(a, b, ("busy_cycles", "cycles", "bytes_copied")) for a, b in zip(st0, st1)]
+        msgs, fwd = sum(x["messages"] for x in d), sum(x["bytes"] for x in d)
+        busy, cycles, copied = (sum(x[k] for x in d) for k in ("busy_cycles", "cycles", "bytes_copied"))
         out.update({
-            "forwarded_messages": msgs, "forwarded_bytes": fwd, "tsc_hz": st1.get("tsc_hz"),
+            "forwarded_messages": msgs, "forwarded_bytes": fwd, "tsc_hz": st1[0].get("tsc_hz"),
             "busy_cycles_per_message": busy / msgs if msgs else None,
             "busy_cycles_per_kib": busy / (fwd / 1024) if fwd else None,
             "busy_share": busy / cycles if cycles else None,
@@ -119,8 +169,16 @@ class Bench:
         samples = {}
         for path in order:
             self.use(path)
-            s = {name: self.load(op, size, conc) for name, op, size, conc in LOADS}
+            loads = SCALING_LOADS if path.startswith("cpt2") else LOADS
+            s = {name: self.load(op, size, conc) for name, op, size, conc in loads}
             samples[path] = s
+            if path.startswith("cpt2"):
+                say("  %-11s " % path + "  ".join(
+                    "%s w%d %7d msgs %5.0f cyc/msg (own %5.0f, on cpu %3.0f%%)" % (
+                        name, i, w["messages"], w["busy_cycles_per_message"] or 0,
+                        w["own_busy_cycles_per_message"] or 0, 100 * (w["on_cpu_share"] or 0))
+                    for name, _, _, _ in loads for i, w in enumerate(s[name]["workers"]) if w["messages"]))
+                continue
             line = "  %-11s put0 %7.0f/s  4k w/r %6.0f/%6.0f/s  1m w/r %6.1f/%6.1f MB/s" % (
                 path, s["put0_c64"]["ops_per_s"], s["write4k_c32"]["ops_per_s"], s["read4k_c32"]["ops_per_s"],
                 s["write1m_c8"]["MB_per_s"], s["read1m_c8"]["MB_per_s"])
@@ -130,6 +188,27 @@ class Bench:
             say(line)
         self.stop_current()
         return samples
+
+
+def per_worker(w0, w1, tsc_hz):
+    """One worker's share of a load, from its status entries around it:
+    messages it forwarded, its busy cycles per message, and those scaled
+    by its time on the core (cpu_ns) over its cycles' seconds."""
+    msgs = w1["route_count"] - w0["route_count"]
+    busy, cycles = w1["busy_cycles"] - w0["busy_cycles"], w1["cycles"] - w0["cycles"]
+    cpu_ns = w1["cpu_ns"] - w0["cpu_ns"]
+    on_cpu = cpu_ns * tsc_hz / 1e9 / cycles if cycles and tsc_hz else None
+    return {"cpt": w1["cpt"], "messages": msgs, "busy_cycles": busy, "cycles": cycles, "cpu_ns": cpu_ns,
+            "on_cpu_share": on_cpu,
+            "busy_cycles_per_message": busy / msgs if msgs else None,
+            "own_busy_cycles_per_message": busy * on_cpu / msgs if msgs and on_cpu else None}
+
+
+def worker_metric(load, worker, key, label):
+    def get(s):
+        ws = s.get(load, {}).get("workers")
+        return ws[worker].get(key) if ws and ws[worker]["messages"] else None
+    return (label, get, "cycles" if "cycles" in key else "")
 
 
 def metric(load, key, unit, label):
@@ -154,7 +233,10 @@ METRICS = [
     metric("write4k_c32", "bytes_copied_per_forwarded_byte", "", "bytes copied / forwarded, 4 KiB write"),
     metric("write1m_c8", "bytes_copied_per_forwarded_byte", "", "bytes copied / forwarded, 1 MiB write"),
     metric("read1m_c8", "bytes_copied_per_forwarded_byte", "", "bytes copied / forwarded, 1 MiB read"),
-]
+] + [worker_metric(load, w, key, "worker %d %s, %s" % (w, what, load))
+     for load, _, _, _ in SCALING_LOADS for w in (0, 1)
+     for key, what in (("busy_cycles_per_message", "busy cycles/msg"),
+                       ("own_busy_cycles_per_message", "own busy cycles/msg"), ("on_cpu_share", "on-CPU share"))]
 
 
 def summarise(rounds, paths):
@@ -169,6 +251,15 @@ def summarise(rounds, paths):
                 continue
             row["median"][p], row["min"][p], row["max"][p] = statistics.median(vals), min(vals), max(vals)
             kind, mtu = p.split("_")
+            if kind == "cpt2":
+                if mtu == "together":  # the same worker's figure in its own router
+                    alone = "cpt2_apart"
+                    ratios = [get(r[p]) / get(r[alone]) for r in rounds
+                              if alone in r and p in r and get(r[p]) is not None and get(r[alone])]
+                    if ratios:
+                        row["ratio_to_alone"] = row.get("ratio_to_alone", {})
+                        row["ratio_to_alone"][p] = statistics.median(ratios)
+                continue
             wire = "wire_" + mtu
             ratios = [get(r[p]) / get(r[wire]) for r in rounds
                       if kind == "lnetr" and p in r and wire in r and get(r[wire])]
@@ -184,13 +275,14 @@ def summarise(rounds, paths):
 
 
 def print_table(summary, paths):
-    say("\nmedians over the rounds (in brackets: median per-round ratio of lnetr to the wire of its MTU)")
+    say("\nmedians over the rounds (in brackets: median per-round ratio of lnetr to the wire of its MTU; for "
+        "cpt2_together, of the worker to the same in cpt2_apart)")
     say("%-42s %6s" % ("", "") + "".join("%18s" % p for p in paths))
     for label, row in summary.items():
         cells = []
         for p in paths:
             v = row["median"].get(p)
-            r = row["ratio_to_wire"].get(p)
+            r = row["ratio_to_wire"].get(p, row.get("ratio_to_alone", {}).get(p))
             text = "-" if v is None else ("%.3f" % v if v < 1 else "%.1f" % v if v < 100 else "%.0f" % v)
             cells.append("%18s" % (text + (" (%.2f)" % r if r is not None else "")))
         say("%-42s %6s" % (label, row["unit"]) + "".join(cells))
@@ -201,13 +293,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="rounds over every path (default 3)")
     ap.add_argument("--duration", type=float, default=3.0, help="seconds of each load, counted (default 3)")
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds of load before it, not counted (default 3: each peer run brings its memif link up anew, which routes take a moment to see)")
-    ap.add_argument("--paths", default=",".join(PATHS), help="comma-separated subset of " + ",".join(PATHS))
+    ap.add_argument("--paths", default=",".join(DEFAULT_PATHS),
+                    help="comma-separated subset of %s (default %s)" % (",".join(PATHS), ",".join(DEFAULT_PATHS)))
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "memif_bench.json"),
                     help="where to write the samples and summary")
     args = ap.parse_args()
     paths = [p for p in args.paths.split(",") if p]
     if set(paths) - set(PATHS):
         sys.exit("memif_bench: unknown path(s); expected some of " + ",".join(PATHS))
+    if any(p.startswith("cpt2") for p in paths) and not {"cpt2_apart", "cpt2_together"} <= set(paths):
+        sys.exit("memif_bench: cpt2_apart and cpt2_together go together (one is the other's baseline)")
     if os.cpu_count() <= WORKER_CORE:
         sys.exit("memif_bench: needs at least %d cores" % (WORKER_CORE + 1))
     if any(p.startswith("wire") for p in paths) and not shutil.which("dpdk-testpmd"):

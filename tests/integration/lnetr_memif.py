@@ -66,12 +66,13 @@ class MemifTopology:
     is "router" (lnetr-dataplane) or "wire" (dpdk-testpmd)."""
 
     def __init__(self, procs, workdir, kind="router", mtu=1500, cores=(1,), main_core=0, poll="adaptive",
-                 peer_core=None, tag=None, large=64, pairs=1):
+                 peer_core=None, tag=None, large=64, pairs=1, wrapper=()):
         self.procs, self.dir, self.kind, self.mtu = procs, workdir, kind, mtu
         self.cores, self.main_core, self.poll, self.peer_core, self.large = cores, main_core, poll, peer_core, large
         if pairs > 1 and kind != "router":
             raise ValueError("several pairs of ports need the router")
         self.pairs = pairs
+        self.wrapper = list(wrapper)  # argv before the dataplane's (a profiler)
         self.tag = tag or "lnetrm%d" % os.getpid()
         self.bsize = memif_bsize(mtu)
         self.ctl = os.path.join(workdir, "dp.sock")
@@ -123,7 +124,7 @@ class MemifTopology:
             cfg = os.path.join(self.dir, "lnetr.yaml")
             with open(cfg, "w") as f:
                 f.write(self.router_config())
-            self.proc = self.procs.start([dataplane_binary(), "--config", cfg])
+            self.proc = self.procs.start(self.wrapper + [dataplane_binary(), "--config", cfg])
             ok = self.proc.wait_stderr("forwarding with", timeout=timeout)
         else:
             self.proc = self.procs.start(self.testpmd_argv())

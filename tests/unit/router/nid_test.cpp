@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <unordered_set>
 
@@ -196,6 +197,45 @@ TEST(ProcessId, ParsesAndFormats) {
   EXPECT_FALSE(parse_process_id("U2147483647-10.0.0.1@tcp"));  // would be LNET_PID_ANY
   EXPECT_FALSE(parse_process_id("x-10.0.0.1@tcp"));
   EXPECT_FALSE(parse_process_id("3000000000-10.0.0.1@tcp"));
+}
+
+}  // namespace
+}  // namespace lnetr
+
+namespace lnetr {
+namespace {
+
+// The hash of unordered maps keyed by NID: equal NIDs hash alike, and the
+// NIDs of a cluster (consecutive addresses, several nets, large NIDs) get
+// distinct hashes spread over a small table's buckets.
+TEST(NidHash, DistinctAndSpread) {
+  const std::hash<Nid> h;
+  EXPECT_EQ(h(Nid::make(Net{2, 1}, 0x0a000001)), h(Nid::make(Net{2, 1}, 0x0a000001)));
+  std::unordered_set<std::size_t> seen;
+  std::array<int, 61> buckets{};
+  int n = 0;
+  for (std::uint16_t net : {std::uint16_t{0}, std::uint16_t{1}, std::uint16_t{7}})
+    for (std::uint32_t a = 1; a <= 1000; ++a) {
+      const std::size_t v = h(Nid::make(Net{2, net}, 0x0a000000 + a));
+      seen.insert(v);
+      ++buckets[v % buckets.size()];
+      ++n;
+    }
+  for (std::uint32_t a = 1; a <= 500; ++a) {  // IPv6 NIDs differing in the last byte
+    auto nid = parse_nid("2001:db8::1@tcp");
+    ASSERT_TRUE(nid.has_value());
+    Nid v = nid.value();
+    v.addr[15] = static_cast<std::uint8_t>(a);
+    v.addr[14] = static_cast<std::uint8_t>(a >> 8);
+    seen.insert(h(v));
+    ++buckets[h(v) % buckets.size()];
+    ++n;
+  }
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(n));
+  for (int b : buckets) {  // about 57 each
+    EXPECT_GT(b, 25);
+    EXPECT_LT(b, 100);
+  }
 }
 
 }  // namespace
