@@ -342,6 +342,7 @@ int Worker::run() {
 // function of its own (not inlined) so that a profile shows the turns
 // apart from the sleeps.
 [[gnu::noinline]] unsigned Worker::iterate(sock::Clock::time_point now) {
+  node_->set_turn_time(now);
   if (routes_.poll()) forwarder_.adopt(routes_.view());  // a new route table
   // The epoll set: every turn while it holds kernel sockets (connections,
   // listeners); else only the worker's own descriptors are there (its

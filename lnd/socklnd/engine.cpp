@@ -241,8 +241,9 @@ bool Conn::read_some(std::uint8_t* dst, std::size_t len, std::size_t& got) {
   const ssize_t n = s_->recv(dst, len);
   if (n > 0) {
     got = static_cast<std::size_t>(n);
-    rx_deadline_ = Clock::now() + node_.timeout_of(ni_);
-    if (peer_) peer_->last_alive_ = Clock::now();
+    const Clock::time_point now = node_.turn_time();
+    rx_deadline_ = now + node_.timeout_of(ni_);
+    if (peer_) peer_->last_alive_ = now;
     return true;
   }
   if (n == 0) {
@@ -424,7 +425,7 @@ void Conn::queue(Tx& t) {
   t.wire_len = static_cast<std::uint32_t>(n + (h ? *h : 0));
   t.sent = 0;
   t.piece = t.piece_at = 0;
-  if (txq_.empty() && ctl_len_ == ctl_sent_) tx_deadline_ = Clock::now() + node_.timeout_of(ni_);
+  if (txq_.empty() && ctl_len_ == ctl_sent_) tx_deadline_ = node_.turn_time() + node_.timeout_of(ni_);
   txq_.push(&t);
   want_write();
 }
@@ -690,9 +691,9 @@ void Peer::place(Tx& t) {
     c->queue(t);
     return;
   }
-  t.queued_at = Clock::now();
+  t.queued_at = node_.turn_time();
   waiting_.push(&t);
-  want_connections(Clock::now());
+  want_connections(t.queued_at);
 }
 
 void Peer::flush_waiting() {

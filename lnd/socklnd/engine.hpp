@@ -194,6 +194,16 @@ class Node {
   // Finish the handshake of a connection the acceptor took in.
   void adopt(Accepted&& a);
 
+  // The time of the owner's loop turn, for the timestamps taken per read
+  // and per queued message (deadlines and liveness, which count seconds):
+  // a clock read each was a tenth of a small message's cost.  An owner
+  // that sets it must set it every turn; one that never does gets the
+  // clock.
+  void set_turn_time(Clock::time_point t) noexcept { turn_time_ = t; }
+  Clock::time_point turn_time() const noexcept {
+    return turn_time_ == Clock::time_point{} ? Clock::now() : turn_time_;
+  }
+
   // Timers: keepalive, timeouts, reconnects.  Call at least once a second.
   void tick(Clock::time_point now);
   // Write what send() and received messages queued since the last call;
@@ -233,6 +243,7 @@ class Node {
   std::vector<PeerInfo> peers() const;
 
  private:
+  Clock::time_point turn_time_{};
   friend class Conn;
   friend class Peer;
   Peer& peer(const Nid& nid, const LocalNi& ni);
