@@ -4,6 +4,7 @@
 // peer of lnetr.
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <malloc.h>
 #include <net/if.h>
 #include <netinet/in.h>
 
@@ -222,6 +223,9 @@ int main(int argc, char** argv) {
     cfg.routes.push_back(*spec);
   }
   if (!dpdk_device.empty()) {
+    // As the dataplane: no madvise per freed send-queue chunk on a DPDK
+    // port's path (dataplane/main.cpp).
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if (cfg.nid.lnd() != LndType::sock || !cfg.nid.is_nid4())
       return die("--dpdk: the NID must be an IPv4 one on a tcp net, not " + to_string(cfg.nid));
     DpdkOptions d;
