@@ -389,6 +389,7 @@ int main(int argc, char** argv) {
   // process (measured: 500 a second under 4 KiB writes, and two workers of
   // one router 20 to 40% dearer per message than two routers' workers).
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // (setting the above fixes this one too, else at 128 KiB)
 
   auto setup = lnetr::dp::load_setup(config);
   if (!setup) {

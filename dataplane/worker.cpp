@@ -328,6 +328,7 @@ int Worker::run() {
     if (work) c.busy_cycles.add(now - tsc);
     tsc = now;
   }
+  count_cpu_time();
   run_commands();  // what the control thread still asked (each command freed)
   node_->shutdown();
   node_->reap();
@@ -468,6 +469,7 @@ unsigned Worker::fill_status_page() {
   const std::uint64_t wanted = page_wanted_.load(std::memory_order_acquire);
   std::unique_lock lock(page_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return 0;  // a reader is copying it: next turn
+  count_cpu_time();  // (the status reads it beside the cycles, which are counted every turn)
   page_.sock = node_->stats();
   if (acceptor_) page_.refused = acceptor_->refused();
   page_.lanes = lane_stats();

@@ -296,13 +296,17 @@ class Checker {
       for (const NiConfig& ni : net.nis) {
         const auto& cpts = ni.cpts;
         // A net on several ports (one queue each) is placed by its first
-        // NI's: each port's queue must be served by the same CPT.
-        const NiConfig& front = net.nis.front();
+        // NI on a port (placement()): each port's queue must be served by
+        // the same CPT.  (Not in a fragment without dataplane.cores: a
+        // running router's NIs keep the CPTs they have.)
+        const auto first_on_port = std::find_if(net.nis.begin(), net.nis.end(),
+                                                [&](const NiConfig& n) { return on_port(cfg_, n); });
         auto first_cpt = [](const NiConfig& n) { return n.cpts.value.empty() ? 0u : n.cpts.value.front(); };
-        if (&ni != &front && on_port(cfg_, ni) && on_port(cfg_, front) && first_cpt(ni) != first_cpt(front))
+        if (first_on_port != net.nis.end() && &ni != &*first_on_port && on_port(cfg_, ni) &&
+            first_cpt(ni) != first_cpt(*first_on_port) && !(opt_.fragment && !cfg_.dataplane.cores.given()))
           error(cpts.given() ? cpts.source : ni.interface->source,
-                "net " + to_string(net.net.value) + " is also served by port " + front.interface->value +
-                    " from CPT " + std::to_string(first_cpt(front)) + ", and here from CPT " +
+                "net " + to_string(net.net.value) + " is also served by port " + first_on_port->interface->value +
+                    " from CPT " + std::to_string(first_cpt(*first_on_port)) + ", and here from CPT " +
                     std::to_string(first_cpt(ni)) + ": a net on several ports is served by one CPT");
         // (A fragment without dataplane.cores: applied to a running router,
         // whose NIs keep the CPTs they have.)

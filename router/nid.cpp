@@ -247,5 +247,6 @@ std::size_t std::hash<lnetr::Nid>::operator()(const lnetr::Nid& n) const noexcep
   std::uint64_t h = head * k;
   h = (h ^ (h >> 29) ^ lo) * k;
   h = (h ^ (h >> 29) ^ hi) * k;
-  return static_cast<std::size_t>(h ^ (h >> 32));
+  h = (h ^ (h >> 32)) * k;  // (the last word's high bytes into the low bits)
+  return static_cast<std::size_t>(h ^ (h >> 29));
 }

@@ -226,6 +226,7 @@ int main(int argc, char** argv) {
     // As the dataplane: no madvise per freed send-queue chunk on a DPDK
     // port's path (dataplane/main.cpp).
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // (the above fixes this one too, else at 128 KiB)
     if (cfg.nid.lnd() != LndType::sock || !cfg.nid.is_nid4())
       return die("--dpdk: the NID must be an IPv4 one on a tcp net, not " + to_string(cfg.nid));
     DpdkOptions d;

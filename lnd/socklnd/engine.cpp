@@ -890,7 +890,7 @@ int Node::send(const Nid& dest, Tx& tx) {
   // V1-V3 headers carry 64-bit NIDs only: Linux would truncate a large NID
   // to its first four address bytes (a NID nobody has); refuse instead.
   if (p.version_ != 0 && p.version_ < 4 && needs_v4(tx)) return -EAFNOSUPPORT;
-  if (p.conns_.empty() && !p.connecting_ && Clock::now() < p.next_connect_ && p.retry_interval_.count() > 0)
+  if (p.conns_.empty() && !p.connecting_ && turn_time() < p.next_connect_ && p.retry_interval_.count() > 0)
     return -EIO;  // backing off after failed connects, as Linux does
   p.place(tx);
   return 0;

@@ -123,10 +123,12 @@ class Bench:
 
     def brw_pair(self, i, op, size, conc, results):
         t, k = self.pairs[i]
-        res, cp = brw(Host(), t.nid("a", k), t.peer_options("a", k), t.nid("b", k), op, size, conc,
-                      self.args.duration, os.path.join(t.dir, "brw%d.json" % k), check="none",
-                      warmup=self.args.warmup)
-        results[i] = (res, cp)
+        try:
+            results[i] = brw(Host(), t.nid("a", k), t.peer_options("a", k), t.nid("b", k), op, size, conc,
+                             self.args.duration, os.path.join(t.dir, "brw%d.json" % k), check="none",
+                             warmup=self.args.warmup)
+        except Exception as e:  # (raised again by load(), in the main thread)
+            results[i] = e
 
     def load(self, op, size, conc):
         """One load on every pair at once; with a router, what it cost."""
@@ -139,6 +141,9 @@ class Bench:
             th.start()
         for th in threads:
             th.join()
+        for r in results:
+            if isinstance(r, Exception):
+                raise r
         for (t, _), (res, cp) in zip(self.pairs, results):
             if res is None or res["errors"]:
                 raise RuntimeError("brw %s %d over %s_%d failed: %s%s%s" % (op, size, t.kind, t.mtu, res, cp.stdout,

@@ -153,6 +153,8 @@ def main():
                     break
                 say("%s: %.0f%% of the window was empty iterations; again" % (
                     name, 100 * empty * per_empty / max(w["instructions"], 1)))
+            else:
+                raise RuntimeError("%s: every window was mostly empty iterations: no usable figure" % name)
             w["attempt"] = attempt + 1
             own = w["instructions"] - empty * per_empty
             w.update({"instructions_per_message": own / w["messages"],

@@ -331,18 +331,24 @@ class AllDpdk(PeerTestCase):
                                                      "--concurrency", "16", "--duration", "600", "--warmup", "2",
                                                      "--timeout", "30", "--json", json_path],
                                   topo.peer_options("a", k))
-            cp = Host().run(argv, timeout=900)
-            res = None
-            if cp.returncode == 0:
-                with open(json_path) as f:
-                    res = json.load(f)
-            results[k] = (cp, res)
+            try:
+                cp = Host().run(argv, timeout=900)
+                res = None
+                if cp.returncode == 0:
+                    with open(json_path) as f:
+                        res = json.load(f)
+                results[k] = (cp, res)
+            except Exception as e:  # (raised again in the test's thread)
+                results[k] = e
 
         threads = [threading.Thread(target=load, args=(0, "write")), threading.Thread(target=load, args=(1, "read"))]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        for r in results:
+            if isinstance(r, Exception):
+                raise r
         for cp, res in results:
             self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
             self.assertEqual((res["ops"], res["errors"]), (300, 0), res)

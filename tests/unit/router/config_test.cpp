@@ -1229,6 +1229,11 @@ TEST(ConfigPorts, CptListPlacesThePortsQueues) {
                                     "several ports is served by one CPT")));
   EXPECT_THAT(strings(load_ok(net + "        CPT: \"[1]\"\n" + both + "        CPT: \"[1]\"\n" + dp2).warnings),
               ElementsAre());
+  // The net's first NI on kernel sockets: its first NI on a port places it.
+  const std::string kernel_first = "net:\n  - net type: tcp\n    local NI(s):\n      - interfaces: {0: eth0}\n"
+                                   "      - interfaces: {0: p0}\n        CPT: \"[0]\"\n";
+  EXPECT_THAT(load_errors(kernel_first + both + "        CPT: \"[1]\"\n" + dp2),
+              ElementsAre(HasSubstr("net tcp is also served by port p0 from CPT 0, and here from CPT 1")));
 }
 
 TEST(ConfigErrors, O2ibRegistrationPoolTunablesWarnedWhenNotDefault) {

@@ -213,12 +213,14 @@ TEST(NidHash, DistinctAndSpread) {
   EXPECT_EQ(h(Nid::make(Net{2, 1}, 0x0a000001)), h(Nid::make(Net{2, 1}, 0x0a000001)));
   std::unordered_set<std::size_t> seen;
   std::array<int, 61> buckets{};
+  std::array<int, 64> low{};  // a power-of-two table indexes by the low bits
   int n = 0;
   for (std::uint16_t net : {std::uint16_t{0}, std::uint16_t{1}, std::uint16_t{7}})
     for (std::uint32_t a = 1; a <= 1000; ++a) {
       const std::size_t v = h(Nid::make(Net{2, net}, 0x0a000000 + a));
       seen.insert(v);
       ++buckets[v % buckets.size()];
+      ++low[v % low.size()];
       ++n;
     }
   for (std::uint32_t a = 1; a <= 500; ++a) {  // IPv6 NIDs differing in the last byte
@@ -229,10 +231,15 @@ TEST(NidHash, DistinctAndSpread) {
     v.addr[14] = static_cast<std::uint8_t>(a >> 8);
     seen.insert(h(v));
     ++buckets[h(v) % buckets.size()];
+    ++low[h(v) % low.size()];
     ++n;
   }
   EXPECT_EQ(seen.size(), static_cast<std::size_t>(n));
   for (int b : buckets) {  // about 57 each
+    EXPECT_GT(b, 25);
+    EXPECT_LT(b, 100);
+  }
+  for (int b : low) {  // about 55 each
     EXPECT_GT(b, 25);
     EXPECT_LT(b, 100);
   }
