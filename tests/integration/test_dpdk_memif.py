@@ -118,6 +118,23 @@ class MemifRouters(PeerTestCase):
         far = "tcp1" if s == "a" else "tcp"
         return nid, ["--route", "%s=%s" % (far, gw), "--router-check-interval", "1"], Host.netns(self.ns[s])
 
+    def routers_said(self):
+        """What each router counted and logged, for a failure's message."""
+        out = ""
+        for r in ("r1", "r2"):
+            try:
+                st = self.status(r)
+                out += "\n%s drops %s; ports %s" % (r, st["drops"], [
+                    {k: p[k] for k in ("name", "link", "tx_stalls", "tx_dropped", "dropped_malformed", "tcp")}
+                    for p in st["ports"]])
+            except Exception as e:  # (the status is for the message only)
+                out += "\n%s: no status (%s)" % (r, e)
+            p = self.routers[r]
+            if p.stderr is None:
+                p.wait_stderr("(what it logged so far)", timeout=0.5)  # reads what is there
+            out += "\n%s stderr:\n%s" % (r, p.stderr_so_far[-3000:])
+        return out
+
     def status(self, r):
         try:
             return control_request(self.socks[r], "status")
@@ -205,7 +222,7 @@ class MemifRouters(PeerTestCase):
                                                 "--count", "1000", "--concurrency", "16", "--duration", "600",
                                                 "--timeout", "30", "--json", json_path], a_opts, host=a_host,
                                         timeout=900)
-            self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+            self.assertEqual(rc, 0, cp.stdout + cp.stderr + self.routers_said())
             with open(json_path) as f:
                 res = json.load(f)
             self.assertEqual((res["ops"], res["errors"]), (1000, 0), res)
