@@ -49,7 +49,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,7 +58,7 @@ sys.path.insert(0, HERE)
 os.environ.setdefault("LNETR_BUILD", os.path.join(ROOT, "build", "release"))
 
 from lnetr_memif import MemifTopology  # noqa: E402
-from lnetr_test import Host, Processes, parse_yaml, peer_binary  # noqa: E402
+from lnetr_test import Host, Processes, parse_yaml, peer_binary, run_together  # noqa: E402
 from lnetr_router import brw, status_delta  # noqa: E402
 from router_bench import cpu_model, say  # noqa: E402
 
@@ -121,29 +120,16 @@ class Bench:
             if not server.wait_stderr("serving", timeout=30):
                 raise RuntimeError("server did not start: %s" % server.stop().stderr)
 
-    def brw_pair(self, i, op, size, conc, results):
-        t, k = self.pairs[i]
-        try:
-            results[i] = brw(Host(), t.nid("a", k), t.peer_options("a", k), t.nid("b", k), op, size, conc,
-                             self.args.duration, os.path.join(t.dir, "brw%d.json" % k), check="none",
-                             warmup=self.args.warmup)
-        except Exception as e:  # (raised again by load(), in the main thread)
-            results[i] = e
+    def brw_pair(self, t, k, op, size, conc):
+        return brw(Host(), t.nid("a", k), t.peer_options("a", k), t.nid("b", k), op, size, conc,
+                   self.args.duration, os.path.join(t.dir, "brw%d.json" % k), check="none",
+                   warmup=self.args.warmup)
 
     def load(self, op, size, conc):
         """One load on every pair at once; with a router, what it cost."""
         routers = [t for t in self.topos if t.kind == "router"]
         st0 = [t.status() for t in routers]
-        results = [None] * len(self.pairs)
-        threads = [threading.Thread(target=self.brw_pair, args=(i, op, size, conc, results))
-                   for i in range(len(self.pairs))]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        for r in results:
-            if isinstance(r, Exception):
-                raise r
+        results = run_together([lambda t=t, k=k: self.brw_pair(t, k, op, size, conc) for t, k in self.pairs])
         for (t, _), (res, cp) in zip(self.pairs, results):
             if res is None or res["errors"]:
                 raise RuntimeError("brw %s %d over %s_%d failed: %s%s%s" % (op, size, t.kind, t.mtu, res, cp.stdout,

@@ -17,6 +17,7 @@
   cli/peer/pattern.hpp, so the C++ and this agree independently.
 """
 
+import concurrent.futures
 import errno
 import json
 import os
@@ -42,6 +43,14 @@ def build_dir():
 
 def peer_binary():
     return os.environ.get("LNETR_PEER") or os.path.join(build_dir(), "cli", "peer", "lnetr-peer")
+
+
+def run_together(calls):
+    """Call each of `calls` in a thread of its own, all at once; their
+    results in order (what one of them raised is raised here)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(c) for c in calls]
+        return [f.result() for f in futures]
 
 
 def need_root(test_case):

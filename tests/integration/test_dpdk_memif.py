@@ -19,13 +19,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 import unittest
 
 from lnetr_memif import MemifTopology
 from lnetr_router import control_request, dataplane_binary, ip, not_at_rest
-from lnetr_test import Host, PeerTestCase, peer_binary
+from lnetr_test import Host, PeerTestCase, peer_binary, run_together
 
 SIZES = [0, 1, 4096, 65536, 1048576]
 
@@ -339,8 +338,6 @@ class AllDpdk(PeerTestCase):
                 time.sleep(0.5)
             self.assertEqual(rc, 0, cp.stdout + cp.stderr)
         st0 = topo.status()
-        results = [None, None]
-
         def load(k, op):
             json_path = os.path.join(self.dir, "pair%d.json" % k)
             argv = self.peer_argv(topo.nid("a", k), ["brw", topo.nid("b", k), "--op", op, "--sizes",
@@ -348,25 +345,14 @@ class AllDpdk(PeerTestCase):
                                                      "--concurrency", "16", "--duration", "600", "--warmup", "2",
                                                      "--timeout", "30", "--json", json_path],
                                   topo.peer_options("a", k))
-            try:
-                cp = Host().run(argv, timeout=900)
-                res = None
-                if cp.returncode == 0:
-                    with open(json_path) as f:
-                        res = json.load(f)
-                results[k] = (cp, res)
-            except Exception as e:  # (raised again in the test's thread)
-                results[k] = e
+            cp = Host().run(argv, timeout=900)
+            res = None
+            if cp.returncode == 0:
+                with open(json_path) as f:
+                    res = json.load(f)
+            return cp, res
 
-        threads = [threading.Thread(target=load, args=(0, "write")), threading.Thread(target=load, args=(1, "read"))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for r in results:
-            if isinstance(r, Exception):
-                raise r
-        for cp, res in results:
+        for cp, res in run_together([lambda: load(0, "write"), lambda: load(1, "read")]):
             self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
             self.assertEqual((res["ops"], res["errors"]), (300, 0), res)
         for server in servers:
