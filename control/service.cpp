@@ -1580,12 +1580,13 @@ void Service::collect(Families& f) {
                   "the core is shared with other threads (then busy cycles include the time they took it)",
                   l, static_cast<double>(c.cpu_ns.get()) / 1e9);
         f.counter("lnetr_bytes_copied_total",
-                  "Bytes the worker copied on DPDK ports: received payload into socklnd's buffers, sent bytes into "
-                  "TCP send queues and frames into mbufs (kernel-socket nets are not counted)",
+                  "Bytes the worker copied: on DPDK ports received payload into socklnd's buffers, sent bytes into "
+                  "TCP send queues and frames into mbufs; on kernel sockets every byte read, and every byte sent "
+                  "except by zero copy",
                   l, static_cast<double>(c.bytes_copied.get()));
         f.counter("lnetr_bytes_referenced_total",
-                  "Payload bytes the worker sent on DPDK ports from router buffers by reference, not copied (zero "
-                  "copy: frames chained from the buffer)",
+                  "Bytes the worker sent from router buffers without copying them: on DPDK ports frames chained "
+                  "from the buffer, on kernel sockets MSG_ZEROCOPY sends the kernel completed uncopied",
                   l, static_cast<double>(c.bytes_referenced.get()));
         f.counter("lnetr_rx_bytes_referenced_total",
                   "Payload bytes the worker received on DPDK ports and left in the frames they arrived in, not "

@@ -632,10 +632,14 @@ std::string Control::status() {
 
   j.key("socklnd").begin_object();
   std::uint64_t accepted = 0, connected = 0, failures = 0, tx_msgs = 0, tx_writes = 0;
+  sock::Stats zc;  // the kernel sockets' copies and zero-copy sends, summed
   std::array<std::uint64_t, sock::kCloseReasonCount> closed{}, refused{};
   for (const Worker::StatusPage& v : views) {
     tx_msgs += v.sock.tx_msgs;
     tx_writes += v.sock.tx_writes;
+    zc.bytes_copied += v.sock.bytes_copied, zc.bytes_zero_copy += v.sock.bytes_zero_copy;
+    zc.zc_sends += v.sock.zc_sends, zc.zc_copied += v.sock.zc_copied, zc.zc_fallbacks += v.sock.zc_fallbacks;
+    zc.zc_unsupported += v.sock.zc_unsupported, zc.zc_nobufs += v.sock.zc_nobufs, zc.zc_drains += v.sock.zc_drains;
     accepted += v.sock.conns_accepted;
     connected += v.sock.conns_connected;
     failures += v.sock.connect_failures;
@@ -647,6 +651,11 @@ std::string Control::status() {
   j.key("conns_accepted").value(accepted).key("conns_connected").value(connected);
   j.key("connect_failures").value(failures);
   j.key("tx_msgs").value(tx_msgs).key("tx_writes").value(tx_writes);
+  j.key("zero_copy_min_payload").value(static_cast<std::uint64_t>(setup_.sock.zc_min_payload));
+  j.key("bytes_copied").value(zc.bytes_copied).key("bytes_zero_copy").value(zc.bytes_zero_copy);
+  j.key("zc_sends").value(zc.zc_sends).key("zc_copied").value(zc.zc_copied);
+  j.key("zc_fallbacks").value(zc.zc_fallbacks).key("zc_unsupported").value(zc.zc_unsupported);
+  j.key("zc_nobufs").value(zc.zc_nobufs).key("zc_drains").value(zc.zc_drains);
   j.key("closed").begin_object();
   for (std::size_t r = 0; r < closed.size(); ++r) j.key(std::string(sock::name(static_cast<sock::CloseReason>(r)))).value(closed[r]);
   j.end_object();

@@ -45,8 +45,13 @@ struct alignas(64) WorkerCounters {
   // shared with other threads, which then inflate busy_cycles by the time
   // they took the core during a busy iteration.
   Counter cpu_ns;
-  Counter bytes_copied;  // payload and frame bytes copied on DPDK ports (kernel sockets: not counted)
-  Counter bytes_referenced;  // payload bytes sent on DPDK ports from router buffers by reference (zero copy)
+  // Bytes copied: on DPDK ports payload and frames; on kernel sockets every
+  // byte read or sent through a copy (the kernel's copies, counted from the
+  // socket calls and the zero-copy completions).
+  Counter bytes_copied;
+  // Bytes sent from router buffers without a copy: on DPDK ports by
+  // reference, on kernel sockets with MSG_ZEROCOPY (completed uncopied).
+  Counter bytes_referenced;
   Counter rx_bytes_referenced;  // payload bytes received on DPDK ports and left in their frames (zero copy)
 };
 static_assert(std::is_standard_layout_v<WorkerCounters>);

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "dataplane/log.hpp"
 #include "lnd/socklnd/address.hpp"
 
@@ -201,6 +203,7 @@ SetupResult make_setup(const config::Config& cfg) {
   o.backlog = static_cast<int>(dp.accept_backlog.value);
   o.conns_per_peer = static_cast<std::uint32_t>(sp.effective_conns_per_peer());
   o.min_bulk = u32(sp.min_bulk.value);
+  o.zc_min_payload = std::max<std::uint32_t>(u32(sp.zc_min_payload.value), config::kZcMinPayloadFloor);
   o.timeout = std::chrono::seconds(sp.sock_timeout.value);
   o.keepalive = std::chrono::seconds(sp.keepalive.value);
   o.keepalive_idle = sp.keepalive_idle.value;

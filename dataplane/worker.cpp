@@ -385,6 +385,16 @@ void Worker::tick() {
   count_cpu_time();
   next_tick_ = now + kTickPeriod;
   node_->tick(now);
+  {
+    // What the kernel sockets copied, and what the kernel sent from router
+    // buffers without a copy (MSG_ZEROCOPY), with the ports' counts.
+    const sock::Stats& ks = node_->stats();
+    WorkerCounters& c = shared_.counters[index_];
+    c.bytes_copied.add(ks.bytes_copied - sock_copied_seen_);
+    c.bytes_referenced.add(ks.bytes_zero_copy - sock_zero_copy_seen_);
+    sock_copied_seen_ = ks.bytes_copied;
+    sock_zero_copy_seen_ = ks.bytes_zero_copy;
+  }
   if (o2ib_) {
     o2ib_->tick();
     // What o2iblnd copied (IMMEDIATE payloads, unregistered memory), with

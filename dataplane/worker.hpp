@@ -236,6 +236,8 @@ class Worker final : public ForwarderPorts {
   void count_cpu_time();
   std::uint64_t cpu_ns_seen_ = 0;  // the thread's CPU time already counted
   std::uint64_t o2ib_copied_seen_ = 0;
+  std::uint64_t sock_copied_seen_ = 0;        // kernel sockets' bytes_copied already counted
+  std::uint64_t sock_zero_copy_seen_ = 0;     // ... and their bytes_zero_copy
   std::uint64_t copied_seen_ = 0;             // bytes_copied already counted
   std::uint64_t referenced_seen_ = 0;         // bytes_referenced already counted
   std::uint64_t kept_seen_ = 0;               // rx_bytes_referenced already counted

@@ -66,6 +66,7 @@ struct Tx {
   std::array<std::uint8_t, kSockHeaderMax + kLnetHeader16Size> wire{};
   std::uint64_t stream_end = 0;    // written to a lending stream: its position after the last byte
   Clock::time_point written_at{};  // ... and when (unreleased for sock_timeout: the peer is stuck)
+  std::int32_t held_status = 0;    // ... the status to hand it back with once released
   std::size_t piece = 0, piece_at = 0;  // pieces: the one being written, and its payload offset
   // o2iblnd: the REPLY this Tx carries answers an optimized GET (see
   // Rx::reply): the engine's record of it, and that record's generation.

@@ -186,6 +186,9 @@ std::string_view to_string(PollMode m) noexcept;
 std::string_view to_string(HugePages h) noexcept;
 std::string_view to_string(AcceptMode a) noexcept;
 
+// Linux's ksocklnd raises a smaller zc_min_payload to this.
+inline constexpr std::int32_t kZcMinPayloadFloor = 2048;
+
 // ksocklnd module parameters that matter to a router (lnetctl.md §4.2).
 struct SocklndParams {
   Field<std::int32_t> sock_timeout{50};  // s
@@ -195,6 +198,9 @@ struct SocklndParams {
   Field<std::int32_t> keepalive_intvl{5};
   Field<bool> nagle{false};
   Field<std::int32_t> min_bulk{1024};
+  // Payloads of this many bytes or more are sent without a copy (kernel
+  // sockets: MSG_ZEROCOPY; DPDK ports: lent to the TCP send queue); above
+  // LNet's 1 MiB: never.  At least kZcMinPayloadFloor is in force.
   Field<std::int32_t> zc_min_payload{16384};
   Field<std::int32_t> min_reconnectms{1000};
   Field<std::int32_t> max_reconnectms{60000};  // >= min_reconnectms

@@ -961,8 +961,12 @@ void Loader::socklnd(const Node& n, const std::string& path, SocklndParams& out)
       flag(e.value, p, out.nagle);
     else if (k == "min_bulk")
       integer(e.value, p, 0, kI32Max, out.min_bulk);
-    else if (k == "zc_min_payload")
-      integer(e.value, p, 0, kI32Max, out.zc_min_payload);
+    else if (k == "zc_min_payload") {
+      if (integer(e.value, p, 0, kI32Max, out.zc_min_payload) && out.zc_min_payload.value < kZcMinPayloadFloor)
+        warn(e.key_mark, p, "zc_min_payload " + std::to_string(out.zc_min_payload.value) + " is below " +
+                                std::to_string(kZcMinPayloadFloor) + ": " + std::to_string(kZcMinPayloadFloor) +
+                                " is in force, as Linux's ksocklnd raises it");
+    }
     else if (k == "min_reconnectms")
       integer(e.value, p, 1, kI32Max, out.min_reconnectms);
     else if (k == "max_reconnectms")

@@ -248,6 +248,11 @@ void stats_yaml(Yaml& y, const Endpoint& ep) {
   y.kv("connect_failures", k.connect_failures);
   y.kv("zc_acks_sent", k.zc_acks_sent);
   y.kv("keepalives_sent", k.keepalives_sent);
+  y.kv("bytes_copied", k.bytes_copied);
+  y.kv("bytes_zero_copy", k.bytes_zero_copy);
+  y.kv("zc_sends", k.zc_sends);
+  y.kv("zc_copied", k.zc_copied);
+  y.kv("zc_fallbacks", k.zc_fallbacks);
   y.map("closed");
   for (std::size_t i = 0; i < sock::kCloseReasonCount; ++i)
     if (k.closed[i]) y.kv(sock::name(static_cast<sock::CloseReason>(i)), k.closed[i]);

@@ -383,6 +383,7 @@ class SockTransport::LinkStream final : public sock::Stream {
     return total == 0 && full ? -EAGAIN : static_cast<ssize_t>(total);
   }
   bool lends() const noexcept override { return true; }
+  bool receives_in_place() const noexcept override { return true; }
   std::uint64_t taken() const noexcept override { return l_->taken_; }
   // The send queue is in stream order: while it holds lent bytes, what it
   // holds is at most what is not yet acknowledged.

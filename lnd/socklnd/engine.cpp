@@ -61,14 +61,6 @@ constexpr std::size_t kStageSize = 8192;  // head staging: also soaks up small p
 constexpr std::size_t kHandshakeMax = kAcceptorV2Size + kHelloV4Size + 4 * kHelloMaxIps;
 constexpr std::size_t kMaxPendingAcks = 256;
 constexpr std::size_t kIovMax = 64;
-// Messages with at least this much payload are lent to a stream that can
-// keep them by reference (and handed back once acknowledged); smaller ones
-// are copied and handed back at once, as Linux's socklnd sends only
-// payloads of zc_min_payload (16 KiB) or more by zero copy.  Waiting for
-// the ACK of every small message would hold its credits for a round trip
-// (and a receiver's delayed ACK).
-constexpr std::size_t kLendMinPayload = 16 << 10;
-bool lent_by_reference(const Tx& t) noexcept { return t.payload.size() >= kLendMinPayload; }
 constexpr auto kKeepaliveRetry = std::chrono::seconds(10);
 
 std::size_t type_index(ConnType t) noexcept {
@@ -98,7 +90,9 @@ class Conn final : public IoHandler {
   enum class State : std::uint8_t { connecting, hello_wait, established, closed };
   enum class RxState : std::uint8_t { head, payload, deferred };
 
-  Conn(Node& node, std::unique_ptr<Stream> s, bool active) : node_(node), s_(std::move(s)), active_(active) {}
+  Conn(Node& node, std::unique_ptr<Stream> s, bool active) : node_(node), s_(std::move(s)), active_(active) {
+    s_->count_into(node_.stats_);
+  }
 
   void on_io(std::uint32_t events) override;
 
@@ -145,6 +139,13 @@ class Conn final : public IoHandler {
   Clock::time_point tx_deadline_{};
 
   bool closed() const noexcept { return state_ == State::closed; }
+  // Messages with at least zc_min_payload bytes of payload are lent to a
+  // stream that can send them by reference (and handed back once it has let
+  // go of them); smaller ones are copied and handed back at once, as Linux's
+  // socklnd sends only payloads of zc_min_payload or more by zero copy.
+  // Waiting for the ACK of every small message would hold its credits for a
+  // round trip (and a receiver's delayed ACK).
+  bool lent_by_reference(const Tx& t) const noexcept { return t.payload.size() >= node_.opts_.zc_min_payload; }
   std::size_t queued_bytes() const noexcept { return txq_.bytes + acks_count_ * kMsgHeaderSize; }
 
   void start_established();
@@ -160,6 +161,7 @@ class Conn final : public IoHandler {
   void fill_ctl() noexcept;
   void queue(Tx& t);
   void complete_released();
+  void drain();
   void want_write() noexcept;
   bool handshake_write();
 };
@@ -209,7 +211,10 @@ CloseReason error_reason(int err) {
 }  // namespace
 
 void Conn::on_io(std::uint32_t events) {
-  if (closed()) return;
+  if (closed()) {
+    if (s_ && (events & EPOLLERR)) drain();  // still held by the kernel (Node::draining_)
+    return;
+  }
   if (state_ == State::connecting) {
     if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
     const int err = s_->connect_result();
@@ -226,8 +231,9 @@ void Conn::on_io(std::uint32_t events) {
     if (!closed()) do_read();
     return;
   }
-  if (events & EPOLLOUT) {
-    writable_ = true;
+  if (events & (EPOLLOUT | EPOLLERR)) {
+    if (events & EPOLLOUT) writable_ = true;
+    if (events & EPOLLERR) s_->poll_released();
     complete_released();
     if (closed()) return;
   }
@@ -315,7 +321,7 @@ void Conn::do_read() {
     // after it is read into its sink (or lent) without passing the stage.
     // (Kernel sockets: as much as fits, one system call for many messages.)
     const std::size_t room = stage_.size() - stage_off_ - stage_len_;
-    const std::size_t ask = s_->lends() ? std::min(room, *need - stage_len_) : room;
+    const std::size_t ask = s_->receives_in_place() ? std::min(room, *need - stage_len_) : room;
     std::size_t got = 0;
     if (!read_some(stage_.data() + stage_off_ + stage_len_, ask, got)) return;
     if (got == 0) return;
@@ -424,6 +430,7 @@ void Conn::queue(Tx& t) {
   auto h = encode_header(t.hdr, MutableByteSpan(t.wire).subspan(n), header_form(version_));
   t.wire_len = static_cast<std::uint32_t>(n + (h ? *h : 0));
   t.sent = 0;
+  t.held_status = 0;
   t.piece = t.piece_at = 0;
   if (txq_.empty() && ctl_len_ == ctl_sent_) tx_deadline_ = node_.turn_time() + node_.timeout_of(ni_);
   txq_.push(&t);
@@ -496,6 +503,7 @@ void Conn::do_write() {
       }
     }
     if (niov == 0) return;
+    const bool lent = s_->lends();  // before the write: a stream may stop lending in it
     const ssize_t n = s_->sendv_lent(iov, niov, lend, dev);
     if (n < 0) {
       if (n == -EAGAIN) {
@@ -527,7 +535,6 @@ void Conn::do_write() {
       t->stream_end = pos;
       done.push(txq_.pop());
     }
-    const bool lent = s_->lends();
     while (Tx* t = done.pop()) {
       ++node_.stats_.tx_msgs;
       node_.stats_.tx_bytes += t->payload.size();
@@ -539,6 +546,8 @@ void Conn::do_write() {
       }
     }
     if (closed()) return;
+    if (lent) complete_released();  // what the stream copied after all
+    if (closed()) return;
   }
 }
 
@@ -546,7 +555,21 @@ void Conn::do_write() {
 // them once the stream is gone: it let go of everything).
 void Conn::complete_released() {
   const std::uint64_t released = s_ ? s_->released() : UINT64_MAX;
-  while (unreleased_.head && unreleased_.head->stream_end <= released) node_.upper_.on_sent(*unreleased_.pop(), 0);
+  while (unreleased_.head && unreleased_.head->stream_end <= released) {
+    Tx* t = unreleased_.pop();
+    node_.upper_.on_sent(*t, t->held_status);
+  }
+}
+
+// A closed connection whose stream still holds lent memory: hand back what
+// it let go of, and once that is everything, close it for good.
+void Conn::drain() {
+  s_->poll_released();
+  complete_released();
+  if (unreleased_.head) return;
+  s_.reset();
+  std::erase(node_.draining_, this);
+  node_.bury(this);
 }
 
 // ---- Conn: handshake ------------------------------------------------------------
@@ -645,9 +668,24 @@ void Conn::close(CloseReason why, int err) {
   const bool was_established = state_ == State::established;
   state_ = State::closed;
   node_.count_close(why);
-  s_.reset();  // abortive: SO_LINGER 0 (and lent memory is let go of)
+  // Abortive (SO_LINGER 0).  Lent memory is let go of with the stream,
+  // unless the kernel still holds some (zero-copy sends not completed: it
+  // may yet read those pages for the device).  Then the socket is only
+  // disconnected, and this connection drains until the kernel says so
+  // (at shutdown nothing is reused any more: let go at once).
+  Tx* partial = txq_.head && txq_.head->sent > 0 && lent_by_reference(*txq_.head) ? txq_.head : nullptr;
+  const bool holding = s_ && (unreleased_.head || partial) && !node_.shutting_down_ && s_->abort_holding();
+  if (!holding) s_.reset();
   if (was_established && (rx_state_ == RxState::payload || rx_state_ == RxState::deferred))
     node_.upper_.on_rx_aborted(rx_);
+  // A message partly written fails, but the kernel may hold what was
+  // written of it: handed back (failed) once released too.
+  if (holding && partial) {
+    txq_.pop();
+    partial->stream_end = s_->taken();
+    partial->held_status = err < 0 ? err : -EIO;
+    unreleased_.push(partial);
+  }
   // Written in full: sent, as far as LNet knows (as with a kernel socket's
   // buffer).  Not -EIO, as Linux reports a message still waiting for its
   // zero-copy ACK: this one may well have arrived (only the TCP ACK lost),
@@ -655,7 +693,13 @@ void Conn::close(CloseReason why, int err) {
   complete_released();
   while (Tx* t = txq_.pop()) node_.upper_.on_sent(*t, err < 0 ? err : -EIO);
   if (peer_) peer_->conn_gone(this, was_established);
-  node_.bury(this);
+  if (holding && unreleased_.head) {
+    ++node_.stats_.zc_drains;
+    node_.draining_.push_back(this);
+  } else {
+    s_.reset();
+    node_.bury(this);
+  }
 }
 
 // ---- Peer ----------------------------------------------------------------------
@@ -823,7 +867,10 @@ void Peer::tick(Clock::time_point now) {
   // within the timeout (as Linux does with messages awaiting a zero-copy
   // ACK), which would otherwise hold its router buffer for as long as TCP
   // retries.
-  for (std::size_t i = 0; i < conns_.size(); ++i) conns_[i]->complete_released();
+  for (std::size_t i = 0; i < conns_.size(); ++i) {
+    if (conns_[i]->s_) conns_[i]->s_->poll_released();
+    conns_[i]->complete_released();
+  }
   for (Conn* c : conns_) {
     const bool rx_stalled = (c->rx_state_ != Conn::RxState::head || c->stage_len_ > 0) && now > c->rx_deadline_;
     const bool tx_stalled = (!c->txq_.empty() || c->ctl_sent_ < c->ctl_len_) && now > c->tx_deadline_;
@@ -994,6 +1041,9 @@ void Node::tick(Clock::time_point now) {
   tick_peers_.clear();
   for (auto& [nid, p] : peers_) tick_peers_.push_back(p.get());
   for (Peer* p : tick_peers_) p->tick(now);
+  // Connections closed while the kernel held their memory (EPOLLERR
+  // reports its completions; this is in case one was missed).
+  for (std::size_t i = draining_.size(); i-- > 0;) draining_[i]->drain();
 }
 
 void Node::bury(Conn* c) { graveyard_.push_back(c); }
@@ -1021,6 +1071,14 @@ std::size_t Node::flush() {
 }
 
 void Node::shutdown() {
+  shutting_down_ = true;
+  while (!draining_.empty()) {
+    Conn* c = draining_.back();
+    draining_.pop_back();
+    c->s_.reset();
+    c->complete_released();
+    bury(c);
+  }
   for (auto& [nid, p] : peers_) {
     if (p->connecting_) p->connecting_->close(CloseReason::shutdown, -ESHUTDOWN);
     p->close_all(CloseReason::shutdown, -ESHUTDOWN);

@@ -61,6 +61,10 @@ struct Options {
   int backlog = 127;
   std::uint32_t conns_per_peer = 1;  // bulk connections of each direction
   std::uint32_t min_bulk = 1024;
+  // Payloads of at least this many bytes are sent without copying: lent to
+  // the dataplane's TCP, or with MSG_ZEROCOPY on a kernel socket (above
+  // kLnetMtu: never).  Smaller ones are copied and handed back at once.
+  std::uint32_t zc_min_payload = 16384;
   std::chrono::seconds timeout{50};
   std::chrono::seconds keepalive{30};
   std::chrono::seconds accept_timeout{5};
@@ -126,6 +130,18 @@ struct Stats {
   std::uint64_t tx_writes = 0;  // sendmsg() calls that wrote (tx_msgs / tx_writes: coalescing)
   std::uint64_t zc_acks_sent = 0;
   std::uint64_t keepalives_sent = 0;
+  // Kernel sockets (the dataplane's TCP counts its own): bytes copied
+  // between lnetr's memory and the kernel (every byte read, every byte
+  // sent by a copying sendmsg, and zero-copy sends the kernel reported it
+  // copied), and bytes the kernel sent from lnetr's memory without a copy.
+  std::uint64_t bytes_copied = 0;
+  std::uint64_t bytes_zero_copy = 0;
+  std::uint64_t zc_sends = 0;        // sendmsg() calls with MSG_ZEROCOPY that took bytes
+  std::uint64_t zc_copied = 0;       // ... of which the kernel reported it copied the bytes
+  std::uint64_t zc_fallbacks = 0;    // connections that went back to copying: the kernel copied anyway
+  std::uint64_t zc_unsupported = 0;  // connections on which the kernel refused SO_ZEROCOPY
+  std::uint64_t zc_nobufs = 0;       // zero-copy sends refused (ENOBUFS) and copied instead
+  std::uint64_t zc_drains = 0;       // connections closed with zero-copy sends outstanding
 };
 
 class Conn;
@@ -260,6 +276,10 @@ class Node {
   Stats stats_;
   std::unordered_map<Nid, std::unique_ptr<Peer>> peers_;
   std::vector<Conn*> graveyard_;
+  // Closed with zero-copy sends the kernel still holds: kept (their
+  // sockets disconnected, not closed) until it has let go of them all.
+  std::vector<Conn*> draining_;
+  bool shutting_down_ = false;
   std::vector<Conn*> flush_;  // connections with writes queued since flush()
   std::vector<Peer*> tick_peers_;  // tick()'s walk
 };

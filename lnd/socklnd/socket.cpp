@@ -1,10 +1,13 @@
 #include "lnd/socklnd/socket.hpp"
 
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -128,22 +131,134 @@ bool KernelStream::watch(IoHandler* h) noexcept {
 ssize_t KernelStream::recv(std::uint8_t* dst, std::size_t len) noexcept {
   for (;;) {
     const ssize_t n = ::recv(fd_, dst, len, 0);
+    if (n > 0 && stats_) stats_->bytes_copied += static_cast<std::uint64_t>(n);
     if (n >= 0) return n;
     if (errno == EINTR) continue;
     return errno == EWOULDBLOCK ? -EAGAIN : -errno;
   }
 }
 
-ssize_t KernelStream::sendv(const iovec* iov, std::size_t n) noexcept {
+ssize_t KernelStream::sendv(const iovec* iov, std::size_t n) noexcept { return send_run(iov, n, false); }
+
+// One sendmsg() of iov[0..n): bytes taken, -EAGAIN, or -errno.
+ssize_t KernelStream::send_run(const iovec* iov, std::size_t n, bool zero_copy) noexcept {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = n;
   for (;;) {
-    const ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w >= 0) return w;
+    const ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT | (zero_copy ? MSG_ZEROCOPY : 0));
+    if (w > 0) {
+      const auto took = static_cast<std::uint64_t>(w);
+      if (zero_copy) {
+        // The kernel numbered this call zc_next_id_; it completes it later.
+        const std::size_t slot = (zc_head_ + zc_count_) % kZcCalls;
+        zc_calls_[slot] = {taken_, taken_ + took, false};
+        ++zc_count_;
+        ++zc_next_id_;
+        if (stats_) ++stats_->zc_sends;
+      } else if (stats_) {
+        stats_->bytes_copied += took;
+      }
+      taken_ += took;
+      return w;
+    }
+    if (w == 0) return 0;
     if (errno == EINTR) continue;
+    // Zero copy refused for this call (the socket's option memory or the
+    // locked-memory limit): the same bytes copied instead.
+    if (zero_copy && errno == ENOBUFS) {
+      if (stats_) ++stats_->zc_nobufs;
+      zero_copy = false;
+      continue;
+    }
     return errno == EWOULDBLOCK ? -EAGAIN : -errno;
   }
+}
+
+ssize_t KernelStream::sendv_lent(const iovec* iov, std::size_t n, const bool* lend, void* const* dev) noexcept {
+  (void)dev;
+  if (!zc_) return send_run(iov, n, false);
+  // Runs of iovecs alike in being lent or not, one call each; lent runs
+  // with MSG_ZEROCOPY while a slot for its completion is free.
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i + 1, want = iov[i].iov_len;
+    while (j < n && lend[j] == lend[i]) want += iov[j++].iov_len;
+    const bool zero_copy = zc_ && lend[i] && zc_count_ < kZcCalls;
+    const ssize_t w = send_run(iov + i, j - i, zero_copy);
+    if (w < 0) return total > 0 ? static_cast<ssize_t>(total) : w;
+    total += static_cast<std::size_t>(w);
+    if (static_cast<std::size_t>(w) < want) break;  // the socket is full
+    i = j;
+  }
+  return static_cast<ssize_t>(total);
+}
+
+std::uint64_t KernelStream::released() const noexcept {
+  return zc_count_ == 0 ? taken_ : zc_calls_[zc_head_].begin;
+}
+
+void KernelStream::completed(std::uint32_t lo, std::uint32_t hi, bool copied) noexcept {
+  // Calls lo..hi (the kernel's numbers, wrapping at 2^32), in our ring
+  // from zc_first_id_ on.  Completions come in order on TCP but need not.
+  for (std::uint32_t id = lo;; ++id) {
+    const std::uint32_t at = id - zc_first_id_;
+    if (at < zc_count_) {
+      ZcCall& c = zc_calls_[(zc_head_ + at) % kZcCalls];
+      if (!c.done) {
+        c.done = true;
+        if (stats_) {
+          (copied ? stats_->bytes_copied : stats_->bytes_zero_copy) += c.end - c.begin;
+          if (copied) ++stats_->zc_copied;
+        }
+      }
+    }
+    if (id == hi) break;
+  }
+  if (copied && zc_) {
+    zc_ = false;  // the kernel copies on this route anyway: copy from now on
+    if (stats_) ++stats_->zc_fallbacks;
+  }
+  while (zc_count_ > 0 && zc_calls_[zc_head_].done) {
+    zc_head_ = (zc_head_ + 1) % kZcCalls;
+    --zc_count_;
+    ++zc_first_id_;
+  }
+}
+
+void KernelStream::poll_released() noexcept {
+  while (zc_count_ > 0) {
+    alignas(cmsghdr) std::uint8_t control[CMSG_SPACE(sizeof(sock_extended_err) + sizeof(sockaddr_in6))];
+    msghdr msg{};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (::recvmsg(fd_, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+      if (errno == EINTR) continue;
+      return;  // EAGAIN: nothing more
+    }
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (!((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
+            (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)))
+        continue;
+      sock_extended_err ee;
+      std::memcpy(&ee, CMSG_DATA(cm), sizeof ee);
+      if (ee.ee_errno != 0 || ee.ee_origin != SO_EE_ORIGIN_ZEROCOPY) continue;
+      completed(ee.ee_info, ee.ee_data, (ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) != 0);
+    }
+  }
+}
+
+bool KernelStream::abort_holding() noexcept {
+  poll_released();
+  if (zc_count_ == 0) return false;
+  // Disconnect without closing: a RST, the queues dropped (which frees
+  // what the kernel still held of them), and the error queue still
+  // readable for the completions that follow.
+  zc_ = false;
+  sockaddr unspec{};
+  unspec.sa_family = AF_UNSPEC;
+  (void)::connect(fd_, &unspec, sizeof unspec);
+  return true;
 }
 
 int KernelStream::connect_result() noexcept {
@@ -167,7 +282,17 @@ Endpoint KernelStream::remote() const noexcept {
   return from_sockaddr(a.get(), a.len).value_or(Endpoint{});
 }
 
-void KernelStream::configure(const Options& opts) noexcept { setup_conn_socket(fd_, opts); }
+void KernelStream::configure(const Options& opts) noexcept {
+  setup_conn_socket(fd_, opts);
+  if (opts.zc_min_payload > kLnetMtu || zc_ || !zc_calls_.empty()) return;  // off, or already on
+  const int on = 1;
+  if (setsockopt(fd_, SOL_SOCKET, SO_ZEROCOPY, &on, sizeof on) != 0) {
+    if (stats_) ++stats_->zc_unsupported;  // an older kernel: every send copies
+    return;
+  }
+  zc_calls_.resize(kZcCalls);
+  zc_ = true;
+}
 
 std::unique_ptr<Stream> KernelTransport::connect(const IpAddr& local_ip, const IpAddr& remote_ip,
                                                  std::uint16_t port, int& error) {

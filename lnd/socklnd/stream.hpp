@@ -4,8 +4,10 @@
 // Two transports provide them: kernel sockets (KernelTransport, here) and
 // the dataplane's own TCP on a DPDK port (dataplane/tcp_transport), chosen
 // per NI.  The engine's protocol code is the same over both; a stream that
-// lends() sends messages from the engine's memory without copying, and the
-// engine hands each message back only once the stream has released it.
+// lends() sends messages from the engine's memory without copying (the
+// dataplane's TCP keeps references until the peer acknowledges them; a
+// kernel socket sends them with MSG_ZEROCOPY), and the engine hands each
+// message back only once the stream has released it.
 #pragma once
 
 #include <sys/types.h>
@@ -14,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "lnd/socklnd/address.hpp"
 #include "lnd/socklnd/poller.hpp"
@@ -22,6 +25,7 @@
 namespace lnetr::sock {
 
 struct Options;
+struct Stats;
 
 class Stream {
  public:
@@ -65,13 +69,33 @@ class Stream {
     (void)dev;
     return sendv(iov, n);
   }
-  // Whether sendv_lent() keeps references (false: it copies, like sendv()).
+  // Whether sendv_lent() keeps references now (false: it copies, like
+  // sendv()).  May turn false while memory is still lent (a kernel socket
+  // whose sends the kernel copied anyway): released() still reports it.
   virtual bool lends() const noexcept { return false; }
+  // Whether received payload is best read straight into its sink (or
+  // lent), the stream's buffer holding it already: the engine then reads
+  // no further than a message's head.  False (kernel sockets): read as
+  // much as fits, one system call for many small messages.
+  virtual bool receives_in_place() const noexcept { return false; }
   // Its position: bytes taken by sendv()/sendv_lent() since the stream
   // opened, whoever wrote them (a stream that lends).
   virtual std::uint64_t taken() const noexcept { return 0; }
   // A position before which no lent memory is referenced any more.
   virtual std::uint64_t released() const noexcept { return 0; }
+  // Learn what the kernel has let go of since (a kernel socket: the
+  // MSG_ZEROCOPY completions on its error queue, which EPOLLERR reports);
+  // released() then tells.  Call on EPOLLERR and now and then.
+  virtual void poll_released() noexcept {}
+  // Abort the connection (RST, as destroying it does) but keep the memory
+  // lent to it referenced: true if the stream holds some, and must then be
+  // kept, watched and polled until released() reaches taken() (a kernel
+  // socket whose zero-copy sends the kernel has not completed: their pages
+  // may still be on their way to the device); false if it holds none
+  // (destroy it).
+  virtual bool abort_holding() noexcept { return false; }
+  // Count copies and zero-copy sends into `s` (the owning Node's).
+  virtual void count_into(Stats& s) noexcept { (void)s; }
   // After a connecting stream's readiness: 0 if connected, else -errno.
   virtual int connect_result() noexcept = 0;
   virtual Endpoint local() const noexcept = 0;
@@ -95,6 +119,18 @@ class Transport {
 };
 
 // Kernel TCP sockets, polled by one Poller.
+//
+// Zero copy (configure() with Options::zero_copy): lent bytes go out with
+// MSG_ZEROCOPY, the kernel sending from the engine's memory.  Each such
+// sendmsg() that takes bytes is numbered by the kernel (0, 1, ... per
+// socket); when the kernel lets go of a range of them it queues a
+// notification on the socket's error queue (EPOLLERR), saying also
+// whether it had to copy after all (SO_EE_CODE_ZEROCOPY_COPIED: a route
+// delivering to a local socket, a device without scatter-gather).  Once a
+// notification says so the stream copies from then on (the pinning and the
+// notifications would buy nothing).  Runs of bytes not lent (control
+// messages, small messages handed back at once) are sent by plain copying
+// sendmsg() calls of their own: MSG_ZEROCOPY covers every byte of a call.
 class KernelStream final : public Stream {
  public:
   KernelStream(int fd, Poller& poller) noexcept : fd_(fd), poller_(&poller) {}
@@ -105,6 +141,13 @@ class KernelStream final : public Stream {
   bool watch(IoHandler* h) noexcept override;
   ssize_t recv(std::uint8_t* dst, std::size_t len) noexcept override;
   ssize_t sendv(const iovec* iov, std::size_t n) noexcept override;
+  ssize_t sendv_lent(const iovec* iov, std::size_t n, const bool* lend, void* const* dev) noexcept override;
+  bool lends() const noexcept override { return zc_; }
+  std::uint64_t taken() const noexcept override { return taken_; }
+  std::uint64_t released() const noexcept override;
+  void poll_released() noexcept override;
+  bool abort_holding() noexcept override;
+  void count_into(Stats& s) noexcept override { stats_ = &s; }
   int connect_result() noexcept override;
   Endpoint local() const noexcept override;
   Endpoint remote() const noexcept override;
@@ -112,12 +155,32 @@ class KernelStream final : public Stream {
   void attach(Poller& p) noexcept override { poller_ = &p; }
   int fd() const noexcept { return fd_; }
 
+  // Zero-copy sends the kernel has not completed yet.
+  std::size_t zc_pending() const noexcept { return zc_count_; }
+
  private:
+  // One MSG_ZEROCOPY sendmsg() that took bytes: its stream positions.
+  struct ZcCall {
+    std::uint64_t begin = 0, end = 0;
+    bool done = false;
+  };
+  static constexpr std::size_t kZcCalls = 256;  // outstanding at most; beyond: copied
+
+  ssize_t send_run(const iovec* iov, std::size_t n, bool zero_copy) noexcept;
+  void completed(std::uint32_t lo, std::uint32_t hi, bool copied) noexcept;
+
   int fd_;
   Poller* poller_;
   Endpoint remote_{};
   bool have_remote_ = false;
   bool watched_ = false;
+  Stats* stats_ = nullptr;
+  std::uint64_t taken_ = 0;
+  bool zc_ = false;                  // sending lent runs with MSG_ZEROCOPY
+  std::vector<ZcCall> zc_calls_;     // a ring of kZcCalls, oldest at zc_head_
+  std::size_t zc_head_ = 0, zc_count_ = 0;
+  std::uint32_t zc_first_id_ = 0;    // the kernel's number of the oldest outstanding call
+  std::uint32_t zc_next_id_ = 0;     // ... and of the next one
 };
 
 class KernelTransport final : public Transport {

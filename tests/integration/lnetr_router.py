@@ -225,7 +225,7 @@ dataplane:
   socklnd:
     sock_timeout: {sock_timeout}
     conns_per_peer: {conns_per_peer}
-{ports}control:
+{socklnd}{ports}control:
   socket: {api_sock}
   readonly_socket_group: nogroup
   metrics: "{metrics}"
@@ -237,7 +237,8 @@ class Router:
 
     def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1),
                  metrics="off", pmd="net_af_packet", impair=None, zero_copy=True, queues=1, conns_per_peer=1,
-                 tso=None, tcp1_lnd=None, tcp1_cpt=None):
+                 tso=None, tcp1_lnd=None, tcp1_cpt=None, socklnd=None):
+        """socklnd: more dataplane.socklnd keys ({"zc_min_payload": 65536})."""
         self.topo = topo
         self.sock = os.path.join(workdir, "dp.sock")
         self.api_sock = os.path.join(workdir, "control.sock")
@@ -247,6 +248,7 @@ class Router:
                                          check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag, api_sock=self.api_sock,
                                          metrics=metrics, ports=self._ports(topo, pmd, impair, zero_copy, queues, tso),
                                          conns_per_peer=conns_per_peer,
+                                         socklnd="".join("    %s: %s\n" % kv for kv in sorted((socklnd or {}).items())),
                                          tcp1_lnd=("" if not tcp1_lnd else "        lnd tunables:\n" + "".join(
                                              "          %s: %s\n" % kv for kv in sorted(tcp1_lnd.items()))) +
                                          ("" if tcp1_cpt is None else '        CPT: "%s"\n' % tcp1_cpt),

@@ -251,6 +251,43 @@ class RoutingFailures(RouterTestCase):
         self.assert_router_idle()
 
 
+    def test_server_stalled_then_killed_under_zero_copy_sends(self):
+        """The router sends 1 MiB payloads on to B with MSG_ZEROCOPY. B stops
+        reading (SIGSTOP) with some in flight, so the kernel holds what B's
+        window does not take; after sock_timeout the router closes those
+        connections, and keeps their buffers until the kernel has let go of
+        them (zc_drains); then B dies. Every buffer and credit comes back,
+        once (under ASan in the asan build)."""
+        b = self.server("b")
+        # B's connections up first (while stopped it could not handshake),
+        # with payloads sent by copy: on these veths the kernel copies
+        # zero-copy sends (into B's socket), and the first completion that
+        # says so turns a connection to copying.
+        rc, _, cp = self.peer("a", ["put", self.topo.b_nid, "--size", "1000", "--count", "2", "--timeout", "5"])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        before = self.status()["socklnd"]
+        os.kill(b.pid, signal.SIGSTOP)
+        try:
+            json_path = os.path.join(self.dir, "load.json")
+            load = self.procs.start(self.peer_argv(self.nid("a"), [
+                "brw", self.topo.b_nid, "--op", "write", "--size", "1048576", "--concurrency", "8",
+                "--duration", "2", "--timeout", "20", "--json", json_path], self.peer_options("a")),
+                host=self.topo.host("a"))
+            end = time.monotonic() + 3 * self.sock_timeout
+            st = self.status()["socklnd"]
+            while st["zc_drains"] == before["zc_drains"] and time.monotonic() < end:
+                time.sleep(0.2)
+                st = self.status()["socklnd"]
+            self.assertGreater(st["zc_sends"], before["zc_sends"], st)
+            self.assertGreater(st["zc_drains"], before["zc_drains"], st)
+            self.assertGreater(st["closed"]["timeout"], before["closed"]["timeout"], st)
+        finally:
+            b.stop(signal.SIGKILL)
+        load.wait(timeout=60)
+        st = self.assert_router_idle(timeout=30)
+        self.assertEqual(st["socklnd"]["closed"]["bad_message"], 0)
+
+
 class RoutingDisabled(RouterTestCase):
     check_interval = 0  # these peers keep using the router while it drains
 

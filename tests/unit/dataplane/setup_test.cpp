@@ -127,6 +127,35 @@ TEST(Setup, O2ibNiTunablesAreClampedAsLinuxClampsThem) {
   EXPECT_TRUE(s->o2ib_transfer_keys);
 }
 
+// zc_min_payload is in force as Linux's ksocklnd takes it: at least 2 KiB,
+// a smaller value said by name at load time.
+TEST(Setup, ZcMinPayloadIsRaisedTo2KiBWithAWarning) {
+  const std::string yaml =
+      "net:\n"
+      "  - net type: tcp\n"
+      "    local NI(s):\n"
+      "      - interfaces:\n"
+      "          0: eth0\n"
+      "dataplane:\n"
+      "  socklnd:\n"
+      "    zc_min_payload: ";
+  auto low = config::load_config(yaml + "1000\n", "lnetr.yaml");
+  ASSERT_TRUE(low);
+  ASSERT_EQ(low->warnings.size(), 1u);
+  EXPECT_EQ(low->warnings[0].to_string(),
+            "lnetr.yaml:8:5: dataplane.socklnd.zc_min_payload: zc_min_payload 1000 is below 2048: 2048 is in force, "
+            "as Linux's ksocklnd raises it");
+  const SetupResult s = make_setup(low->config);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->sock.zc_min_payload, 2048u);
+  const SetupResult big = setup_of(yaml + "65536\n");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->sock.zc_min_payload, 65536u);
+  const SetupResult dflt = setup_of(yaml + "16384\n");
+  ASSERT_TRUE(dflt);
+  EXPECT_EQ(dflt->sock.zc_min_payload, 16384u);
+}
+
 TEST(Setup, AnO2ibNiCannotBeOnADpdkPort) {
   auto loaded = config::load_config("net:\n"
                                     "  - net type: o2ib\n"

@@ -77,7 +77,9 @@ class Recorder final : public Upper {
   }
   void on_rx_aborted(Rx&) override { ++aborted; }
   std::function<void(Tx&)> on_sent_hook;
+  std::size_t sent_calls = 0;  // every on_sent(), to see each Tx handed back once
   void on_sent(Tx& tx, int status) override {
+    ++sent_calls;
     sent[&tx] = status;
     if (on_sent_hook) on_sent_hook(tx);
   }
@@ -644,6 +646,105 @@ TEST_F(Engine, SendsQueuedInOneBatchGoOutInOneWrite) {
   for (std::size_t i = 0; i < txs.size(); ++i) {  // in order, intact
     EXPECT_EQ(b.upper.got[1 + i].hdr.put().match_bits, 300 + i);
     EXPECT_EQ(b.upper.got[1 + i].payload, small);
+  }
+}
+
+// Payloads of zc_min_payload or more go out with MSG_ZEROCOPY.  On
+// loopback the kernel copies them anyway (into the receiving socket) and
+// says so in its completion: the message is handed back once complete, the
+// copy counted, and the connection copies from then on.
+TEST_F(Engine, ZeroCopySendFallsBackWhereTheKernelCopies) {
+  TestNode a(poller, kA), b(poller, kB);
+  nodes = {&a, &b};
+  const Bytes big = pattern(1 << 20, 5), big2 = pattern(300000, 6);
+  const Bytes tiny = pattern(10, 1);
+  Tx first = make_put(kA, kB, tiny);
+  ASSERT_TRUE(warm_up(a, b, first));
+  Tx t = make_put(kA, kB, big);
+  ASSERT_EQ(a.node->send(kB, t), 0);
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 2 && a.upper.sent.count(&t) == 1; }));
+  EXPECT_EQ(a.upper.sent[&t], 0);
+  EXPECT_EQ(b.upper.got[1].payload, big);
+  const Stats s1 = a.node->stats();
+  EXPECT_GE(s1.zc_sends, 1u);
+  EXPECT_EQ(s1.zc_copied, s1.zc_sends);
+  EXPECT_EQ(s1.zc_fallbacks, 1u);
+  EXPECT_EQ(s1.bytes_zero_copy, 0u);
+  EXPECT_GE(s1.bytes_copied, big.size());  // counted from the completion
+  // Copying from now on: no more zero-copy calls on that connection.
+  Tx t2 = make_put(kA, kB, big2);
+  ASSERT_EQ(a.node->send(kB, t2), 0);
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 3 && a.upper.sent.count(&t2) == 1; }));
+  EXPECT_EQ(b.upper.got[2].payload, big2);
+  const Stats s2 = a.node->stats();
+  EXPECT_EQ(s2.zc_sends, s1.zc_sends);
+  EXPECT_GE(s2.bytes_copied - s1.bytes_copied, big2.size());
+  // The receiver counts what it read.
+  EXPECT_GE(b.node->stats().bytes_copied, big.size() + big2.size());
+  EXPECT_EQ(a.upper.sent_calls, 3u);
+}
+
+// zc_min_payload decides which payloads are sent without a copy.
+TEST_F(Engine, ZeroCopyFollowsZcMinPayload) {
+  Options off;
+  off.zc_min_payload = kLnetMtu + 1;  // never
+  Options low;
+  low.zc_min_payload = 2048;
+  for (const Options& o : {off, low}) {
+    SCOPED_TRACE(o.zc_min_payload);
+    TestNode a(poller, kA, o), b(poller, kB, o);
+    nodes = {&a, &b};
+    const Bytes tiny = pattern(10, 1);
+    Tx first = make_put(kA, kB, tiny);
+    ASSERT_TRUE(warm_up(a, b, first));
+    const Bytes four_k = pattern(4096, 2);
+    Tx t = make_put(kA, kB, four_k);
+    ASSERT_EQ(a.node->send(kB, t), 0);
+    ASSERT_TRUE(pump([&] { return b.upper.got.size() == 2 && a.upper.sent.count(&t) == 1; }));
+    EXPECT_EQ(b.upper.got[1].payload, four_k);
+    EXPECT_EQ(a.node->stats().zc_sends, o.zc_min_payload <= 4096 ? 1u : 0u);
+    nodes.clear();
+  }
+}
+
+// A connection closed while the kernel still holds a zero-copy send (its
+// bytes not yet on the wire: the receiver's window is shut) is only
+// disconnected until the kernel lets go; then the message is handed back,
+// once: as sent if it was written whole, failed if only partly.
+TEST_F(Engine, ClosedWithZeroCopyPendingHandsBackOnceTheKernelLetsGo) {
+  for (const bool whole : {true, false}) {
+    SCOPED_TRACE(whole ? "written whole" : "written in part");
+    Options ao;
+    ao.timeout = 1s;                                   // the stuck message closes its connection
+    ao.tx_buffer_size = whole ? 4 << 20 : 64 << 10;    // all of it in A's socket, or not
+    Options bo;
+    bo.rx_buffer_size = 16 << 10;                      // B's window keeps most of it there
+    TestNode a(poller, kA, ao), b(poller, kB, bo);
+    nodes = {&a, &b};
+    const Bytes tiny = pattern(10, 1);
+    Tx first = make_put(kA, kB, tiny);
+    ASSERT_TRUE(warm_up(a, b, first));
+    b.upper.defer_all = true;  // B reads nothing more
+    const Bytes big = pattern(1 << 20, 7);
+    Tx t = make_put(kA, kB, big);
+    ASSERT_EQ(a.node->send(kB, t), 0);
+    // Written (whole, or as far as the socket takes), and held: the kernel
+    // has not completed the send.
+    if (whole) {
+      ASSERT_TRUE(pump([&] { return a.node->stats().tx_msgs == 2; }));
+    }
+    pump([] { return false; }, 300ms);
+    EXPECT_EQ(a.node->stats().tx_msgs, whole ? 2u : 1u);
+    EXPECT_EQ(a.upper.sent.count(&t), 0u);
+    EXPECT_GE(a.node->stats().zc_sends, 1u);
+    // A times the message out, closes the connection and drains it.
+    ASSERT_TRUE(pump([&] { return a.upper.sent.count(&t) == 1; }, 5000ms));
+    EXPECT_EQ(a.upper.sent[&t], whole ? 0 : -ETIMEDOUT);
+    EXPECT_EQ(a.closed(CloseReason::timeout), 1u);
+    EXPECT_EQ(a.node->stats().zc_drains, 1u);
+    pump([] { return false; }, 200ms);
+    EXPECT_EQ(a.upper.sent_calls, 2u);  // first, then t: once each
+    nodes.clear();
   }
 }
 
