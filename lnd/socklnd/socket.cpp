@@ -199,21 +199,19 @@ std::uint64_t KernelStream::released() const noexcept {
 }
 
 void KernelStream::completed(std::uint32_t lo, std::uint32_t hi, bool copied) noexcept {
-  // Calls lo..hi (the kernel's numbers, wrapping at 2^32), in our ring
-  // from zc_first_id_ on.  Completions come in order on TCP but need not.
-  for (std::uint32_t id = lo;; ++id) {
-    const std::uint32_t at = id - zc_first_id_;
-    if (at < zc_count_) {
-      ZcCall& c = zc_calls_[(zc_head_ + at) % kZcCalls];
-      if (!c.done) {
-        c.done = true;
-        if (stats_) {
-          (copied ? stats_->bytes_copied : stats_->bytes_zero_copy) += c.end - c.begin;
-          if (copied) ++stats_->zc_copied;
-        }
-      }
+  // Calls lo..hi (the kernel's numbers, wrapping at 2^32) of those still
+  // outstanding, zc_first_id_ on.  On TCP they complete in order, but need
+  // not; the walk is over our ring, whatever the range says.
+  for (std::size_t at = 0; at < zc_count_; ++at) {
+    const std::uint32_t id = zc_first_id_ + static_cast<std::uint32_t>(at);
+    if (id - lo > hi - lo) continue;
+    ZcCall& c = zc_calls_[(zc_head_ + at) % kZcCalls];
+    if (c.done) continue;
+    c.done = true;
+    if (stats_) {
+      (copied ? stats_->bytes_copied : stats_->bytes_zero_copy) += c.end - c.begin;
+      if (copied) ++stats_->zc_copied;
     }
-    if (id == hi) break;
   }
   if (copied && zc_) {
     zc_ = false;  // the kernel copies on this route anyway: copy from now on

@@ -194,7 +194,9 @@ class Topology:
         ip("-n", self.ns["r"], "link", "set", r_if, "up" if up else "down")
 
 
-ROUTER_CONFIG = """\
+# The router's nets, routing and buffers (format keys if_ra, if_rb,
+# tcp1_lnd, routing), and the whole configuration of a Router.
+ROUTER_NETS = """\
 net:
   - net type: tcp
     local NI(s):
@@ -214,6 +216,8 @@ buffers:
   tiny: 128
   small: 256
   large: 32
+"""
+ROUTER_CONFIG = ROUTER_NETS + """\
 dataplane:
   cores: [{cores}]
   main_core: {main_core}

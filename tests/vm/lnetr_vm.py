@@ -18,7 +18,9 @@ directory. Boot once, run many commands:
 The kernel, its module tree and the initramfs are cached under
 $LNETR_VM_CACHE (default <source root>/build/vm), keyed by the kernel
 package's name and version; each guest's console log and control directory
-are in $LNETR_VM_CACHE/runs/<run>/. Standard library only.
+are in $LNETR_VM_CACHE/runs/<run>/. Guest(taps=[...]) adds NICs on host tap
+interfaces, to join a guest to host namespaces by a device path (the
+router benchmark's --router-in-guest). Standard library only.
 """
 
 import fcntl
@@ -430,10 +432,31 @@ class Process:
         return _read(out / f"{self.id}.out"), _read(out / f"{self.id}.err")
 
 
+def tap_nic_args(netdev, tap, pci_addr):
+    """qemu arguments for a virtio-net NIC at PCI slot `pci_addr` backed by
+    host tap interface `tap` (netdev id `netdev`), for Guest(taps=...) or a
+    Guest's qemu_args.
+
+    No ifup scripts (the caller places and addresses the tap), no vhost-net
+    (qemu moves the frames itself, as it does for the hub's NICs; the host
+    needs no vhost module), no option ROM (nothing boots from it). qemu
+    creates the tap when it is missing and removes it when it exits.
+    """
+    return ["-netdev", f"tap,id={netdev},ifname={tap},script=no,downscript=no,vhost=off",
+            "-device", f"virtio-net-pci,netdev={netdev},addr={pci_addr:#x},romfile="]
+
+
 class Guest:
     """One qemu TCG guest; a context manager (start() on entry, stop() on exit).
 
     nics: virtio-net NICs eth0..ethN-1, all on one qemu hub (no host network).
+    taps: host tap interfaces, one more virtio-net NIC on each (after the
+      hub's: eth<nics>, eth<nics+1>, ...; tap_nic() names them). qemu
+      creates each tap (vhost off: no vhost-net on the host) in qemu's
+      network namespace as it starts, and it goes when qemu exits. A tap
+      may be moved to another namespace once start() has returned (`ip link
+      set TAP netns NS`; qemu keeps its descriptor): that namespace is then
+      joined to the guest by a real device path, not a hub.
     shares: more host directories to share read-write at the same path (the
       source root always is, and $LNETR_BUILD when it lies outside it).
     env: variables for every command (run/spawn add theirs); by default the
@@ -446,8 +469,11 @@ class Guest:
     """
 
     def __init__(self, nics=2, smp=2, mem_mb=2048, name="guest", shares=(), boot_timeout=180,
-                 machine="q35", env=None, qemu_args=(), append="", log=None):
+                 machine="q35", env=None, qemu_args=(), append="", log=None, taps=()):
         self.nics, self.smp, self.mem_mb, self.name, self.machine = nics, smp, mem_mb, name, machine
+        self.taps = list(taps)
+        if 0x10 + nics + len(self.taps) > 0x1f:
+            raise GuestError(f"too many NICs ({nics} + {len(self.taps)} taps): PCI slots 0x10-0x1e hold them")
         self.boot_timeout, self.qemu_args, self.append = boot_timeout, list(qemu_args), append
         self.log = log or (lambda msg: print(f"lnetr-vm: {msg}", file=sys.stderr, flush=True))
         paths = [SOURCE_ROOT] + [Path(p).resolve() for p in shares]
@@ -642,6 +668,10 @@ done""")
             raise GuestError(f"setup_rxe failed ({rc})\n--- stdout\n{out}\n--- stderr\n{err}\n--- dmesg\n{dmesg}")
         return links
 
+    def tap_nic(self, tap):
+        """The guest's interface (ethN) on host tap `tap` (one of taps)."""
+        return f"eth{self.nics + self.taps.index(tap)}"
+
     # -- diagnostics
 
     def console_tail(self, lines=60):
@@ -689,7 +719,8 @@ done""")
         mounts = [{"tag": f"src{i}", "path": str(p),
                    "options": "trans=virtio,version=9p2000.L,msize=512000,cache=mmap"}
                   for i, p in enumerate(self.shares)]
-        (self.ctl / "config.json").write_text(json.dumps({"mounts": mounts, "nics": self.nics}) + "\n")
+        (self.ctl / "config.json").write_text(json.dumps({"mounts": mounts, "nics": self.nics + len(self.taps)})
+                                              + "\n")
         self.console = d / "console.log"
 
     @staticmethod
@@ -727,4 +758,6 @@ done""")
         for i in range(self.nics):
             argv += ["-netdev", f"hubport,id=n{i},hubid=0",
                      "-device", f"virtio-net-pci,netdev=n{i},addr={0x10 + i:#x},romfile="]
+        for i, tap in enumerate(self.taps):
+            argv += tap_nic_args(f"t{i}", tap, 0x10 + self.nics + i)
         return argv + self.qemu_args
