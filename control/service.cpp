@@ -1777,6 +1777,22 @@ void Service::collect(Families& f) {
       f.counter("lnetr_socklnd_connections_refused_total",
                 "Incoming connections the acceptor refused, by reason (e.g. bad magic, insecure port)",
                 {{"reason", it.key()}}, it.value().get<double>());
+    // Zero-copy sends on kernel sockets (MSG_ZEROCOPY).
+    f.counter("lnetr_socklnd_zero_copy_sends_total",
+              "sendmsg calls on kernel sockets that sent payload with MSG_ZEROCOPY", {},
+              sock["zc_sends"].get<double>());
+    f.counter("lnetr_socklnd_zero_copy_copied_total",
+              "Of those, calls the kernel reported it copied anyway (a route to a local socket, a device without "
+              "scatter-gather, a packet capture)",
+              {}, sock["zc_copied"].get<double>());
+    f.counter("lnetr_socklnd_zero_copy_fallbacks_total",
+              "Times a kernel-socket connection went back to copying because the kernel copied anyway or refused "
+              "(ENOBUFS); it tries zero copy again after 64 MiB",
+              {}, sock["zc_fallbacks"].get<double>());
+    f.gauge("lnetr_socklnd_zero_copy_draining",
+            "Kernel-socket connections closed while the kernel still held zero-copy sends, kept until it lets go "
+            "of them (their buffers and credits held meanwhile); lasting non-zero is a fault to report",
+            {}, sock["zc_draining"].get<double>());
     if (st.contains("o2iblnd")) o2iblnd_metrics(f, st["o2iblnd"], exported);
   } catch (const std::exception& e) {
     log("warning", std::string("metrics: unexpected dataplane status document: ") + e.what());

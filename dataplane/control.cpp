@@ -640,6 +640,7 @@ std::string Control::status() {
     zc.bytes_copied += v.sock.bytes_copied, zc.bytes_zero_copy += v.sock.bytes_zero_copy;
     zc.zc_sends += v.sock.zc_sends, zc.zc_copied += v.sock.zc_copied, zc.zc_fallbacks += v.sock.zc_fallbacks;
     zc.zc_unsupported += v.sock.zc_unsupported, zc.zc_nobufs += v.sock.zc_nobufs, zc.zc_drains += v.sock.zc_drains;
+    zc.zc_draining += v.sock.zc_draining, zc.zc_disconnect_failures += v.sock.zc_disconnect_failures;
     accepted += v.sock.conns_accepted;
     connected += v.sock.conns_connected;
     failures += v.sock.connect_failures;
@@ -656,6 +657,7 @@ std::string Control::status() {
   j.key("zc_sends").value(zc.zc_sends).key("zc_copied").value(zc.zc_copied);
   j.key("zc_fallbacks").value(zc.zc_fallbacks).key("zc_unsupported").value(zc.zc_unsupported);
   j.key("zc_nobufs").value(zc.zc_nobufs).key("zc_drains").value(zc.zc_drains);
+  j.key("zc_draining").value(zc.zc_draining).key("zc_disconnect_failures").value(zc.zc_disconnect_failures);
   j.key("closed").begin_object();
   for (std::size_t r = 0; r < closed.size(); ++r) j.key(std::string(sock::name(static_cast<sock::CloseReason>(r)))).value(closed[r]);
   j.end_object();

@@ -253,6 +253,9 @@ void stats_yaml(Yaml& y, const Endpoint& ep) {
   y.kv("zc_sends", k.zc_sends);
   y.kv("zc_copied", k.zc_copied);
   y.kv("zc_fallbacks", k.zc_fallbacks);
+  y.kv("zc_unsupported", k.zc_unsupported);
+  y.kv("zc_nobufs", k.zc_nobufs);
+  y.kv("zc_drains", k.zc_drains);
   y.map("closed");
   for (std::size_t i = 0; i < sock::kCloseReasonCount; ++i)
     if (k.closed[i]) y.kv(sock::name(static_cast<sock::CloseReason>(i)), k.closed[i]);

@@ -274,7 +274,10 @@ void Conn::do_read() {
       const std::size_t want = rx_.hdr.payload_length - rx_got_;
       if (stage_len_ > 0) {  // payload bytes that arrived with the head
         const std::size_t n = std::min(want, stage_len_);
-        if (!rx_.discard) std::memcpy(rx_.sink.data() + rx_got_, stage_.data() + stage_off_, n);
+        if (!rx_.discard) {
+          std::memcpy(rx_.sink.data() + rx_got_, stage_.data() + stage_off_, n);
+          node_.stats_.bytes_copied += n;  // a second copy of what the stream read into the stage
+        }
         rx_got_ += n;
         stage_off_ += n;
         stage_len_ -= n;
@@ -569,6 +572,7 @@ void Conn::drain() {
   if (unreleased_.head) return;
   s_.reset();
   std::erase(node_.draining_, this);
+  node_.stats_.zc_draining = node_.draining_.size();
   node_.bury(this);
 }
 
@@ -696,6 +700,7 @@ void Conn::close(CloseReason why, int err) {
   if (holding && unreleased_.head) {
     ++node_.stats_.zc_drains;
     node_.draining_.push_back(this);
+    node_.stats_.zc_draining = node_.draining_.size();
   } else {
     s_.reset();
     node_.bury(this);
@@ -1036,14 +1041,14 @@ void Node::adopt(Accepted&& a) {
 }
 
 void Node::tick(Clock::time_point now) {
+  // Connections closed while the kernel held their memory: EPOLLERR
+  // reports its completions; this is in case one was missed.
+  for (std::size_t i = draining_.size(); i-- > 0;) draining_[i]->drain();
   // Peers' ticks hand messages back (Upper::on_sent), which may send to a
   // peer not yet known: peers_ may grow, so walk a copy of it.
   tick_peers_.clear();
   for (auto& [nid, p] : peers_) tick_peers_.push_back(p.get());
   for (Peer* p : tick_peers_) p->tick(now);
-  // Connections closed while the kernel held their memory (EPOLLERR
-  // reports its completions; this is in case one was missed).
-  for (std::size_t i = draining_.size(); i-- > 0;) draining_[i]->drain();
 }
 
 void Node::bury(Conn* c) { graveyard_.push_back(c); }
@@ -1079,6 +1084,7 @@ void Node::shutdown() {
     c->complete_released();
     bury(c);
   }
+  stats_.zc_draining = 0;
   for (auto& [nid, p] : peers_) {
     if (p->connecting_) p->connecting_->close(CloseReason::shutdown, -ESHUTDOWN);
     p->close_all(CloseReason::shutdown, -ESHUTDOWN);

@@ -142,6 +142,8 @@ struct Stats {
   std::uint64_t zc_unsupported = 0;  // connections on which the kernel refused SO_ZEROCOPY
   std::uint64_t zc_nobufs = 0;       // zero-copy sends refused (ENOBUFS) and copied instead
   std::uint64_t zc_drains = 0;       // connections closed with zero-copy sends outstanding
+  std::uint64_t zc_draining = 0;     // ... of which still waiting for the kernel now (a gauge)
+  std::uint64_t zc_disconnect_failures = 0;  // ... whose disconnect failed (held until TCP gives up)
 };
 
 class Conn;

@@ -150,11 +150,11 @@ ssize_t KernelStream::send_run(const iovec* iov, std::size_t n, bool zero_copy) 
     if (w > 0) {
       const auto took = static_cast<std::uint64_t>(w);
       if (zero_copy) {
-        // The kernel numbered this call zc_next_id_; it completes it later.
+        // The kernel numbered this call zc_first_id_ + zc_count_ (a call
+        // that took nothing gets no number); it completes it later.
         const std::size_t slot = (zc_head_ + zc_count_) % kZcCalls;
         zc_calls_[slot] = {taken_, taken_ + took, false};
         ++zc_count_;
-        ++zc_next_id_;
         if (stats_) ++stats_->zc_sends;
       } else if (stats_) {
         stats_->bytes_copied += took;
@@ -168,6 +168,10 @@ ssize_t KernelStream::send_run(const iovec* iov, std::size_t n, bool zero_copy) 
     // locked-memory limit): the same bytes copied instead.
     if (zero_copy && errno == ENOBUFS) {
       if (stats_) ++stats_->zc_nobufs;
+      if (zc_count_ == 0)
+        fall_back();  // nothing to wait for: a limit, not a passing shortage
+      else
+        zc_nobufs_ = true;
       zero_copy = false;
       continue;
     }
@@ -177,14 +181,18 @@ ssize_t KernelStream::send_run(const iovec* iov, std::size_t n, bool zero_copy) 
 
 ssize_t KernelStream::sendv_lent(const iovec* iov, std::size_t n, const bool* lend, void* const* dev) noexcept {
   (void)dev;
-  if (!zc_) return send_run(iov, n, false);
+  if (!zc_ && zc_retry_at_ != 0 && taken_ >= zc_retry_at_) {
+    zc_ = true;  // long enough copying: see whether the kernel still copies
+    zc_retry_at_ = 0;
+  }
+  if (!zc_ || zc_nobufs_) return send_run(iov, n, false);
   // Runs of iovecs alike in being lent or not, one call each; lent runs
   // with MSG_ZEROCOPY while a slot for its completion is free.
   std::size_t total = 0;
   for (std::size_t i = 0; i < n;) {
     std::size_t j = i + 1, want = iov[i].iov_len;
     while (j < n && lend[j] == lend[i]) want += iov[j++].iov_len;
-    const bool zero_copy = zc_ && lend[i] && zc_count_ < kZcCalls;
+    const bool zero_copy = zc_ && !zc_nobufs_ && lend[i] && zc_count_ < kZcCalls;
     const ssize_t w = send_run(iov + i, j - i, zero_copy);
     if (w < 0) return total > 0 ? static_cast<ssize_t>(total) : w;
     total += static_cast<std::size_t>(w);
@@ -208,20 +216,24 @@ void KernelStream::completed(std::uint32_t lo, std::uint32_t hi, bool copied) no
     ZcCall& c = zc_calls_[(zc_head_ + at) % kZcCalls];
     if (c.done) continue;
     c.done = true;
-    if (stats_) {
+    if (stats_ && !aborted_) {  // (after an abort: bytes purged, never sent)
       (copied ? stats_->bytes_copied : stats_->bytes_zero_copy) += c.end - c.begin;
       if (copied) ++stats_->zc_copied;
     }
   }
-  if (copied && zc_) {
-    zc_ = false;  // the kernel copies on this route anyway: copy from now on
-    if (stats_) ++stats_->zc_fallbacks;
-  }
+  if (copied && zc_ && !aborted_) fall_back();  // the kernel copies on this route anyway
   while (zc_count_ > 0 && zc_calls_[zc_head_].done) {
     zc_head_ = (zc_head_ + 1) % kZcCalls;
     --zc_count_;
     ++zc_first_id_;
   }
+  if (zc_count_ == 0) zc_nobufs_ = false;
+}
+
+void KernelStream::fall_back() noexcept {
+  zc_ = false;
+  zc_retry_at_ = taken_ + kZcRetryBytes;
+  if (stats_) ++stats_->zc_fallbacks;
 }
 
 void KernelStream::poll_released() noexcept {
@@ -253,9 +265,13 @@ bool KernelStream::abort_holding() noexcept {
   // what the kernel still held of them), and the error queue still
   // readable for the completions that follow.
   zc_ = false;
+  zc_retry_at_ = 0;
+  aborted_ = true;
   sockaddr unspec{};
   unspec.sa_family = AF_UNSPEC;
-  (void)::connect(fd_, &unspec, sizeof unspec);
+  // Should it fail, the socket is still dropped when TCP gives up on it:
+  // what it holds is let go of then (the drain waits, counted in status).
+  if (::connect(fd_, &unspec, sizeof unspec) != 0 && stats_) ++stats_->zc_disconnect_failures;
   return true;
 }
 

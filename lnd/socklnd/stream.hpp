@@ -127,8 +127,13 @@ class Transport {
 // notification on the socket's error queue (EPOLLERR), saying also
 // whether it had to copy after all (SO_EE_CODE_ZEROCOPY_COPIED: a route
 // delivering to a local socket, a device without scatter-gather).  Once a
-// notification says so the stream copies from then on (the pinning and the
-// notifications would buy nothing).  Runs of bytes not lent (control
+// notification says so the stream copies (the pinning and the
+// notifications would buy nothing), trying zero copy again after
+// kZcRetryBytes lent bytes copied: what made the kernel copy may have been
+// passing (a packet capture on the device, a route change).  ENOBUFS (the
+// socket's option memory, the locked-memory limit) copies that call, and
+// the next ones until what is outstanding completes (with nothing
+// outstanding, it is a fallback).  Runs of bytes not lent (control
 // messages, small messages handed back at once) are sent by plain copying
 // sendmsg() calls of their own: MSG_ZEROCOPY covers every byte of a call.
 class KernelStream final : public Stream {
@@ -142,7 +147,9 @@ class KernelStream final : public Stream {
   ssize_t recv(std::uint8_t* dst, std::size_t len) noexcept override;
   ssize_t sendv(const iovec* iov, std::size_t n) noexcept override;
   ssize_t sendv_lent(const iovec* iov, std::size_t n, const bool* lend, void* const* dev) noexcept override;
-  bool lends() const noexcept override { return zc_; }
+  // While zero-copy calls are outstanding too, after a fallback: a message
+  // written partly by them is held until they complete.
+  bool lends() const noexcept override { return zc_ || zc_count_ > 0; }
   std::uint64_t taken() const noexcept override { return taken_; }
   std::uint64_t released() const noexcept override;
   void poll_released() noexcept override;
@@ -165,9 +172,11 @@ class KernelStream final : public Stream {
     bool done = false;
   };
   static constexpr std::size_t kZcCalls = 256;  // outstanding at most; beyond: copied
+  static constexpr std::uint64_t kZcRetryBytes = 64ull << 20;
 
   ssize_t send_run(const iovec* iov, std::size_t n, bool zero_copy) noexcept;
   void completed(std::uint32_t lo, std::uint32_t hi, bool copied) noexcept;
+  void fall_back() noexcept;
 
   int fd_;
   Poller* poller_;
@@ -177,10 +186,12 @@ class KernelStream final : public Stream {
   Stats* stats_ = nullptr;
   std::uint64_t taken_ = 0;
   bool zc_ = false;                  // sending lent runs with MSG_ZEROCOPY
+  bool zc_nobufs_ = false;           // ... not until what is outstanding completes (ENOBUFS)
+  bool aborted_ = false;             // disconnected: completions now are of purged bytes
+  std::uint64_t zc_retry_at_ = 0;    // fallen back: zero copy again at this taken() (0: never)
   std::vector<ZcCall> zc_calls_;     // a ring of kZcCalls, oldest at zc_head_
   std::size_t zc_head_ = 0, zc_count_ = 0;
   std::uint32_t zc_first_id_ = 0;    // the kernel's number of the oldest outstanding call
-  std::uint32_t zc_next_id_ = 0;     // ... and of the next one
 };
 
 class KernelTransport final : public Transport {
