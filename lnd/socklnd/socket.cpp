@@ -181,11 +181,17 @@ ssize_t KernelStream::send_run(const iovec* iov, std::size_t n, bool zero_copy) 
 
 ssize_t KernelStream::sendv_lent(const iovec* iov, std::size_t n, const bool* lend, void* const* dev) noexcept {
   (void)dev;
-  if (!zc_ && zc_retry_at_ != 0 && taken_ >= zc_retry_at_) {
-    zc_ = true;  // long enough copying: see whether the kernel still copies
-    zc_retry_at_ = 0;
+  if (!zc_ || zc_nobufs_) {
+    const ssize_t w = send_run(iov, n, false);
+    // Long enough copying: see whether the kernel still copies, from the
+    // next write on (the engine asks lends() before a write, to know which
+    // messages to hold).
+    if (!zc_ && zc_retry_at_ != 0 && taken_ >= zc_retry_at_) {
+      zc_ = true;
+      zc_retry_at_ = 0;
+    }
+    return w;
   }
-  if (!zc_ || zc_nobufs_) return send_run(iov, n, false);
   // Runs of iovecs alike in being lent or not, one call each; lent runs
   // with MSG_ZEROCOPY while a slot for its completion is free.
   std::size_t total = 0;

@@ -840,6 +840,30 @@ TEST(KernelStreamZeroCopy, StaysLendingWhileCallsAreOutstandingAfterAFallback) {
   EXPECT_FALSE(z.s->lends());
 }
 
+// After a fallback the stream copies for 64 MiB, then says it lends
+// again before the write that tries zero copy (the engine decides from
+// lends() which messages to hold).
+TEST(KernelStreamZeroCopy, TriesZeroCopyAgainAfter64MiBCopied) {
+  ZcPair z;
+  if (z.stats.zc_unsupported) GTEST_SKIP() << "the kernel refuses SO_ZEROCOPY";
+  const Bytes small = pattern(1000, 1), chunk = pattern(1 << 20, 5);
+  ASSERT_EQ(z.send(small, true), 1000);
+  z.drain(1000);
+  ASSERT_EQ(z.stats.zc_fallbacks, 1u);
+  ASSERT_FALSE(z.s->lends());
+  const std::uint64_t retry_at = 1000 + (64u << 20);
+  while (z.s->taken() < retry_at) {
+    ASSERT_FALSE(z.s->lends()) << z.s->taken();
+    const ssize_t n = z.send(chunk, true);
+    ASSERT_GT(n, 0);
+    z.drain(static_cast<std::uint64_t>(n));
+  }
+  EXPECT_EQ(z.stats.zc_sends, 1u);  // all of it copied
+  EXPECT_TRUE(z.s->lends());
+  ASSERT_GT(z.send(chunk, true), 0);
+  EXPECT_EQ(z.stats.zc_sends, 2u);
+}
+
 // Beyond 256 outstanding zero-copy calls the stream copies; every call
 // completes and every byte is counted once.
 TEST(KernelStreamZeroCopy, CopiesBeyondItsRingOfOutstandingCalls) {
