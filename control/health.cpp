@@ -149,6 +149,8 @@ RouteState GatewayHealth::route_state(const Route& r) const noexcept {
   if (!i) return RouteState::up;  // not watched: as configured
   const Gateway& g = gateways_[*i];
   if (!g.alive) return RouteState::gateway_dead;
+  if (g.reason == GatewayReason::unchecked && params_.check_interval > Clock::duration::zero())
+    return RouteState::unchecked;
   if (!g.answered_once) return RouteState::up;
   if (g.rte_disabled()) return RouteState::rte_disabled;
   if (!any_up_on(g, r.gateway.net())) return RouteState::no_local_ni_up;

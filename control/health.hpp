@@ -14,7 +14,10 @@
 // check interval.  An answer makes it alive with full health (a router
 // resets a gateway's health on any reception, §7); so does routed traffic
 // from it (it forwards, so it lives).  Before its first check a gateway
-// counts as alive (check_routers_before_use = 0).
+// counts as alive, but while checks run no route through it is up until it
+// answers (or forwards to us): a route shown up is one whose gateway has
+// been heard (as with check_routers_before_use = 1; the first ping goes at
+// once, so a live gateway's routes come up within a round trip).
 //
 // A route (remote net R, gateway G reached over local net L) is up iff G is
 // alive and, once G answered a ping: G's ping info does not carry
@@ -74,6 +77,7 @@ std::string_view describe(GatewayReason r) noexcept;
 // Why a route is down (or `up`).
 #define LNETR_ROUTE_STATES(X)                                                               \
   X(up, "up")                                                                             \
+  X(unchecked, "its gateway has not answered yet")                                        \
   X(gateway_dead, "its gateway is dead")                                                  \
   X(rte_disabled, "its gateway's ping info says routing is disabled")                     \
   X(no_local_ni_up, "its gateway's ping info lists no UP NI on the net we reach it by")   \

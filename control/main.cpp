@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <iostream>
 #include <string>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include <prometheus/exposer.h>
 
 #include "control/api.hpp"
+#include "control/firewall.hpp"
 #include "control/metrics.hpp"
 #include "control/service.hpp"
 #include "dataplane/shm/region.hpp"
@@ -160,8 +162,21 @@ int main(int argc, char** argv) {
   CLI::App app{"lnetr-control: the LNet router's control process"};
   std::string config;
   app.add_option("-c,--config", config, "configuration file (YAML), the one lnetr-dataplane loads")->required();
+  bool nftables = false;
+  app.add_flag("--nftables", nftables,
+               "print the router's firewall (an nftables ruleset: LNet's ports on the NIs' interfaces, ssh and "
+               "metrics on control.management_interface, nothing else) and exit");
   app.set_version_flag("--version", std::string("lnetr-control ") + LNETR_VERSION);
   CLI11_PARSE(app, argc, argv);
+  if (nftables) {
+    auto loaded = lnetr::config::load_config_file(config);
+    if (!loaded) {
+      for (const auto& e : loaded.error()) std::cerr << "lnetr-control: " << e.to_string() << "\n";
+      return 2;
+    }
+    std::cout << lnetr::control::nftables_ruleset(loaded->config);
+    return 0;
+  }
   std::signal(SIGINT, lnetr::control::on_signal);
   std::signal(SIGTERM, lnetr::control::on_signal);
   return lnetr::control::run(config);

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <thread>
 
+#include "control/exit_record.hpp"
 #include "control/metrics.hpp"
 #include "dataplane/systemd.hpp"
 #include "router/forward.hpp"
@@ -543,7 +544,7 @@ const std::vector<std::string>& Service::commands() {
   static const std::vector<std::string> names = {
       "route show", "route add",  "route del",   "gateway show", "routing show", "set routing", "net show",
       "peer show",  "stats show", "stats reset", "dataplane show", "buffers show", "global show", "set", "export", "import",
-      "ping", "save",
+      "ping", "save", "system show",
   };
   return names;
 }
@@ -553,7 +554,7 @@ bool Service::changes(const std::string& command) {
   // change (handle() then names the valid ones on the management socket).
   static const std::vector<std::string> read_only = {"route show", "gateway show", "routing show", "net show",
                                                       "peer show",  "stats show",   "dataplane show", "buffers show",
-                                                      "global show", "export"};
+                                                      "global show", "export", "system show"};
   return std::find(read_only.begin(), read_only.end(), command) == read_only.end();
 }
 
@@ -577,6 +578,7 @@ Json Service::handle(const std::string& command, const Json& args) {
   if (command == "import") return import_config(args);
   if (command == "ping") return ping(args);
   if (command == "save") return save(args);
+  if (command == "system show") return system_show(args);
   std::string all;
   for (const auto& c : commands()) all += (all.empty() ? "'" : ", '") + c + "'";
   bad("unknown command '" + command + "': expected one of " + all);
@@ -597,6 +599,52 @@ Json Service::route_json(const Route& r) const {
     if (st != RouteState::up) j["reason"] = std::string(describe(st));
   }
   return j;
+}
+
+// What runs: lnetr's version, whether the dataplane answers and routes,
+// and why it last stopped (its unit's exit record), for lnetrctl's system
+// show and the appliance's login banner.
+Json Service::system_show(const Json& args) {
+  only(args, {});
+  Json dp = Json::object();
+  try {
+    const Json st = dataplane("status");
+    dp["state"] = "up";
+    dp["routing"] = st["routing"]["state"];
+    std::size_t up = 0;
+    for (const Json& ni : st["nis"]) up += ni["status"] == "up" ? 1 : 0;
+    dp["nis"] = st["nis"].size();
+    dp["nis_up"] = up;
+    // What a drain waits for: no router buffer held, nothing forwarded.
+    std::int64_t held = 0;
+    for (const Json& cpt : st["buffers"])
+      for (const char* p : {"tiny", "small", "large"})
+        held += cpt[p]["nbuffers"].get<std::int64_t>() - std::max<std::int64_t>(cpt[p]["credits"].get<std::int64_t>(), 0);
+    dp["buffers_held"] = held;
+    dp["forwarded"] = st["statistics"]["route_count"];
+    dp["routing_since_s"] = st["routing"].value("since_s", std::int64_t{0});
+    if (st["routing"].contains("peers_unaware")) dp["peers_unaware"] = st["routing"]["peers_unaware"];
+    // How long peers may take to notice routing disabled: their checks.
+    dp["alive_router_check_interval"] =
+        std::chrono::duration_cast<std::chrono::seconds>(params_.check_interval).count();
+  } catch (const ApiError& e) {
+    dp["state"] = "down";
+    dp["reason"] = e.descr;
+  }
+  if (const auto last = read_exit_record(exit_record_path(cfg_.dataplane.control_socket.value)))
+    dp["last_stop"] = describe(*last);
+  Json j = {{"lnetr", LNETR_VERSION}, {"control", attached() ? "attached" : "waiting for the dataplane"},
+            {"dataplane", dp}};
+  {
+    std::lock_guard lock(mu_);
+    if (builder_) {
+      std::size_t up = 0;
+      for (const Route& r : builder_->routes()) up += r.alive ? 1 : 0;
+      j["routes"] = builder_->routes().size();
+      j["routes_up"] = up;
+    }
+  }
+  return {{"system", j}};
 }
 
 Json Service::route_show(const Json& args) {
@@ -726,7 +774,9 @@ Json Service::dataplane(const std::string& line) const {
   if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     const int e = errno;
     if (fd >= 0) ::close(fd);
-    throw ApiError{EHOSTDOWN, "the dataplane does not answer on " + path + ": " + std::strerror(e)};
+    std::string why = "the dataplane does not answer on " + path + ": " + std::strerror(e);
+    if (const auto last = read_exit_record(exit_record_path(path))) why += " (it " + describe(*last) + ")";
+    throw ApiError{EHOSTDOWN, why};
   }
   const std::string req = line + "\n";
   std::string reply;
@@ -843,6 +893,9 @@ Json Service::net_show(const Json& args) {
         j["lnd tunables"] = ni["lnd_tunables"];
         j["CPT"] = cpt_list(ni["cpts"]);
         j["link"] = ni["link"];
+        // What our ping info tells peers: DOWN also while no node of the
+        // net has pinged the NI within the NI-status timeout.
+        j["advertised"] = ni["advertised"];
       }
       nis.push_back(j);
     }
@@ -1077,11 +1130,15 @@ Json Service::set_tunable(const Json& args) {
 Json Service::export_config(const Json& args) {
   only(args, {"backup"});
   if (opt_int(args, "backup", 0, 1).value_or(0) == 0) {
-    // Only lnetctl's keys: what lnetr adds (NI link, route reason, the
-    // dataplane's check intervals) is not part of the format.
+    // Only lnetctl's keys: what lnetr adds (NI link and advertised
+    // status, route reason, the dataplane's check intervals) is not part
+    // of the format.
     Json out = net_show({{"verbose", 1}});
     for (Json& n : out["net"])
-      for (Json& ni : n["local NI(s)"]) ni.erase("link");
+      for (Json& ni : n["local NI(s)"]) {
+        ni.erase("link");
+        ni.erase("advertised");
+      }
     out["route"] = route_show({{"verbose", 1}})["route"];
     for (Json& r : out["route"]) r.erase("reason");
     const Json routing = routing_show({});
@@ -1632,7 +1689,7 @@ void Service::collect(Families& f) {
       f.gauge("lnetr_ni_up",
               "1 if the NI is UP in the router's ping info; 0 means its link is down or no node of its net pinged it "
               "within alive_router_check_interval + router_ping_timeout, so clients avoid routes through it",
-              l, ni["status"] == "up" ? 1 : 0);
+              l, ni["advertised"] == "up" ? 1 : 0);
       f.gauge("lnetr_ni_link_up", "1 if the NI's interface is up; 0 is a link failure", l, ni["link"] == "up" ? 1 : 0);
     }
     for (const Json& cpt : st["buffers"]) {

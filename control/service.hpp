@@ -105,6 +105,7 @@ class Service {
   Json import_config(const Json& args);
   Json save(const Json& args);
   Json ping(const Json& args);
+  Json system_show(const Json& args);
 
   // Under the lock: the route table changed; publish it (if attached).
   void routes_changed();

@@ -491,6 +491,24 @@ std::string Control::status() {
   j.begin_object();
   const RoutingState rs = shared_.routing.load(std::memory_order_relaxed);
   j.key("routing").begin_object().key("state").value(routing_name(rs)).key("enable").value(routing_enable_value(rs));
+  const auto since = std::chrono::steady_clock::now() - routing_since_;
+  j.key("since_s").value(static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(since).count()));
+  if (!forwards(rs) || rs == RoutingState::stopping) {
+    // Peers that used us as a gateway (pinged us within the NI-status
+    // timeout before routing was disabled) and have not learnt since that
+    // it is (no ping of theirs, no ACK of our push since): a drain waits
+    // for them to move off.
+    const std::int64_t at = routing_since_.time_since_epoch().count();
+    const std::int64_t window =
+        std::chrono::nanoseconds(setup_.alive_router_check_interval + setup_.router_ping_timeout).count();
+    std::uint64_t unaware = 0;
+    for (std::uint32_t w = 0; w < fabric_.n; ++w)
+      fabric_.workers[w]->forwarder().peer_directory().for_each([&](const PeerNi& p) {
+        const std::int64_t pinged = p.pinged_ns.get();
+        if (pinged != 0 && pinged < at && pinged >= at - window && p.push_acked_ns.get() < at) ++unaware;
+      });
+    j.key("peers_unaware").value(unaware);
+  }
   j.end_object();
   j.key("drop_asym_route").value(shared_.drop_asym_route.load() ? 1 : 0);
   j.key("control_clients_timed_out").value(clients_timed_out_);
@@ -504,8 +522,14 @@ std::string Control::status() {
     const NiSetup& ni = setup_.nis[i];
     j.begin_object().key("nid").value(to_string(ni.nid)).key("interface").value(ni.interface);
     j.key("transport").value(ni.port >= 0 ? "dpdk" : ni.is_o2ib() ? "verbs" : "socket");
-    j.key("status").value(shared_.ni[i].up(now, timeout) ? "up" : "down");
-    j.key("link").value(shared_.ni[i].link_up.load(std::memory_order_relaxed) ? "up" : "down");
+    // As lnetctl's net show means it: up while the NI can send (its link is
+    // up: the NI itself is up from the dataplane's start).  Our ping info
+    // says more: also DOWN while no node of its net has pinged it for the
+    // NI-status timeout (ping-discovery-health.md §6.2).
+    const bool link = shared_.ni[i].link_up.load(std::memory_order_relaxed);
+    j.key("status").value(link ? "up" : "down");
+    j.key("link").value(link ? "up" : "down");
+    j.key("advertised").value(shared_.ni[i].up(now, timeout) ? "up" : "down");
     j.key("credits").value(static_cast<std::uint64_t>(ni.credits));
     j.key("peer_credits").value(static_cast<std::uint64_t>(ni.peer_credits));
     j.key("peer_buffer_credits").value(static_cast<std::uint64_t>(ni.peer_buffer_credits));

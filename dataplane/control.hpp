@@ -70,7 +70,7 @@ class Control {
   int listen_fd_ = -1;
   std::vector<Client> clients_;
   std::uint64_t clients_timed_out_ = 0;
-  std::chrono::steady_clock::time_point routing_since_{};
+  std::chrono::steady_clock::time_point routing_since_ = std::chrono::steady_clock::now();
   std::vector<bool> ni_status_;  // per NI: UP in our ping info at the last tick
   bool pushed_disabled_ = false; // RTE_DISABLED as last advertised
   std::vector<bool> slow_;       // per worker: did not answer the last status in time

@@ -494,6 +494,7 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
     case Disposition::for_us:
       counters().recv_count.add();
       if (is_ping(rx.hdr)) {
+        src.pinged_ns = sock::Clock::now().time_since_epoch().count();
         answer_ping(rx);
         return discard(rx, false);
       }
@@ -501,8 +502,10 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
         src.multi_rail = true;  // it runs discovery: push to it when our NIs change
         return discard(rx, !rx.hdr.put().ack_wmd.is_none());
       }
-      if (rx.hdr.type == MsgType::ack && rx.hdr.ack().dst_wmd.interface_cookie == kPushAckCookie)
+      if (rx.hdr.type == MsgType::ack && rx.hdr.ack().dst_wmd.interface_cookie == kPushAckCookie) {
+        src.push_acked_ns = sock::Clock::now().time_since_epoch().count();
         return discard(rx, false);  // a peer took our push
+      }
       if (rx.hdr.type == MsgType::reply && rx.hdr.reply().dst_wmd.interface_cookie == kGatewayPingCookie)
         return take_ping_reply(rx);
       count_drop(DropReason::not_for_us, rx.hdr.payload_length);

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <malloc.h>
+#include <unistd.h>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,14 +76,28 @@ std::uint32_t kept_frames(const Setup& s, const PortSetup& p) {
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(large * per_buffer * 5 / 4, kMaxKeptFrames));
 }
 
-// What an object of `size` bytes takes in a mempool: without hugepages the
-// memory is in 4 KiB pages and a mempool lays no object of a page or less
-// across two of them, so an object of 2.5 KiB (a frame's mbuf) takes a
-// whole page; larger objects are laid end to end.
+// The default hugepage size (/proc/meminfo's Hugepagesize), 2 MiB if unsaid.
+std::uint64_t hugepage_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kb = 0;
+  while (meminfo >> key >> kb) {
+    if (key == "Hugepagesize:" && kb > 0) return kb << 10;
+    meminfo.ignore(256, '\n');
+  }
+  return 2u << 20;
+}
+
+// What an object of `size` bytes takes in a mempool, which lays no object
+// of a page or less across two pages: 4 KiB pages without hugepages (an
+// object of 2.5 KiB, a frame's mbuf, takes a whole one), the hugepage size
+// with them (a large router buffer, 1 MiB and its header, takes a whole
+// 2 MiB page); larger objects are laid end to end.
 std::uint64_t in_pages(std::uint64_t size, bool huge) {
-  constexpr std::uint64_t kPage = 4096;
-  if (huge || size > kPage) return size;
-  return kPage / (kPage / size);
+  static const std::uint64_t huge_page = hugepage_bytes();
+  const std::uint64_t page = huge ? huge_page : 4096;
+  if (size > page) return size;
+  return page / (page / size);
 }
 
 // Memory the router buffer pools need, in MB, plus room for DPDK itself.
@@ -376,9 +391,14 @@ int run(const Setup& setup) {
 int main(int argc, char** argv) {
   CLI::App app{"lnetr-dataplane: the LNet router's forwarding process"};
   std::string config;
+  std::string routing_hold;
   bool check = false;
   app.add_option("-c,--config", config, "configuration file (YAML)")->required();
   app.add_flag("--check", check, "validate the configuration and exit");
+  app.add_option("--routing-hold", routing_hold,
+                 "while this file exists at start, routing starts disabled whatever the configuration says "
+                 "(the appliance's updates: its health check enables routing and removes the file once the new "
+                 "version is healthy)");
   app.set_version_flag("--version", std::string("lnetr-dataplane ") + LNETR_VERSION);
   CLI11_PARSE(app, argc, argv);
 
@@ -400,5 +420,11 @@ int main(int argc, char** argv) {
     std::printf("%s: OK\n", config.c_str());
     return 0;
   }
-  return lnetr::dp::run(*setup);
+  lnetr::dp::Setup s = *setup;
+  if (!routing_hold.empty() && s.routing && ::access(routing_hold.c_str(), F_OK) == 0) {
+    s.routing = false;
+    lnetr::dp::log_info("routing held disabled while %s exists (it is enabled once this version is healthy)",
+                        routing_hold.c_str());
+  }
+  return lnetr::dp::run(s);
 }

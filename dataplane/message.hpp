@@ -121,6 +121,11 @@ struct PeerNi {
   MsgQueue rtr_wait;
   Relaxed<bool> alive = true;
   Relaxed<bool> multi_rail = false;  // it pushed its ping info to us: we push ours to it
+  // Steady-clock ns of its last ping to us, and of its last ACK of our
+  // push: what it last learnt of our routing state (a drain waits until
+  // the peers that use us as a gateway have seen it disabled).
+  Relaxed<std::int64_t> pinged_ns = 0;
+  Relaxed<std::int64_t> push_acked_ns = 0;
   // Its gateway-check slot in shared memory, if it is a gateway this worker
   // pings (shm/abi.hpp): its `down` flag follows this peer's connections.
   shm::GatewayShm* gateway = nullptr;

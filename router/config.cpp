@@ -347,6 +347,15 @@ class Checker {
     if (c.readonly_socket_path() == c.socket.value)
       error(c.readonly_socket.given() ? c.readonly_socket.source : c.socket.source,
             "the read-only socket must not be the management socket (" + c.socket.value + ")");
+    // Management and LNet on separate interfaces: the firewall opens each
+    // only to its own traffic.
+    const std::string& mgmt = c.management_interface.value;
+    if (!mgmt.empty())
+      for (const NetConfig& net : cfg_.nets)
+        for (const NiConfig& ni : net.nis)
+          if (ni.interface && ni.interface->value == mgmt)
+            error(c.management_interface.source, "management_interface " + mgmt + " is also the interface of an NI on " +
+                                                     to_string(net.net.value) + ": management needs an interface of its own");
   }
 
   void check_dataplane() {

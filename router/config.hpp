@@ -322,6 +322,11 @@ struct ControlConfig {
   // has aggregate series, so that a router with tens of thousands of
   // clients exports a bounded number of series.  0: none per peer.
   Field<std::uint32_t> metrics_peers{100};
+  // The interface that carries management (ssh, metrics) and no LNet:
+  // `lnetr-control --nftables` writes a firewall that opens ssh and the
+  // metrics port there only, and on the NIs' interfaces LNet's ports only.
+  // Empty: none (ssh and metrics closed to the network).
+  Field<std::string> management_interface;
 };
 
 // ---- the whole ---------------------------------------------------------------

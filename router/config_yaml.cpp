@@ -928,6 +928,8 @@ void Loader::control(const Node& n, const std::string& path, ControlConfig& out)
       text(e.value, p, "a group name", 64, out.readonly_socket_group);
     } else if (k == "metrics_peers") {
       integer(e.value, p, 0, 100000, out.metrics_peers);
+    } else if (k == "management_interface") {
+      text(e.value, p, "an interface name", kMaxInterfaceName, out.management_interface);
     } else if (k == "metrics") {
       // "off", or ADDRESS:PORT with a port 1..65535 (an IPv6 address in []).
       const std::string& v = e.value.text;

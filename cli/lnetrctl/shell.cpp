@@ -193,8 +193,27 @@ bool may_use_system_shell() {
   return ::getgid() == g->gr_gid;
 }
 
+// Said when the shell opens: whatever keeps the router from forwarding.
+void greet(Context& ctx) {
+  try {
+    const Json sys = ctx.client.call("system show").at("system");
+    const Json& dp = sys.at("dataplane");
+    if (dp.value("state", "") != "up") {
+      ctx.err << "lnetrctl: warning: the dataplane is down: " << dp.value("reason", std::string("?")) << "\n";
+      if (dp.contains("last_stop")) ctx.err << "lnetrctl: it " << dp["last_stop"].get<std::string>() << "\n";
+    } else if (dp.value("routing", "") != "enabled") {
+      ctx.err << "lnetrctl: note: routing is " << dp.value("routing", std::string("?")) << "\n";
+    }
+  } catch (const CallError& e) {
+    ctx.err << "lnetrctl: warning: " << e.descr << "\n";
+  } catch (const std::exception&) {
+  }
+  ctx.err.flush();
+}
+
 int run_shell(Context& ctx) {
   g_ctx = &ctx;
+  greet(ctx);
   rl_readline_name = "lnetrctl";
   rl_attempted_completion_function = complete;
   rl_basic_word_break_characters = " \t";

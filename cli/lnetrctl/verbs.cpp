@@ -15,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "cli/lnetrctl/system.hpp"
 #include "cli/lnetrctl/top.hpp"
 #include "cli/lnetrctl/yaml_out.hpp"
 #include "router/nid.hpp"
@@ -93,6 +94,35 @@ std::vector<VerbSpec> make_verbs() {
       {"save", "", "write the routes, routing and global tunables in force into lnetr-control's configuration "
                    "file (/etc/lnetr/lnetr.yaml), so that they survive a restart",
        {}, {}, false},
+      {"system", "show", "what runs: lnetr's version, whether the dataplane runs and routes (and why it last "
+                         "stopped), routes up",
+       {}, {}, true},
+      {"system", "drain", "disable routing as a kernel router does and wait until clients have moved off: every "
+                          "peer using the router has seen it, no router buffer is held and nothing was forwarded "
+                          "for a while",
+       {{"--timeout", "", ValueKind::integer, "seconds to wait at most (default 360)", false, 1, 86400},
+        {"--quiet", "", ValueKind::integer, "seconds without a forwarded message that count as moved off (default 5)",
+         false, 1, 3600}},
+       {}, false},
+      {"system", "versions", "the appliance's root slots: their versions, which runs and which boots next", {}, {},
+       false},
+      {"system", "update", "install an appliance update (lnetr-N.update: a file, or an http:// or https:// URL), "
+                           "verified with the image's signing key, into the other root slot on trial; then drain "
+                           "and reboot into it",
+       {{"--no-reboot", "", ValueKind::none, "install only: the update boots at the next reboot"},
+        {"--tries", "", ValueKind::integer, "boots on trial before the running version comes back (default 3)",
+         false, 1, 9},
+        {"--drain-timeout", "", ValueKind::integer, "seconds the drain waits at most (default 360)", false, 1, 86400}},
+       {{"SOURCE", ValueKind::text, "the update: a file on the appliance, or a URL", true}}, false},
+      {"system", "rollback", "boot the other root slot's version from now on (a known-good one: not on trial, "
+                             "not failed); then drain and reboot into it",
+       {{"--no-reboot", "", ValueKind::none, "only make it the default"},
+        {"--drain-timeout", "", ValueKind::integer, "seconds the drain waits at most (default 360)", false, 1, 86400}},
+       {}, false},
+      {"system", "reboot", "drain, then reboot; the next boot keeps routing disabled until it is healthy",
+       {{"--no-drain", "", ValueKind::none, "reboot at once"},
+        {"--drain-timeout", "", ValueKind::integer, "seconds the drain waits at most (default 360)", false, 1, 86400}},
+       {}, false},
       {"top", "", "live forwarding rates per net and per peer, refreshed in place (q or Ctrl-C quits)",
        {{"--interval", "", ValueKind::seconds, "seconds between refreshes (default 1)"},
         {"--count", "", ValueKind::integer, "stop after this many refreshes (default: until quit)", false, 1, 1000000},
@@ -274,8 +304,8 @@ struct Parser {
       if (cmd->parsed() && (v->action.empty() || cmd->get_parent()->parsed())) p.verb = v;
     for (const Bound& b : bound) {
       if (b.verb != p.verb || b.o->count() == 0) continue;
-      if (b.opt->kind == ValueKind::none) p.switches[b.opt->key] = true;
-      else if (b.opt->key.empty()) p.local[long_name(b.opt->names)] = *b.value;
+      if (b.opt->key.empty()) p.local[long_name(b.opt->names)] = b.opt->kind == ValueKind::none ? "1" : *b.value;
+      else if (b.opt->kind == ValueKind::none) p.switches[b.opt->key] = true;
       else p.values[b.opt->key] = b.opt->kind == ValueKind::level && b.value->empty() ? "1" : *b.value;
     }
     for (const BoundPos& b : bound_pos)
@@ -457,8 +487,33 @@ int top(Context& ctx, const Parsed& p) {
   return run_top(ctx, o);
 }
 
+// The system verbs that act on the appliance's slots: lnetr-update's
+// arguments.
+int system_verb(Context& ctx, const Parsed& p) {
+  const std::string& action = p.verb->action;
+  if (action == "drain") {
+    DrainOptions o;
+    if (auto it = p.local.find("timeout"); it != p.local.end()) o.timeout = static_cast<int>(parse_int(it->second).value());
+    if (auto it = p.local.find("quiet"); it != p.local.end()) o.quiet = static_cast<int>(parse_int(it->second).value());
+    return drain(ctx, o);
+  }
+  std::vector<std::string> args;
+  if (action == "versions") args = {"versions"};
+  if (action == "update") args = {"install", p.positionals.at(0)};
+  if (action == "rollback") args = {"rollback"};
+  if (action == "reboot") args = {"reboot"};
+  if (auto it = p.local.find("tries"); it != p.local.end()) args.insert(args.end(), {"--tries", it->second});
+  const bool reboots = action == "reboot" || ((action == "update" || action == "rollback") && !p.local.contains("no-reboot"));
+  if (reboots && action != "reboot") args.push_back("--reboot");
+  if (p.local.contains("no-drain")) args.push_back("--no-drain");
+  if (auto it = p.local.find("drain-timeout"); it != p.local.end() && reboots)
+    args.insert(args.end(), {"--drain-timeout", it->second});
+  return appliance(ctx, action, args);
+}
+
 int dispatch(Context& ctx, const Parsed& p) {
   const VerbSpec& v = *p.verb;
+  if (v.object == "system" && v.action != "show") return system_verb(ctx, p);
   if (v.object == "route" && (v.action == "add" || v.action == "del")) return route_change(ctx, p);
   if (v.object == "set") return set_tunable(ctx, p);
   if (v.object == "ping") return ping(ctx, p);

@@ -315,9 +315,10 @@ class Router:
                 subprocess.run(["ip", "-n", self.topo.ns["r"], "link", "del", "br" + side],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def start(self, procs, timeout=30):
-        """Start it through `procs` (a Processes); None, or why it did not start."""
-        self.proc = procs.start([dataplane_binary(), "--config", self.config], host=self.topo.host("r"))
+    def start(self, procs, timeout=30, args=()):
+        """Start it through `procs` (a Processes), with more command-line
+        `args`; None, or why it did not start."""
+        self.proc = procs.start([dataplane_binary(), "--config", self.config] + list(args), host=self.topo.host("r"))
         if self.proc.wait_stderr("forwarding with", timeout=timeout):
             return None
         self.proc.stop()

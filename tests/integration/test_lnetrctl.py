@@ -376,6 +376,99 @@ class Errors(LnetrctlTestCase):
         self.error(("set", "routing", "1"), 1, "manage", "routing", 2, "cannot reach lnetr-control")
 
 
+class System(LnetrctlTestCase):
+    """The system verbs on a router installed from the package: what runs
+    and why the dataplane is down, the drain before a reboot, routing held
+    by the appliance's updates; no slots to update."""
+
+    check = 30  # the router's alive_router_check_interval: a drain need not wait for it
+
+    def test_drain_ends_once_the_peers_using_the_router_have_seen_it(self):
+        b = self.server("b")  # checks its gateway (this router) every second
+        rc, doc, cp = self.peer("a", ["put", self.topo.b_nid, "--size", "65536", "--count", "20"])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        a = self.server("a")  # a lives on, and checks its gateway too
+        system = self.yaml("system", "show")["system"]
+        self.assertRegex(system["lnetr"], r"^\d+\.\d+\.\d+$")
+        self.assertEqual(system["control"], "attached")
+        dp = system["dataplane"]
+        self.assertEqual((dp["state"], dp["routing"], dp["nis"], dp["nis_up"], dp["buffers_held"]),
+                         ("up", "enabled", 2, 2, 0), system)
+        self.assertGreaterEqual(dp["forwarded"], 40)
+        self.assertNotIn("last_stop", dp)
+        t = time.monotonic()
+        rc, out, err = self.cli("system", "drain", "--timeout", "60", "--quiet", "2")
+        took = time.monotonic() - t
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("drain: routing disabled", out)
+        self.assertIn("every peer using this router has seen routing disabled", out)
+        # Well before the router's own check interval: b's next check saw it.
+        self.assertLess(took, 15, out)
+        dp = self.yaml("system", "show")["system"]["dataplane"]
+        self.assertEqual((dp["routing"], dp["peers_unaware"], dp["buffers_held"]), ("stopping", 0, 0), dp)
+        # Draining again: nothing to do.
+        rc, out, err = self.cli("system", "drain", "--timeout", "60", "--quiet", "1")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("routing was already disabled", out)
+        self.stop_server(a)
+        self.stop_server(b)
+
+    def test_drain_gives_up_after_its_timeout_while_a_peer_has_not_seen_it(self):
+        # a pings the router once (it uses it), then stays silent: it cannot
+        # have seen routing disabled; the router's check interval is longer
+        # than the drain's timeout.
+        rc, doc, cp = self.peer("a", ["ping", self.topo.ra_nid, "--timeout", "5"])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        rc, out, err = self.cli("system", "drain", "--timeout", "4", "--quiet", "1")
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("1 peer(s) yet to see routing disabled", out)
+        self.assertIn("clients have not moved off after 4 s", err)
+
+    def test_the_appliance_verbs_need_the_image(self):
+        for verb in (("system", "versions"), ("system", "update", "x.update"), ("system", "rollback"),
+                     ("system", "reboot")):
+            self.error(verb, 1, "manage", "system", 95, "this is not the lnetr appliance image")
+        rc, out, err = self.cli("system", "update")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("SOURCE is required", err)
+
+    def test_a_dataplane_down_says_why_everywhere(self):
+        # What the unit's ExecStopPost writes beside the control socket.
+        with open(os.path.join(os.path.dirname(self.router.sock), "dataplane.exit"), "w") as f:
+            f.write("time=2026-11-27T16:30:05Z\nresult=exit-code\ncode=exited\nstatus=79\nrestarts=0\n"
+                    "message=lnetr-dataplane: this CPU lacks ssse3 sse4_1 sse4_2 popcnt, which this build needs\n")
+        self.router.proc.stop(signal.SIGTERM)
+        dp = self.yaml("system", "show")["system"]["dataplane"]
+        self.assertEqual(dp["state"], "down")
+        self.assertIn("the dataplane does not answer on " + self.router.sock, dp["reason"])
+        self.assertEqual(dp["last_stop"], "stopped with exit status 79 at 2026-11-27T16:30:05Z: lnetr-dataplane: "
+                                          "this CPU lacks ssse3 sse4_1 sse4_2 popcnt, which this build needs")
+        self.error(("net", "show"), 1, "show", "net", 112,
+                   "(it stopped with exit status 79 at 2026-11-27T16:30:05Z: lnetr-dataplane: this CPU lacks")
+        rc, out, err = self.cli(stdin="exit\n")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("lnetrctl: warning: the dataplane is down: the dataplane does not answer", err)
+        self.assertIn("lnetrctl: it stopped with exit status 79", err)
+        rc, out, err = self.cli("system", "drain")
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("the dataplane is not running", err)
+
+    def test_routing_held_while_the_hold_file_exists(self):
+        hold = os.path.join(self.dir, "routing-held")
+        open(hold, "w").close()
+        self.router.proc.stop(signal.SIGTERM)
+        self.assertIsNone(self.router.start(self.procs, args=["--routing-hold", hold]))
+        self.assertIn("routing held disabled while %s exists" % hold, self.router.proc.stderr_so_far)
+        self.assertEqual(self.status()["routing"]["state"], "disabled")
+        self.assertEqual(self.cli("set", "routing", "1")[0], 0)
+        self.assertEqual(self.status()["routing"]["state"], "starting")
+        # Without the file, as configured.
+        os.unlink(hold)
+        self.router.proc.stop(signal.SIGTERM)
+        self.assertIsNone(self.router.start(self.procs, args=["--routing-hold", hold]))
+        self.assertEqual(self.status()["routing"]["state"], "enabled")
+
+
 class Shell(LnetrctlTestCase):
 
     def test_save_writes_what_is_in_force_and_a_restart_keeps_it(self):

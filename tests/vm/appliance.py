@@ -1,8 +1,12 @@
-"""The lnetr appliance image booted in qemu (TCG, UEFI: OVMF and
-systemd-boot), for tests/vm/test_appliance.py.
+"""The lnetr appliance image booted in qemu (UEFI: OVMF and systemd-boot),
+for tests/vm/test_appliance.py, driven by the commands docs/appliance.md
+gives an operator.
 
-    with Appliance(disk, run_dir, netns="...", nics=["tapa", "tapb"], extra_disks=[...]) as vm:
-        vm.console.expect("lnetr login: ")       # ttyS0: the serial console
+    blocks = doc_blocks(DOC)                           # {"build": "...", "qemu": "...", ...}
+    net = Networks(NICS); net.up()                     # namespaces: clients, servers, management
+    argv = qemu_argv(shell_commands(blocks["qemu"])[1], run_dir)
+    with Appliance(argv, run_dir, netns=net.ns["r"]) as vm:
+        vm.console.expect("lnetr login: ")             # ttyS0: the serial console
         rc, out = vm.root("systemctl is-active lnetr.target")   # hvc0: test-only root shell
 
 The disk is used through a qcow2 overlay (the built image stays as it was);
@@ -11,16 +15,181 @@ loader choose the entry as on hardware.  Standard library only.
 """
 
 import os
+import pty
 import re
-import shutil
+import select
+import shlex
+import signal
 import socket
 import subprocess
 import threading
 import time
 
-OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd"
-OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd"
 
+# ---- the document ---------------------------------------------------------------
+
+def doc_blocks(path):
+    """The fenced blocks of a Markdown file marked `<!-- test: NAME -->`:
+    {NAME: text}."""
+    with open(path) as f:
+        text = f.read()
+    return {m.group(1): m.group(2) for m in
+            re.finditer(r"<!-- test: ([\w-]+) -->\n```[^\n]*\n(.*?)```", text, re.S)}
+
+
+def shell_commands(block):
+    """The commands of a shell block: continuation lines joined, comments
+    and blank lines left out."""
+    out, cur = [], ""
+    for line in block.splitlines():
+        if not cur and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        cur += line.rstrip()
+        if cur.endswith("\\"):
+            cur = cur[:-1] + " "
+            continue
+        out.append(" ".join(cur.split()))
+        cur = ""
+    return out
+
+
+def shell_lines(block, prompt="lnetrctl > "):
+    """What an operator types at `prompt` in a block of a shell session."""
+    return [l[len(prompt):].strip() for l in block.splitlines() if l.startswith(prompt)]
+
+
+def qemu_argv(command, run_dir, cpu=None):
+    """The documented qemu command, as the test runs it: the disk through a
+    qcow2 overlay in run_dir, the serial console on a Unix socket instead of
+    the terminal (-nographic), a test-only root shell on a virtio console,
+    and optionally another CPU model."""
+    argv = shlex.split(command)
+    out = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "-nographic":
+            out += ["-display", "none", "-monitor", "none",
+                    "-chardev", "socket,id=s0,path=%s,server=on,wait=off" % os.path.join(run_dir, "ttyS0"),
+                    "-serial", "chardev:s0"]
+        elif a == "-cpu" and cpu:
+            out += ["-cpu", cpu]
+            i += 1
+        elif a == "-drive" and "if=virtio" in argv[i + 1] and "file=" in argv[i + 1]:
+            out += ["-drive", "file=%s,format=qcow2,if=virtio" % os.path.join(run_dir, "disk.qcow2")]
+            i += 1
+        else:
+            out.append(a)
+        i += 1
+    return out + ["-device", "virtio-serial-pci",
+                  "-chardev", "socket,id=s1,path=%s,server=on,wait=off" % os.path.join(run_dir, "hvc0"),
+                  "-device", "virtconsole,chardev=s1"]
+
+
+def disk_of(command):
+    """The disk file of the documented qemu command."""
+    for a in shlex.split(command):
+        m = re.search(r"(?:^|,)file=([^,]+),format=raw,if=virtio", a)
+        if m:
+            return m.group(1)
+    raise ValueError("no virtio disk in %r" % command)
+
+
+def taps_of(command):
+    """{tap name: MAC} of the documented qemu command's NICs."""
+    argv = shlex.split(command)
+    ifname = {m.group(1): m.group(2) for a in argv for m in [re.search(r"tap,id=([^,]+),ifname=([^,]+)", a)] if m}
+    macs = {m.group(1): m.group(2) for a in argv for m in [re.search(r"netdev=([^,]+),mac=([0-9a-f:]+)", a)] if m}
+    return {ifname[k]: macs[k] for k in ifname}
+
+
+# ---- the networks around it ----------------------------------------------------------
+
+def ip(*args):
+    subprocess.run(["ip"] + list(args), check=True, capture_output=True)
+
+
+class Networks:
+    """Namespaces <tag>r (qemu and the bridges), and one per network the
+    appliances serve, each with one host on a veth bridged to the
+    appliances' taps: {name: (tap or [taps], host address/len)}."""
+
+    def __init__(self, nets, tag="lap"):
+        self.nets = nets
+        self.tag = "%s%d" % (tag, os.getpid() % 100000)
+        self.ns = {"r": self.tag + "r"}
+        self.ns.update({name: self.tag + name for name in nets})
+
+    def up(self):
+        self.down()
+        for ns in self.ns.values():
+            ip("netns", "add", ns)
+            ip("-n", ns, "link", "set", "lo", "up")
+        r = self.ns["r"]
+        for i, (name, (tap, addr)) in enumerate(sorted(self.nets.items())):
+            host, br, end = self.ns[name], "br%d" % i, "v%d" % i
+            ip("link", "add", self.tag + "x", "type", "veth", "peer", "name", self.tag + "y")
+            ip("link", "set", self.tag + "x", "netns", host)
+            ip("-n", host, "link", "set", self.tag + "x", "name", "eth0")
+            ip("-n", host, "addr", "add", addr, "dev", "eth0")
+            ip("-n", host, "link", "set", "eth0", "up")
+            ip("link", "set", self.tag + "y", "netns", r)
+            ip("-n", r, "link", "set", self.tag + "y", "name", end)
+            ip("-n", r, "link", "add", br, "type", "bridge")
+            ip("-n", r, "link", "set", end, "master", br)
+            ip("-n", r, "link", "set", end, "up")
+            ip("-n", r, "link", "set", br, "up")
+
+    def bridge_taps(self, timeout=30):
+        """Put qemu's taps (made in r when it starts) on their bridges."""
+        r = self.ns["r"]
+        for i, (name, (taps, _)) in enumerate(sorted(self.nets.items())):
+            for tap in [taps] if isinstance(taps, str) else taps:
+                end = time.monotonic() + timeout
+                while subprocess.run(["ip", "-n", r, "link", "show", tap], capture_output=True).returncode != 0:
+                    if time.monotonic() > end:
+                        raise AssertionError("qemu made no tap %s" % tap)
+                    time.sleep(0.1)
+                ip("-n", r, "link", "set", tap, "master", "br%d" % i)
+                ip("-n", r, "link", "set", tap, "up")
+
+    def down(self):
+        for ns in self.ns.values():
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+    def run(self, name, argv, **kw):
+        """A command in network `name`'s namespace."""
+        return subprocess.run(["ip", "netns", "exec", self.ns[name]] + list(argv), **kw)
+
+    def popen(self, name, argv, **kw):
+        return subprocess.Popen(["ip", "netns", "exec", self.ns[name]] + list(argv), **kw)
+
+
+def open_ports(net, name, address, ports, timeout=2.0):
+    """The TCP ports of `ports` that accept a connection to `address` from
+    network `name` (connects in parallel; a dropped SYN times out)."""
+    probe = ("import socket, sys, threading\n"
+             "addr, ports, t = sys.argv[1], [int(p) for p in sys.argv[2].split(',')], float(sys.argv[3])\n"
+             "found = []\n"
+             "def one(p):\n"
+             "    s = socket.socket(); s.settimeout(t)\n"
+             "    try:\n"
+             "        s.connect((addr, p)); found.append(p)\n"
+             "    except OSError:\n"
+             "        pass\n"
+             "    finally:\n"
+             "        s.close()\n"
+             "ts = [threading.Thread(target=one, args=(p,)) for p in ports]\n"
+             "[t.start() for t in ts]; [t.join() for t in ts]\n"
+             "print(','.join(map(str, sorted(found))))\n")
+    cp = net.run(name, ["python3", "-c", probe, address, ",".join(map(str, sorted(ports))), str(timeout)],
+                 capture_output=True, text=True, timeout=60)
+    if cp.returncode != 0:
+        raise AssertionError("port probe from %s failed: %s" % (name, cp.stderr))
+    return {int(p) for p in cp.stdout.strip().split(",") if p}
+
+
+# ---- consoles ---------------------------------------------------------------------------
 
 class SerialPort:
     """A qemu serial port on a Unix socket: everything it printed, and
@@ -96,7 +265,7 @@ class SerialPort:
                 left = end - time.monotonic()
                 if left <= 0:
                     raise AssertionError("serial %s: no %r within %d s; last output:\n%s" %
-                                         (self.path, pattern, timeout, self.buf[-2000:]))
+                                         (self.path, pattern, timeout, self.buf[-3000:]))
                 self.lock.wait(min(left, 1))
 
     def skip(self):
@@ -105,53 +274,106 @@ class SerialPort:
             self.pos = len(self.buf)
 
 
-class Appliance:
-    """One qemu machine booting `disk` (through an overlay in `run_dir`),
-    its NICs on taps created in network namespace `netns`."""
+class Pty:
+    """A program on a real pseudo-terminal (an interactive ssh session):
+    send lines, expect output."""
 
-    def __init__(self, disk, run_dir, netns=None, nics=(), extra_disks=(), mem_mb=1536, smp=2):
+    def __init__(self, argv, env=None):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            try:
+                os.execvpe(argv[0], argv, env or os.environ)
+            finally:
+                os._exit(127)
+        self.buf = ""
+        self.pos = 0
+        self.status = None
+
+    def send(self, line):
+        os.write(self.fd, (line + "\r").encode())
+
+    def _fill(self, end):
+        left = end - time.monotonic()
+        if left <= 0 or self.status is not None:
+            return False
+        r, _, _ = select.select([self.fd], [], [], min(left, 1))
+        if not r:
+            return True
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:
+            data = b""
+        if not data:
+            _, st = os.waitpid(self.pid, 0)
+            self.status = os.waitstatus_to_exitcode(st)
+            return False
+        self.buf += data.decode(errors="replace").replace("\r", "")
+        return True
+
+    def expect(self, pattern, timeout=120):
+        rx = re.compile(pattern)
+        end = time.monotonic() + timeout
+        while True:
+            m = rx.search(self.buf, self.pos)
+            if m:
+                self.pos = m.end()
+                return m
+            if not self._fill(end):
+                raise AssertionError("no %r within %d s (exit %s); output:\n%s" %
+                                     (pattern, timeout, self.status, self.buf[-4000:]))
+
+    def since(self, mark):
+        return self.buf[mark:]
+
+    def wait(self, timeout=60):
+        """Until it exits (reading what it prints); its exit status."""
+        end = time.monotonic() + timeout
+        while self.status is None:
+            if not self._fill(end) and self.status is None:
+                raise AssertionError("still running after %d s; output:\n%s" % (timeout, self.buf[-4000:]))
+        return self.status
+
+    def close(self):
+        if self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+# ---- the machine ----------------------------------------------------------------------
+
+class Appliance:
+    """One qemu process running `argv` (qemu_argv(): the disk an overlay of
+    `disk` in run_dir) in network namespace `netns`."""
+
+    def __init__(self, argv, run_dir, disk, netns=None, new_disk=True):
         self.run_dir = run_dir
         os.makedirs(run_dir, exist_ok=True)
-        self.overlay = os.path.join(run_dir, "disk.qcow2")
-        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", os.path.abspath(disk), "-F", "raw",
-                        self.overlay], check=True)
-        self.vars = os.path.join(run_dir, "OVMF_VARS.fd")
-        shutil.copy(OVMF_VARS, self.vars)
-        argv = ["qemu-system-x86_64", "-machine", "q35", "-accel", "tcg", "-cpu", "max", "-m", str(mem_mb),
-                "-smp", str(smp), "-display", "none", "-monitor", "none", "-nodefaults",
-                "-drive", "if=pflash,format=raw,readonly=on,file=" + OVMF_CODE,
-                "-drive", "if=pflash,format=raw,file=" + self.vars,
-                "-drive", "file=%s,format=qcow2,if=virtio" % self.overlay]
-        for d in extra_disks:
-            argv += ["-drive", "file=%s,format=raw,if=virtio,readonly=on" % os.path.abspath(d)]
-        for i, tap in enumerate(nics):
-            argv += ["-netdev", "tap,id=n%d,ifname=%s,script=no,downscript=no" % (i, tap),
-                     "-device", "virtio-net-pci,netdev=n%d,mac=%s" % (i, self.mac(i))]
-        # ttyS0, a 16550 UART: the serial console.  hvc0, a virtio
-        # console: the test's root shell (flow-controlled end to end).
-        argv += ["-chardev", "socket,id=s0,path=%s,server=on,wait=off" % self.serial_path(0), "-serial", "chardev:s0",
-                 "-device", "virtio-serial-pci",
-                 "-chardev", "socket,id=s1,path=%s,server=on,wait=off" % self.serial_path(1),
-                 "-device", "virtconsole,chardev=s1"]
+        overlay = os.path.join(run_dir, "disk.qcow2")
+        if new_disk or not os.path.exists(overlay):
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", os.path.abspath(disk), "-F", "raw",
+                            overlay], check=True)
+        for sock in ("ttyS0", "hvc0"):
+            if os.path.exists(os.path.join(run_dir, sock)):
+                os.unlink(os.path.join(run_dir, sock))
         if netns:
-            argv = ["ip", "netns", "exec", netns] + argv
-        with open(os.path.join(run_dir, "qemu.argv"), "w") as f:
+            argv = ["ip", "netns", "exec", netns] + list(argv)
+        with open(os.path.join(run_dir, "qemu.argv"), "a") as f:
             f.write(" ".join(argv) + "\n")
-        self.qemu_log = open(os.path.join(run_dir, "qemu.log"), "w")
-        self.proc = subprocess.Popen(argv, stdout=self.qemu_log, stderr=subprocess.STDOUT)
+        self.qemu_log = open(os.path.join(run_dir, "qemu.log"), "a")
+        self.proc = subprocess.Popen(argv, cwd=run_dir, stdout=self.qemu_log, stderr=subprocess.STDOUT)
         # A UART loses what arrives faster than an emulated CPU drains it:
         # what is typed there goes a few characters at a time.
-        self.console = SerialPort(self.serial_path(0), os.path.join(run_dir, "console.log"), typing=True)
-        self.test = SerialPort(self.serial_path(1), os.path.join(run_dir, "test-console.log"))
+        self.console = SerialPort(os.path.join(run_dir, "ttyS0"), os.path.join(run_dir, "console.log"), typing=True)
+        self.test = SerialPort(os.path.join(run_dir, "hvc0"), os.path.join(run_dir, "test-console.log"))
         self.boots = 0
-        self.shell_ready = False
-
-    @staticmethod
-    def mac(i):
-        return "52:54:00:4c:4e:%02x" % (i + 1)
-
-    def serial_path(self, i):
-        return os.path.join(self.run_dir, ("ttyS0", "hvc0")[i])
+        self.n = 0
 
     def __enter__(self):
         return self
@@ -172,11 +394,7 @@ class Appliance:
         root shell is set up for commands."""
         self.console.expect(r"lnetr login: ", timeout)
         self.boots += 1
-        self.shell_ready = False
-        self._shell(timeout=60)
-
-    def _shell(self, timeout=60):
-        end = time.monotonic() + timeout
+        end = time.monotonic() + 60
         while True:
             self.test.skip()
             self.test.send("\n")
@@ -186,15 +404,13 @@ class Appliance:
             except AssertionError:
                 if time.monotonic() > end:
                     raise
-        # No echo, colours or pagers: output is what commands print.
-        # No prompt either: its "# " would land in a command's output
-        # whenever it comes after skip() rather than before.
+        # No echo, colours or pagers: output is what commands print.  No
+        # prompt either: its "# " would land in a command's output whenever
+        # it comes after skip() rather than before.
         self.test.send("stty -echo; export TERM=dumb SYSTEMD_PAGER= SYSTEMD_COLORS=0; PS1=''; PS2=''; "
                        "bind 'set enable-bracketed-paste off' 2>/dev/null\n")
         time.sleep(1)
         self.test.skip()
-        self.shell_ready = True
-        self.n = getattr(self, "n", 0)
 
     def root(self, cmd, timeout=120):
         """Run `cmd` as root on the test console; (exit status, output)."""
@@ -205,7 +421,6 @@ class Appliance:
         m = self.test.expect(r"(?s)(.*?)%s(\d+)__" % re.escape(tag), timeout)
         return int(m.group(2)), m.group(1).replace("\x1b[?2004l", "").replace("\x1b[?2004h", "").strip("\n")
 
-    def reboot(self):
-        """systemctl reboot from the test console (its shell goes away)."""
+    def rebooting(self):
+        """What the console prints from now on belongs to the next boot."""
         self.console.skip()
-        self.test.send("systemctl reboot\n")

@@ -41,9 +41,14 @@ class Package(unittest.TestCase):
         subprocess.run(["cp", "-a", base, self.root], check=True)
         subprocess.run(["mount", "-t", "proc", "proc", os.path.join(self.root, "proc")], check=True)
         self.addCleanup(subprocess.run, ["umount", "-l", os.path.join(self.root, "proc")])
-        shutil.copy("/etc/apt/sources.list.d/debian.sources", os.path.join(self.root, "etc/apt/sources.list.d/"))
-        if os.path.exists(os.path.join(self.root, "etc/apt/sources.list")):
-            os.unlink(os.path.join(self.root, "etc/apt/sources.list"))
+        # The packages images/build downloaded already (kept beside the base).
+        archives = os.path.join(os.path.dirname(os.path.dirname(base)), "archives")
+        os.makedirs(os.path.join(archives, "partial"), exist_ok=True)
+        subprocess.run(["mount", "--bind", archives, os.path.join(self.root, "var/cache/apt/archives")], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", os.path.join(self.root, "var/cache/apt/archives")])
+        # The base's apt sources are the archive the host uses (images/build
+        # wrote them, from either layout of the host's sources).
+        self.assertRegex(open(os.path.join(self.root, "etc/apt/sources.list")).read(), r"(?m)^deb \S+ bookworm main$")
         shutil.copy("/etc/resolv.conf", os.path.join(self.root, "etc/resolv.conf"))
         shutil.copy(self.deb, os.path.join(self.root, "tmp", "lnetr.deb"))
 

@@ -61,15 +61,24 @@ struct HealthTest : ::testing::Test {
   }
 };
 
-TEST_F(HealthTest, NewGatewaysAreUsedAndDueAtOnceThenEveryInterval) {
+TEST_F(HealthTest, NewGatewaysAreDueAtOnceTheirRoutesUpOnceAnsweredThenEveryInterval) {
   EXPECT_TRUE(g(0).alive);
   EXPECT_EQ(g(0).reason, GatewayReason::unchecked);
+  // Not up before the gateway was heard (the route show an operator reads
+  // says so); without checks, as configured.
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::unchecked);
+  EXPECT_EQ(describe(RouteState::unchecked), "its gateway has not answered yet");
+  HealthParams off = params();
+  off.check_interval = Clock::duration::zero();
+  h.set_params(off);
   EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::up);
+  h.set_params(params());
   EXPECT_EQ(h.due(t0), (std::vector<std::size_t>{0, 1}));
   h.sent(0, 7, t0);
   EXPECT_EQ(h.due(t0), (std::vector<std::size_t>{1}));  // one outstanding ping at a time
   EXPECT_FALSE(h.answered(0, answer({{kGw1, true}, {kGw1Far, true}}), t0 + 1ms));  // alive already
   EXPECT_EQ(g(0).reason, GatewayReason::answered);
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::up);
   EXPECT_EQ(g(0).last_rtt, 250us);
   EXPECT_FALSE(is_due(0, t0 + 10s));  // the interval counts from the answer
   EXPECT_TRUE(is_due(0, t0 + 10s + 1ms));

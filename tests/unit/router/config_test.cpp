@@ -1310,11 +1310,17 @@ TEST(ConfigFile, ExampleLoads) {
   EXPECT_TRUE(loaded.warnings.empty()) << join_errors(loaded.warnings);
   const auto& c = loaded.config;
   ASSERT_EQ(c.nets.size(), 2u);
-  EXPECT_EQ(c.nets[0].nis[0].interface->value, "eth0");
-  EXPECT_THAT(c.nets[1].nis[0].cpts.value, ElementsAre(0u, 1u));
+  EXPECT_EQ(c.nets[0].nis[0].interface->value, "lan0");
+  EXPECT_THAT(c.nets[0].nis[0].cpts.value, ElementsAre(0u));
   ASSERT_EQ(c.routes.size(), 2u);
-  EXPECT_EQ(c.routes[1].gateway.value, nid("10.2.0.2@tcp1"));
-  EXPECT_THAT(c.dataplane.cores.value, ElementsAre(2u, 3u));
+  EXPECT_EQ(c.routes[1].gateway.value, nid("10.2.0.12@tcp1"));
+  // Fits a 2-core machine: one worker on core 1, adaptive polling.
+  EXPECT_THAT(c.dataplane.cores.value, ElementsAre(1u));
+  EXPECT_EQ(c.dataplane.poll.value, PollMode::adaptive);
+  // The appliance's groups own the sockets; management on its own NIC.
+  EXPECT_EQ(c.control.socket_group.value, "lnetr-admin");
+  EXPECT_EQ(c.control.readonly_socket_group.value, "lnetr-monitor");
+  EXPECT_EQ(c.control.management_interface.value, "mgmt0");
   EXPECT_EQ(c.dataplane.effective_main_core(0), 0u);
   EXPECT_EQ(c.dataplane.socklnd.keepalive.value, 30);
   EXPECT_TRUE(c.dataplane.socklnd.keepalive.given());
