@@ -140,11 +140,14 @@ class Networks:
             ip("-n", r, "link", "set", end, "up")
             ip("-n", r, "link", "set", br, "up")
 
-    def bridge_taps(self, timeout=30):
-        """Put qemu's taps (made in r when it starts) on their bridges."""
+    def bridge_taps(self, only=None, timeout=30):
+        """Put qemu's taps (made in r when it starts; those in `only`, or
+        all) on their bridges."""
         r = self.ns["r"]
         for i, (name, (taps, _)) in enumerate(sorted(self.nets.items())):
             for tap in [taps] if isinstance(taps, str) else taps:
+                if only is not None and tap not in only:
+                    continue
                 end = time.monotonic() + timeout
                 while subprocess.run(["ip", "-n", r, "link", "show", tap], capture_output=True).returncode != 0:
                     if time.monotonic() > end:
@@ -202,11 +205,21 @@ class SerialPort:
         self.pos = 0  # expect() consumed up to here
         self.lock = threading.Condition()
         self.log = open(log_path, "a", errors="replace")
+        self.opened = time.monotonic()
+        self.at_line_start = True
+        self.thread = None
+        self.connect(timeout)
+
+    def connect(self, timeout=60):
+        """(Again, when qemu started again) connect and read."""
+        if self.thread:
+            self.thread.join(5)
+            self.sock.close()
         end = time.monotonic() + timeout
         while True:
             try:
                 self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                self.sock.connect(path)
+                self.sock.connect(self.path)
                 break
             except OSError:
                 self.sock.close()
@@ -226,7 +239,12 @@ class SerialPort:
             if not data:
                 break
             text = data.decode(errors="replace").replace("\r", "")
-            self.log.write(text)
+            # The log's lines start with the seconds since the port opened.
+            for part in text.splitlines(keepends=True):
+                if self.at_line_start:
+                    self.log.write("[+%7.1f] " % (time.monotonic() - self.opened))
+                self.log.write(part)
+                self.at_line_start = part.endswith("\n")
             self.log.flush()
             with self.lock:
                 self.buf += text
@@ -350,30 +368,63 @@ class Pty:
 
 class Appliance:
     """One qemu process running `argv` (qemu_argv(): the disk an overlay of
-    `disk` in run_dir) in network namespace `netns`."""
+    `disk` in run_dir) in network namespace `netns`; `on_start()` runs
+    each time qemu has started (to bridge its taps).
 
-    def __init__(self, argv, run_dir, disk, netns=None, new_disk=True):
+    The guest's reboots are power cycles: qemu runs with -no-reboot and is
+    started again when it exits.  TCG's warm resets were measured to spend
+    60-100 s in the firmware loading the initramfs (5 s after a cold start)
+    and twice hung the next kernel early in its boot."""
+
+    def __init__(self, argv, run_dir, disk, netns=None, new_disk=True, on_start=None):
         self.run_dir = run_dir
+        self.on_start = on_start
         os.makedirs(run_dir, exist_ok=True)
         overlay = os.path.join(run_dir, "disk.qcow2")
         if new_disk or not os.path.exists(overlay):
             subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", os.path.abspath(disk), "-F", "raw",
                             overlay], check=True)
-        for sock in ("ttyS0", "hvc0"):
-            if os.path.exists(os.path.join(run_dir, sock)):
-                os.unlink(os.path.join(run_dir, sock))
+        argv = list(argv) + ["-no-reboot"]
         if netns:
-            argv = ["ip", "netns", "exec", netns] + list(argv)
-        with open(os.path.join(run_dir, "qemu.argv"), "a") as f:
-            f.write(" ".join(argv) + "\n")
+            argv = ["ip", "netns", "exec", netns] + argv
+        self.argv = argv
         self.qemu_log = open(os.path.join(run_dir, "qemu.log"), "a")
-        self.proc = subprocess.Popen(argv, cwd=run_dir, stdout=self.qemu_log, stderr=subprocess.STDOUT)
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.power_cycles = 0
+        self._start()
         # A UART loses what arrives faster than an emulated CPU drains it:
         # what is typed there goes a few characters at a time.
         self.console = SerialPort(os.path.join(run_dir, "ttyS0"), os.path.join(run_dir, "console.log"), typing=True)
         self.test = SerialPort(os.path.join(run_dir, "hvc0"), os.path.join(run_dir, "test-console.log"))
         self.boots = 0
         self.n = 0
+        self.supervisor = threading.Thread(target=self._supervise, daemon=True)
+        self.supervisor.start()
+
+    def _start(self):
+        for sock in ("ttyS0", "hvc0"):
+            if os.path.exists(os.path.join(self.run_dir, sock)):
+                os.unlink(os.path.join(self.run_dir, sock))
+        with open(os.path.join(self.run_dir, "qemu.argv"), "a") as f:
+            f.write(" ".join(self.argv) + "\n")
+        self.proc = subprocess.Popen(self.argv, cwd=self.run_dir, stdout=self.qemu_log, stderr=subprocess.STDOUT)
+        if self.on_start:
+            self.on_start()
+
+    def _supervise(self):
+        """A reboot ends qemu (-no-reboot): start it again, on the same disk."""
+        while True:
+            rc = self.proc.wait()
+            with self.lock:
+                if self.stopping:
+                    return
+                self.qemu_log.write("qemu exited with status %d: the guest rebooted; starting it again\n" % rc)
+                self.qemu_log.flush()
+                self.power_cycles += 1
+                self._start()
+            self.console.connect()
+            self.test.connect()
 
     def __enter__(self):
         return self
@@ -382,9 +433,11 @@ class Appliance:
         self.stop()
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        with self.lock:
+            self.stopping = True
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
         for p in (self.console, self.test):
             p.close()
         self.qemu_log.close()
@@ -420,6 +473,15 @@ class Appliance:
         self.test.send("{ %s ; } 2>&1; echo %s$?__\n" % (cmd, tag))
         m = self.test.expect(r"(?s)(.*?)%s(\d+)__" % re.escape(tag), timeout)
         return int(m.group(2)), m.group(1).replace("\x1b[?2004l", "").replace("\x1b[?2004h", "").strip("\n")
+
+    def poweroff(self, timeout=180):
+        """systemctl poweroff, and wait for qemu to exit (its disk caches
+        flushed, as a kill would not)."""
+        with self.lock:
+            self.stopping = True
+        self.test.send("systemctl poweroff\n")
+        self.proc.wait(timeout)
+        self.stop()
 
     def rebooting(self):
         """What the console prints from now on belongs to the next boot."""

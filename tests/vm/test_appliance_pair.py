@@ -18,9 +18,7 @@ Opt-in (suite `long`, `-Dlong_tests=true`): two TCG guests at once, about
 """
 
 import json
-import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 from lnetr_test import Host, Processes, parse_yaml, peer_binary  # noqa: E402
 
-from appliance import Appliance, Networks, doc_blocks, qemu_argv, shell_commands  # noqa: E402
+from appliance import Appliance, Networks, doc_blocks, qemu_argv, shell_commands, taps_of  # noqa: E402
 from test_appliance import DOC, IMAGES, skip_reason  # noqa: E402
 
 ROUTERS = {
@@ -104,7 +102,9 @@ class TwoRoutersOneUpdated(unittest.TestCase):
             for name, (mac, _) in ROUTERS["b"].items():
                 cmd = cmd.replace(ROUTERS["a"][name][0], mac)
         self.sh(self.blocks["qemu"].split("\n")[0], cwd=d)  # cp of the firmware variables
-        vm = Appliance(qemu_argv(cmd, str(d)), str(d), disk=str(self.images / "lnetr-1.img"), netns=self.net.ns["r"])
+        taps = set(taps_of(cmd))
+        vm = Appliance(qemu_argv(cmd, str(d)), str(d), disk=str(self.images / "lnetr-1.img"), netns=self.net.ns["r"],
+                       on_start=lambda: self.net.bridge_taps(only=taps))
         self.addCleanup(vm.stop)
         return vm
 
@@ -122,7 +122,6 @@ class TwoRoutersOneUpdated(unittest.TestCase):
 
     def test_clients_see_no_failed_operation_while_a_router_is_updated(self):
         vms = {r: self.boot(r) for r in ROUTERS}
-        self.net.bridge_taps()
         for vm in vms.values():
             vm.wait_boot(600)
         # --admin-sudo: admin may run anything as root, with its password.
