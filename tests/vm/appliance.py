@@ -196,7 +196,8 @@ def open_ports(net, name, address, ports, timeout=2.0):
 
 class SerialPort:
     """A qemu serial port on a Unix socket: everything it printed, and
-    expect/send on it."""
+    expect/send on it.  `failure` (set by another thread) ends every wait
+    on it with that message."""
 
     def __init__(self, path, log_path, timeout=60, typing=False):
         self.path = path
@@ -207,6 +208,9 @@ class SerialPort:
         self.log = open(log_path, "a", errors="replace")
         self.opened = time.monotonic()
         self.at_line_start = True
+        self.failure = None
+        self.closed = False
+        self.sock = None
         self.thread = None
         self.connect(timeout)
 
@@ -214,51 +218,78 @@ class SerialPort:
         """(Again, when qemu started again) connect and read."""
         if self.thread:
             self.thread.join(5)
-            self.sock.close()
         end = time.monotonic() + timeout
-        while True:
+        while not self.closed:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                self.sock.connect(self.path)
-                break
+                sock.connect(self.path)
             except OSError:
-                self.sock.close()
+                sock.close()
                 if time.monotonic() > end:
                     raise
                 time.sleep(0.1)
-        self.done = False
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
+                continue
+            with self.lock:
+                if self.closed:
+                    sock.close()
+                    return
+                if self.sock:
+                    self.sock.close()
+                self.sock = sock
+            self.thread = threading.Thread(target=self._read, args=(sock,), daemon=True)
+            self.thread.start()
+            return
 
-    def _read(self):
-        while not self.done:
+    def _read(self, sock):
+        while True:
             try:
-                data = self.sock.recv(65536)
+                data = sock.recv(65536)
             except OSError:
                 break
             if not data:
                 break
             text = data.decode(errors="replace").replace("\r", "")
-            # The log's lines start with the seconds since the port opened.
-            for part in text.splitlines(keepends=True):
-                if self.at_line_start:
-                    self.log.write("[+%7.1f] " % (time.monotonic() - self.opened))
-                self.log.write(part)
-                self.at_line_start = part.endswith("\n")
-            self.log.flush()
             with self.lock:
+                if self.closed:
+                    break
+                # The log's lines start with the seconds since the port opened.
+                for part in text.splitlines(keepends=True):
+                    if self.at_line_start:
+                        self.log.write("[+%7.1f] " % (time.monotonic() - self.opened))
+                    self.log.write(part)
+                    self.at_line_start = part.endswith("\n")
+                self.log.flush()
                 self.buf += text
                 self.lock.notify_all()
 
+    def note(self, line):
+        """A line of the test's own in the log."""
+        with self.lock:
+            if not self.closed:
+                self.log.write("%s[+%7.1f] ---- %s ----\n" % ("" if self.at_line_start else "\n",
+                                                             time.monotonic() - self.opened, line))
+                self.at_line_start = True
+                self.log.flush()
+
+    def fail(self, why):
+        with self.lock:
+            self.failure = why
+            self.lock.notify_all()
+
     def close(self):
-        self.done = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        self.thread.join(5)
-        self.log.close()
+        with self.lock:
+            self.closed = True
+            sock = self.sock
+        if sock:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        if self.thread:
+            self.thread.join(5)
+        with self.lock:
+            self.log.close()
 
     def send(self, text):
         data = text.encode()
@@ -280,6 +311,9 @@ class SerialPort:
                 if m:
                     self.pos = m.end()
                     return m
+                if self.failure:
+                    raise AssertionError("serial %s: waiting for %r: %s; last output:\n%s" %
+                                         (self.path, pattern, self.failure, self.buf[-3000:]))
                 left = end - time.monotonic()
                 if left <= 0:
                     raise AssertionError("serial %s: no %r within %d s; last output:\n%s" %
@@ -392,11 +426,19 @@ class Appliance:
         self.lock = threading.Lock()
         self.stopping = False
         self.power_cycles = 0
-        self._start()
-        # A UART loses what arrives faster than an emulated CPU drains it:
-        # what is typed there goes a few characters at a time.
-        self.console = SerialPort(os.path.join(run_dir, "ttyS0"), os.path.join(run_dir, "console.log"), typing=True)
-        self.test = SerialPort(os.path.join(run_dir, "hvc0"), os.path.join(run_dir, "test-console.log"))
+        self.proc = None
+        try:
+            self._start()
+            # A UART loses what arrives faster than an emulated CPU drains
+            # it: what is typed there goes a few characters at a time.
+            self.console = SerialPort(os.path.join(run_dir, "ttyS0"), os.path.join(run_dir, "console.log"),
+                                      typing=True)
+            self.test = SerialPort(os.path.join(run_dir, "hvc0"), os.path.join(run_dir, "test-console.log"))
+        except BaseException:
+            if self.proc and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            raise
         self.boots = 0
         self.n = 0
         self.supervisor = threading.Thread(target=self._supervise, daemon=True)
@@ -413,18 +455,37 @@ class Appliance:
             self.on_start()
 
     def _supervise(self):
-        """A reboot ends qemu (-no-reboot): start it again, on the same disk."""
+        """A reboot ends qemu with status 0 (-no-reboot): start it again,
+        on the same disk.  Anything else ends every wait on its consoles
+        at once, saying what happened."""
         while True:
             rc = self.proc.wait()
             with self.lock:
                 if self.stopping:
                     return
-                self.qemu_log.write("qemu exited with status %d: the guest rebooted; starting it again\n" % rc)
-                self.qemu_log.flush()
-                self.power_cycles += 1
-                self._start()
-            self.console.connect()
-            self.test.connect()
+                try:
+                    if rc != 0:
+                        raise RuntimeError("qemu exited with status %d (%s/qemu.log)" % (rc, self.run_dir))
+                    self.qemu_log.write("qemu exited with status 0: the guest rebooted; starting it again\n")
+                    self.qemu_log.flush()
+                    self.power_cycles += 1
+                    self.console.note("power cycle %d: qemu started again" % self.power_cycles)
+                    self._start()
+                except Exception as e:
+                    self._fail("the guest's power cycle failed: %s" % e)
+                    return
+            try:
+                self.console.connect()
+                self.test.connect()
+            except Exception as e:
+                self._fail("cannot reach qemu's consoles after a power cycle: %s" % e)
+                return
+
+    def _fail(self, why):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        for port in (self.console, self.test):
+            port.fail(why)
 
     def __enter__(self):
         return self
