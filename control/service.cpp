@@ -1623,6 +1623,10 @@ void Service::collect(Families& f) {
                   "Messages that waited for room on a full ring to another CPT's worker; rings are sized for every "
                   "message, so non-zero is a fault to report (nothing is lost: they go when there is room)",
                   l, static_cast<double>(c.ring_waits.get()));
+        f.counter("lnetr_worker_log_lines_suppressed_total",
+                  "Log lines of the worker dropped by its rate limit (a burst of 20, then 5 a second) or a full "
+                  "queue; the journal says how many each time",
+                  l, static_cast<double>(c.log_suppressed.get()));
         f.counter("lnetr_worker_loops_total", "Iterations of the worker's poll loop", l,
                   static_cast<double>(c.loops.get()));
         f.counter("lnetr_worker_cycles_total",

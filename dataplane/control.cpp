@@ -278,6 +278,7 @@ bool Control::serve(Client& c, short revents, std::chrono::steady_clock::time_po
 
 void Control::tick() {
   watchdog_.tick(std::chrono::steady_clock::now());
+  drain_worker_logs();
   for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
     const int port = setup_.nis[i].port;
     const bool up = port >= 0 ? fabric_.ports[static_cast<std::size_t>(port)]->link_up()

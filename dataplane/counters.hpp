@@ -53,6 +53,7 @@ struct alignas(64) WorkerCounters {
   // reference, on kernel sockets with MSG_ZEROCOPY (completed uncopied).
   Counter bytes_referenced;
   Counter rx_bytes_referenced;  // payload bytes received on DPDK ports and left in their frames (zero copy)
+  Counter log_suppressed;       // log lines the worker's rate limit or full queue dropped (log.hpp)
 };
 static_assert(std::is_standard_layout_v<WorkerCounters>);
 

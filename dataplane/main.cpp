@@ -374,6 +374,7 @@ int run(const Setup& setup) {
   control.run();
   systemd::notify_stopping();
   rte_eal_mp_wait_lcore();
+  drain_worker_logs();
   log_info("stopped");
   // The devices first: stopping one frees the frames it still holds, some
   // chained from router buffers, whose counts live in the workers'

@@ -40,9 +40,10 @@ constexpr std::uint32_t kStreamReceiveBuffer = 2u << 20;
 
 Worker::Worker(std::uint16_t index, const Setup& setup, SharedState& shared, Fabric& fabric,
                const shm::Region& region, std::uint64_t incarnation)
-    : index_(index), setup_(setup), shared_(shared), fabric_(fabric), incarnation_(incarnation),
+    : index_(index), log_(std::make_unique<WorkerLog>(index)), setup_(setup), shared_(shared), fabric_(fabric), incarnation_(incarnation),
       routes_(region, index), forwarder_(index, setup, shared, RouteTableView{}, *this),
       shm_me_(region.worker(index)) {
+  register_worker_log(log_.get());
   forwarder_.attach_gateways(region.gateways());
   if (routes_.poll()) forwarder_.adopt(routes_.view());
 }
@@ -88,6 +89,8 @@ struct O2ibHandoff {
 };
 
 Worker::~Worker() {
+  drain_worker_logs();
+  unregister_worker_log(log_.get());
   node_.reset();
   acceptor_.reset();
   o2ib_.reset();
@@ -308,6 +311,8 @@ bool Worker::on_port(const sock::Accepted& a) const noexcept {
 // ---- the loop ---------------------------------------------------------------------
 
 int Worker::run() {
+  // From here on this thread's lines are queued, never written (log.hpp).
+  log_through(log_.get());
   log_info("worker %u running on lcore %u (CPT %u)", index_, rte_lcore_id(), index_);
   // A worker serving DPDK ports is a reader of their device memory: between
   // two loop iterations it is in none of their bursts (unmap_guard.hpp).
@@ -407,6 +412,8 @@ void Worker::tick() {
   for (auto& lane : lanes_)
     if (lane) lane->rxtx.release_sent();
   forwarder_.tick();
+  Counter& suppressed = shared_.counters[index_].log_suppressed;
+  suppressed.add(log_->suppressed() - suppressed.get());
 }
 
 // The thread's CPU time since the previous tick, into cpu_ns.

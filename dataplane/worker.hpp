@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dataplane/forwarder.hpp"
+#include "dataplane/log.hpp"
 #include "dataplane/message.hpp"
 #include "dataplane/port.hpp"
 #include "dataplane/tcp/transport.hpp"
@@ -172,6 +173,8 @@ class Worker final : public ForwarderPorts {
   bool lnd_is_o2ib(const Nid& nid) const noexcept { return o2ib_ && nid.lnd() == LndType::o2ib; }
 
   std::uint16_t index_;
+  // This worker's log lines, queued for the control thread (log.hpp).
+  std::unique_ptr<WorkerLog> log_;
   const Setup& setup_;
   SharedState& shared_;
   Fabric& fabric_;

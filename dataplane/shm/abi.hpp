@@ -82,7 +82,7 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 15;
+inline constexpr std::uint32_t kShmLayoutVersion = 16;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 // Gateways watched at once (slots of gateways no route names any more are
 // reused once every worker has let go of them).

@@ -522,6 +522,12 @@ class Metrics(GatewayTestCase):
             key = ("lnetr_worker_cpu_seconds_total", frozenset({("cpt", cpt)}))
             self.assertGreater(after[key], 0)
             self.assertLess(after[key] - before[key], 1.3 * elapsed + 0.15, (cpt, elapsed))
+            # Its log lines: queued, written out by the control thread, none
+            # suppressed.
+            line = "worker %s running on lcore" % cpt
+            self.assertTrue(self.dp["r"].wait_stderr_text(lambda text: line in text, timeout=5),
+                            self.dp["r"].stderr_so_far)
+            self.assertEqual(after[("lnetr_worker_log_lines_suppressed_total", frozenset({("cpt", cpt)}))], 0)
         # Killing G1 shows in the gateway's and its route's series.
         self.dp["g1"].stop(signal.SIGKILL)
         self.assertIsNotNone(self.wait_for(
