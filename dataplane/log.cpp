@@ -48,30 +48,40 @@ void write_line(const char* level, const char* msg) noexcept {
 void set_log_program(const char* name) noexcept { g_program = name; }
 
 void log_line(const char* level, const char* fmt, std::va_list ap) noexcept {
-  char msg[512];
-  std::vsnprintf(msg, sizeof msg, fmt, ap);
   if (t_log != nullptr) {
-    t_log->push(level, msg, monotonic_ns());
+    // A worker's line is formatted into its slot, or not at all.
+    if (char* slot = t_log->reserve(level, monotonic_ns())) {
+      std::vsnprintf(slot, WorkerLog::kLineBytes, fmt, ap);
+      t_log->commit();
+    }
     return;
   }
+  char msg[512];
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
   write_line(level, msg);
 }
 
-bool WorkerLog::push(const char* level, const char* text, std::uint64_t now_ns) noexcept {
+char* WorkerLog::reserve(const char* level, std::uint64_t now_ns) noexcept {
   if (refilled_ns_ != 0 && now_ns > refilled_ns_)
     tokens_ = std::min(kBurst, tokens_ + static_cast<double>(now_ns - refilled_ns_) * kPerSecond / 1e9);
   refilled_ns_ = now_ns;
   const std::uint64_t head = head_.load(std::memory_order_relaxed);
   if (tokens_ < 1 || head - tail_.load(std::memory_order_acquire) >= kSlots) {
     suppressed_.store(suppressed_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    return false;
+    return nullptr;
   }
   tokens_ -= 1;
   Line& l = lines_[head % kSlots];
   l.level = level;
-  std::strncpy(l.text, text, kLineBytes - 1);
-  l.text[kLineBytes - 1] = '\0';
-  head_.store(head + 1, std::memory_order_release);
+  return l.text;
+}
+
+bool WorkerLog::push(const char* level, const char* text, std::uint64_t now_ns) noexcept {
+  char* slot = reserve(level, now_ns);
+  if (slot == nullptr) return false;
+  std::strncpy(slot, text, kLineBytes - 1);
+  slot[kLineBytes - 1] = '\0';
+  commit();
   return true;
 }
 

@@ -52,13 +52,20 @@ class WorkerLog {
   static constexpr double kBurst = 20;      // lines at once
   static constexpr double kPerSecond = 5;   // lines a second after that
 
-  explicit WorkerLog(unsigned worker) noexcept : worker_(worker) {}
+  // Suppressed lines are counted in `suppressed` (the worker's shared
+  // counter, single writer: the worker).
+  WorkerLog(unsigned worker, std::atomic<std::uint64_t>& suppressed) noexcept
+      : worker_(worker), suppressed_(suppressed) {}
   WorkerLog(const WorkerLog&) = delete;
   WorkerLog& operator=(const WorkerLog&) = delete;
 
   unsigned worker() const noexcept { return worker_; }
-  // On the worker's thread: queue `text` (truncated to a slot), or count it
-  // suppressed (over the rate, or the ring full).  Never blocks.
+  // On the worker's thread: a slot of kLineBytes to write a line of `level`
+  // into, then commit(); or nullptr, the line counted suppressed (over the
+  // rate, or the ring full).  Never blocks.
+  char* reserve(const char* level, std::uint64_t now_ns) noexcept;
+  void commit() noexcept { head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+  // reserve(), `text` copied (truncated to a slot), commit().
   bool push(const char* level, const char* text, std::uint64_t now_ns) noexcept;
   // On the draining thread: each queued line, oldest first, to
   // write(level, text); the number written.
@@ -89,7 +96,7 @@ class WorkerLog {
   // The worker's alone.
   alignas(64) double tokens_ = kBurst;
   std::uint64_t refilled_ns_ = 0;
-  std::atomic<std::uint64_t> suppressed_{0};  // single writer: the worker
+  std::atomic<std::uint64_t>& suppressed_;
 };
 
 // From now on this thread's lines go through `log` (nullptr: written

@@ -40,7 +40,9 @@ constexpr std::uint32_t kStreamReceiveBuffer = 2u << 20;
 
 Worker::Worker(std::uint16_t index, const Setup& setup, SharedState& shared, Fabric& fabric,
                const shm::Region& region, std::uint64_t incarnation)
-    : index_(index), log_(std::make_unique<WorkerLog>(index)), setup_(setup), shared_(shared), fabric_(fabric), incarnation_(incarnation),
+    : index_(index),
+      log_(std::make_unique<WorkerLog>(index, shared.counters[index].log_suppressed.v)),
+      setup_(setup), shared_(shared), fabric_(fabric), incarnation_(incarnation),
       routes_(region, index), forwarder_(index, setup, shared, RouteTableView{}, *this),
       shm_me_(region.worker(index)) {
   register_worker_log(log_.get());
@@ -412,8 +414,6 @@ void Worker::tick() {
   for (auto& lane : lanes_)
     if (lane) lane->rxtx.release_sent();
   forwarder_.tick();
-  Counter& suppressed = shared_.counters[index_].log_suppressed;
-  suppressed.add(log_->suppressed() - suppressed.get());
 }
 
 // The thread's CPU time since the previous tick, into cpu_ns.

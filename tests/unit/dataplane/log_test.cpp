@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <utility>
@@ -23,12 +25,14 @@ Lines drain(WorkerLog& log) {
 constexpr std::uint64_t kSecond = 1000000000;
 
 TEST(WorkerLog, BurstThenSuppressed) {
-  WorkerLog log(3);
+  std::atomic<std::uint64_t> suppressed{0};
+  WorkerLog log(3, suppressed);
   const std::uint64_t t = 5 * kSecond;
   int accepted = 0;
   for (int i = 0; i < 30; ++i) accepted += log.push("warning", ("line " + std::to_string(i)).c_str(), t) ? 1 : 0;
   EXPECT_EQ(accepted, static_cast<int>(WorkerLog::kBurst));
   EXPECT_EQ(log.suppressed(), 30 - static_cast<std::uint64_t>(WorkerLog::kBurst));
+  EXPECT_EQ(suppressed.load(), log.suppressed());  // the counter the metrics read
   const Lines lines = drain(log);
   ASSERT_EQ(lines.size(), static_cast<std::size_t>(WorkerLog::kBurst));
   EXPECT_EQ(lines.front(), (std::pair<std::string, std::string>{"warning", "line 0"}));
@@ -37,7 +41,8 @@ TEST(WorkerLog, BurstThenSuppressed) {
 }
 
 TEST(WorkerLog, RefillsAtItsRate) {
-  WorkerLog log(0);
+  std::atomic<std::uint64_t> suppressed{0};
+  WorkerLog log(0, suppressed);
   std::uint64_t t = kSecond;
   while (log.push("info", "x", t)) {
   }
@@ -50,7 +55,8 @@ TEST(WorkerLog, RefillsAtItsRate) {
 }
 
 TEST(WorkerLog, AFullRingSuppressesRatherThanOverwrites) {
-  WorkerLog log(0);
+  std::atomic<std::uint64_t> suppressed{0};
+  WorkerLog log(0, suppressed);
   std::uint64_t t = kSecond;
   int accepted = 0;
   for (std::size_t i = 0; i < WorkerLog::kSlots + 10; ++i, t += kSecond)  // within the rate, never drained
@@ -65,7 +71,8 @@ TEST(WorkerLog, AFullRingSuppressesRatherThanOverwrites) {
 }
 
 TEST(WorkerLog, TruncatesALongLine) {
-  WorkerLog log(0);
+  std::atomic<std::uint64_t> suppressed{0};
+  WorkerLog log(0, suppressed);
   const std::string long_line(1000, 'a');
   ASSERT_TRUE(log.push("info", long_line.c_str(), kSecond));
   const Lines lines = drain(log);
@@ -76,7 +83,8 @@ TEST(WorkerLog, TruncatesALongLine) {
 // A worker thread logging through its WorkerLog writes nothing itself; the
 // drain on another thread writes its lines and how many were suppressed.
 TEST(WorkerLog, WorkerThreadQueuesAndTheDrainWrites) {
-  WorkerLog log(7);
+  std::atomic<std::uint64_t> suppressed{0};
+  WorkerLog log(7, suppressed);
   register_worker_log(&log);
   testing::internal::CaptureStderr();
   std::thread worker([&log] {
