@@ -655,6 +655,24 @@ std::string Control::status() {
   for (std::size_t r = 0; r < kDropReasonCount; ++r) j.key(std::string(name(static_cast<DropReason>(r)))).value(drops[r]);
   j.end_object();
 
+  // The peer tables a remote node can grow: their limit per worker, the
+  // peers kept, refused while full and freed when idle (docs/operations.md).
+  j.key("peer_tables").begin_object();
+  {
+    std::uint64_t kept = 0, refused_peers = 0, freed = 0;
+    for (std::uint32_t w = 0; w < fabric_.n; ++w) {
+      const WorkerCounters& c = shared_.counters[w];
+      kept += c.peers.get();
+      refused_peers += c.peers_refused.get();
+      freed += c.peers_freed.get();
+    }
+    j.key("limit_per_cpt").value(static_cast<std::uint64_t>(setup_.max_peers));
+    j.key("peer_idle_s").value(static_cast<std::uint64_t>(setup_.peer_idle.count()));
+    j.key("lnet").begin_object().key("peers").value(kept).key("refused").value(refused_peers).key("freed").value(freed);
+    j.end_object();
+  }
+  j.end_object();
+
   j.key("socklnd").begin_object();
   std::uint64_t accepted = 0, connected = 0, failures = 0, tx_msgs = 0, tx_writes = 0;
   sock::Stats zc;  // the kernel sockets' copies and zero-copy sends, summed

@@ -17,6 +17,7 @@ namespace lnetr::dp {
 struct Counter {
   std::atomic<std::uint64_t> v{0};
   void add(std::uint64_t n = 1) noexcept { v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  void set(std::uint64_t n) noexcept { v.store(n, std::memory_order_relaxed); }  // a gauge
   std::uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
 };
 
@@ -54,6 +55,12 @@ struct alignas(64) WorkerCounters {
   Counter bytes_referenced;
   Counter rx_bytes_referenced;  // payload bytes received on DPDK ports and left in their frames (zero copy)
   Counter log_suppressed;       // log lines the worker's rate limit or full queue dropped (log.hpp)
+  // The worker's LNet peer table (Forwarder): the peers it keeps now (a
+  // gauge), new ones refused while it held dataplane.limits.peers, and
+  // those freed after dataplane.limits.peer_idle at rest.
+  Counter peers;
+  Counter peers_refused;
+  Counter peers_freed;
 };
 static_assert(std::is_standard_layout_v<WorkerCounters>);
 

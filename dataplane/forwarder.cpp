@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "dataplane/log.hpp"
 #include "dataplane/shm/region.hpp"
 #include "router/local_msgs.hpp"
 #include "router/ping_info.hpp"
@@ -43,6 +44,7 @@ Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& share
     pool_state_[c].credits = Credits::of(static_cast<std::int32_t>(n));
   }
   ring_wait_.resize(ncpts_);
+  now_ns_ = sock::Clock::now().time_since_epoch().count();
 }
 
 void Forwarder::adopt(const RouteTableView& routes) {
@@ -126,7 +128,7 @@ unsigned Forwarder::send_pings() {
     ping_nid_[i] = g.nid;
     // A remote NID (operators' pings only) goes through the gateway `via`.
     const Nid next_hop = g.via == Nid{} ? g.nid : g.via;
-    PeerNi& p = peer_ni(next_hop);
+    PeerNi& p = *peer_ni(next_hop, true);
     if (i < shm::kMaxGateways && p.gateway != &g) watch_gateway(p, &g);
     RouterMsg* m = alloc_msg();
     m->kind = RouterMsg::Kind::ping;
@@ -249,10 +251,113 @@ void Forwarder::tick() {
     if (auto slot = routes_.local_slot(ni_nids_[i].net()))
       nets_up_.set(*slot, shared_.ni[i].link_up.load(std::memory_order_relaxed));
   const std::int64_t now = sock::Clock::now().time_since_epoch().count();
+  now_ns_ = now;
   if (now >= next_expiry_ns_) {
     next_expiry_ns_ = now + std::chrono::nanoseconds(std::chrono::seconds(1)).count();
     expire_waiting(now);
   }
+  sweep_idle(now);
+  if (directory_.retired() > 0) directory_.reclaim();
+  counters().peers.set(peers_.size());
+}
+
+// ---- the peer table -----------------------------------------------------------------
+
+PeerNi* Forwarder::peer_ni(const Nid& nid, bool forced) {
+  if (PeerNi* p = find_peer(nid)) return p;
+  if (!forced && peers_.size() >= setup_.max_peers) {
+    counters().peers_refused.add();
+    if (!table_full_) {
+      table_full_ = true;
+      log_warn("worker %u: LNet peer table full (%zu peers, dataplane.limits.peers): refusing new peers, first %s",
+               index_, peers_.size(), to_string(nid).c_str());
+    }
+    return nullptr;
+  }
+  if (table_full_ && peers_.size() < setup_.max_peers) {
+    table_full_ = false;
+    log_info("worker %u: LNet peer table has room again (%zu peers)", index_, peers_.size());
+  }
+  const std::uint32_t ni_i = ni_index(nid);
+  PeerNi* p = directory_.create(nid, ni_i);
+  const NiSetup& ni = setup_.nis[ni_i];
+  p->tx = Credits::of(static_cast<std::int32_t>(ni.peer_credits));
+  const std::uint32_t rtr = ni.peer_buffer_credits ? ni.peer_buffer_credits : ni.peer_credits;
+  p->rtr = Credits::of(static_cast<std::int32_t>(rtr));
+  p->routes_via = forced;
+  peers_.emplace(nid, p);
+  touch(*p);
+  if (auto it = owned_gw_.find(nid); it != owned_gw_.end()) watch_gateway(*p, it->second);
+  counters().peers.set(peers_.size());
+  return p;
+}
+
+void Forwarder::touch(PeerNi& p) noexcept {
+  p.active_ns = now_ns_;
+  if (most_active_ == &p) return;
+  // Out of the list (if on it), then in at the most active end.
+  if (p.older != nullptr) p.older->newer = p.newer;
+  if (p.newer != nullptr) p.newer->older = p.older;
+  if (least_active_ == &p) least_active_ = p.newer;
+  p.older = most_active_;
+  p.newer = nullptr;
+  if (most_active_ != nullptr) most_active_->newer = &p;
+  most_active_ = &p;
+  if (least_active_ == nullptr) least_active_ = &p;
+}
+
+void Forwarder::wait_on(PeerNi& p, MsgQueue& q, RouterMsg* m) noexcept {
+  if (!p.waits_listed) {
+    p.waits_listed = true;
+    p.waits_index = static_cast<std::uint32_t>(waiting_peers_.size());
+    waiting_peers_.push_back(&p);
+  }
+  wait_in(q, m);
+}
+
+void Forwarder::unlist_waiting(PeerNi* p) noexcept {
+  PeerNi* last = waiting_peers_.back();
+  waiting_peers_[p->waits_index] = last;
+  last->waits_index = p->waits_index;
+  waiting_peers_.pop_back();
+  p->waits_listed = false;
+}
+
+// LNet keeps a peer NI while anything refers to it; a router that a
+// remote node can make learn any number of NIDs must also forget them:
+// a peer at rest (nothing in flight or waiting refers to it) that sent
+// and received nothing for dataplane.limits.peer_idle is freed.  Not a
+// gateway of a route (its health is tracked), nor one forced in.  At most
+// kSweep peers are looked at per tick, least recently active first: a
+// peer that is busy but quiet goes to the back.
+unsigned Forwarder::sweep_idle(std::int64_t now_ns) {
+  constexpr unsigned kSweep = 256;
+  const std::int64_t due = now_ns - std::chrono::nanoseconds(setup_.peer_idle).count();
+  unsigned freed = 0;
+  for (unsigned seen = 0; seen < kSweep && least_active_ != nullptr && least_active_->active_ns <= due; ++seen) {
+    PeerNi* p = least_active_;
+    if (p->at_rest() && p->gateway == nullptr && !p->routes_via) {
+      forget(p);
+      ++freed;
+    } else {
+      touch(*p);
+    }
+  }
+  if (freed > 0) {
+    counters().peers_freed.add(freed);
+    counters().peers.set(peers_.size());
+  }
+  return freed;
+}
+
+void Forwarder::forget(PeerNi* p) {
+  if (p->waits_listed) unlist_waiting(p);
+  if (p->older != nullptr) p->older->newer = p->newer;
+  if (p->newer != nullptr) p->newer->older = p->older;
+  if (least_active_ == p) least_active_ = p->newer;
+  if (most_active_ == p) most_active_ = p->older;
+  peers_.erase(p->nid);
+  directory_.retire(p);  // deleted once no status reader can see it
 }
 
 // The clock starts at a message's first wait: moving from one credit queue
@@ -277,7 +382,13 @@ unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
     enum class From : std::uint8_t { rtr, pool, tx, ni } from;
   };
   std::vector<Due> due_msgs;
-  for (auto& [nid, up] : peers_) {
+  // Only peers with messages waiting (kept listed while they may have).
+  for (std::size_t i = 0; i < waiting_peers_.size();) {
+    PeerNi* p = waiting_peers_[i];
+    if (!p->rtr_wait.empty() || !p->tx_wait.empty()) ++i;
+    else unlist_waiting(p);
+  }
+  for (PeerNi* up : waiting_peers_) {
     PeerNi& p = *up;
     while (old(p.rtr_wait)) {  // holds nothing yet
       ++p.rtr.cur;  // one waiter fewer
@@ -310,7 +421,7 @@ unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
       case Due::From::pool: expire_unread(m, true); break;
       case Due::From::tx:
       case Due::From::ni: {
-        PeerNi& p = peer_ni(m->next_hop);
+        PeerNi& p = known_peer(m->next_hop);
         if (d.from == Due::From::ni && p.tx.give()) {  // its peer credit goes to the next waiter
           RouterMsg* next = p.tx_wait.pop();
           p.tx_queued_bytes -= next->rx.hdr.payload_length;
@@ -388,6 +499,10 @@ void Forwarder::drop_frames() noexcept {
 }
 
 void Forwarder::free_msg(RouterMsg* m) {
+  if (m->src != nullptr) {
+    --m->src->src_of;
+    m->src = nullptr;
+  }
   m->chain.release();  // frames its payload was left in
   m->next = free_msgs_;
   free_msgs_ = m;
@@ -395,22 +510,6 @@ void Forwarder::free_msg(RouterMsg* m) {
 }
 
 // ---- receive side (home) ------------------------------------------------------------
-
-PeerNi& Forwarder::peer_ni(const Nid& nid) {
-  auto& slot = peers_[nid];
-  if (!slot) {
-    slot = std::make_unique<PeerNi>();
-    slot->nid = nid;
-    slot->ni = ni_index(nid);
-    const NiSetup& ni = setup_.nis[slot->ni];
-    slot->tx = Credits::of(static_cast<std::int32_t>(ni.peer_credits));
-    const std::uint32_t rtr = ni.peer_buffer_credits ? ni.peer_buffer_credits : ni.peer_credits;
-    slot->rtr = Credits::of(static_cast<std::int32_t>(rtr));
-    if (auto it = owned_gw_.find(nid); it != owned_gw_.end()) watch_gateway(*slot, it->second);
-    directory_.add(slot.get());
-  }
-  return *slot;
-}
 
 std::uint32_t Forwarder::ni_index(const Nid& nid) const noexcept {
   for (std::uint32_t i = 0; i < ni_nids_.size(); ++i)
@@ -461,7 +560,13 @@ bool Forwarder::routes_back(const Nid& src, const Nid& from) const noexcept {
 }
 
 lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
-  PeerNi& src = peer_ni(rx.from);
+  PeerNi* known = peer_ni(rx.from);
+  if (known == nullptr) {  // a new peer, and the table is full: read and thrown away
+    count_drop(DropReason::peer_table_full, rx.hdr.payload_length);
+    return discard(rx, false);
+  }
+  PeerNi& src = *known;
+  touch(src);
   const Verdict v = classify(rx.hdr, rx.ni, locals_, forwards(shared_.routing.load(std::memory_order_relaxed)));
   // drop_asym_route: a message for us from a remote net must come through a
   // gateway we would route back through; checked before anything is
@@ -524,13 +629,14 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   RouterMsg* m = alloc_msg();
   m->kind = RouterMsg::Kind::forward;
   m->src = &src;
+  ++src.src_of;
   m->pool = pool_for(rx.hdr.payload_length);
   rx.cookie = m;
   m->rx = rx;
   // The previous hop's router credit, then a buffer of the right pool.
   if (!src.rtr.take()) {
     m->stage = RouterMsg::Stage::wait_rtr;
-    wait_in(src.rtr_wait, m);
+    wait_on(src, src.rtr_wait, m);
     return lnd::RxVerdict::defer;
   }
   if (!grant_buffer(m)) return lnd::RxVerdict::defer;
@@ -842,7 +948,13 @@ bool Forwarder::reroute(RouterMsg* m) {
 }
 
 void Forwarder::send_out(RouterMsg* m) {
-  PeerNi& p = peer_ni(m->next_hop);
+  PeerNi* known = peer_ni(m->next_hop);
+  if (known == nullptr) {  // a new next hop, and the table is full
+    count_drop(DropReason::peer_table_full, m->rx.hdr.payload_length);
+    return give_back(m);
+  }
+  PeerNi& p = *known;
+  touch(p);
   if (!p.alive && setup_.nis[p.ni].peer_timeout > 0) {
     if (reroute(m)) return;
     ++p.drop_count;
@@ -850,7 +962,7 @@ void Forwarder::send_out(RouterMsg* m) {
     return give_back(m);
   }
   if (!p.tx.take()) {
-    wait_in(p.tx_wait, m);
+    wait_on(p, p.tx_wait, m);
     p.tx_queued_bytes += m->rx.hdr.payload_length;
     publish_gateway(p);
     return;
@@ -887,7 +999,8 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
     if (status == 0) counters().send_count.add();
     return free_msg(m);
   }
-  PeerNi& p = peer_ni(m->next_hop);
+  PeerNi& p = known_peer(m->next_hop);  // it holds p's credit
+  touch(p);
   if (ni_tx_[m->ni].give()) transmit(ni_wait_[m->ni].pop());
   if (p.tx.give()) {
     RouterMsg* next = p.tx_wait.pop();

@@ -99,7 +99,7 @@ class Forwarder final : public lnd::Upper {
     Credits credits;
   };
   std::uint16_t index() const noexcept { return index_; }
-  const std::unordered_map<Nid, std::unique_ptr<PeerNi>>& peers() const noexcept { return peers_; }
+  const std::unordered_map<Nid, PeerNi*>& peers() const noexcept { return peers_; }
   // The same peers, for readers on other threads (status).
   const PeerDirectory& peer_directory() const noexcept { return directory_; }
   const std::array<PoolState, kPoolClasses>& pools() const noexcept { return pool_state_; }
@@ -110,8 +110,27 @@ class Forwarder final : public lnd::Upper {
   std::size_t long_replies() const noexcept { return long_replies_.size(); }
 
  private:
+  // The peer table.  A known peer, or nullptr.
+  PeerNi* find_peer(const Nid& nid) noexcept {
+    auto it = peers_.find(nid);
+    return it == peers_.end() ? nullptr : it->second;
+  }
+  // A peer that holds credits or messages, so is known.
+  PeerNi& known_peer(const Nid& nid) noexcept { return *find_peer(nid); }
+  // The peer, made if new; nullptr (refused, counted, logged) if new and
+  // the table holds dataplane.limits.peers already, unless `forced` (a
+  // gateway, a ping the operator asked for: not a remote peer's doing).
+  PeerNi* peer_ni(const Nid& nid, bool forced = false);
+  // A message in or out: most recently active.
+  void touch(PeerNi& p) noexcept;
+  // `m` waits in a queue of `p`'s: `p` is on the list expire_waiting walks.
+  void wait_on(PeerNi& p, MsgQueue& q, RouterMsg* m) noexcept;
+  void unlist_waiting(PeerNi* p) noexcept;
+  // Free (a bounded number per call) the peers at rest for longer than
+  // dataplane.limits.peer_idle; the number freed.
+  unsigned sweep_idle(std::int64_t now_ns);
+  void forget(PeerNi* p);
   // Receive side (home).
-  PeerNi& peer_ni(const Nid& nid);
   lnd::RxVerdict discard(lnd::Rx& rx, bool ack_push);
   bool grant_buffer(RouterMsg* m);
   void take_buffer(RouterMsg* m);
@@ -195,8 +214,13 @@ class Forwarder final : public lnd::Upper {
   LocalNis locals_;
   LocalNetMask nets_up_;
 
-  std::unordered_map<Nid, std::unique_ptr<PeerNi>> peers_;
+  std::unordered_map<Nid, PeerNi*> peers_;  // owned by directory_
   PeerDirectory directory_;  // peers_, listed for status
+  PeerNi* least_active_ = nullptr;  // peers_ by their last message, oldest first
+  PeerNi* most_active_ = nullptr;
+  std::vector<PeerNi*> waiting_peers_;  // peers that may have messages waiting in their queues
+  std::int64_t now_ns_ = 0;   // the clock at the last tick (peers' activity)
+  bool table_full_ = false;   // refusing new peers (logged once per episode)
   std::vector<Credits> ni_tx_;  // per NI, this CPT's share
   std::vector<MsgQueue> ni_wait_;
   std::array<PoolState, kPoolClasses> pool_state_{};

@@ -29,6 +29,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
 #include "dataplane/buffer_ref.hpp"
 #include "dataplane/shm/abi.hpp"
@@ -132,49 +134,83 @@ struct PeerNi {
   Relaxed<std::uint64_t> send_count = 0, recv_count = 0, drop_count = 0;
   Relaxed<std::uint64_t> send_bytes = 0, recv_bytes = 0;  // payload bytes of those messages
   std::uint64_t tx_queued_bytes = 0;
+
+  // The owner's bookkeeping, for freeing idle peers (Forwarder::sweep_idle).
+  std::uint32_t src_of = 0;       // descriptors whose previous hop it is (RouterMsg::src)
+  bool routes_via = false;        // a gateway of a route, or forced: never idle
+  bool waits_listed = false;      // on the forwarder's list of peers with waiting messages ...
+  std::uint32_t waits_index = 0;  // ... at this index
+  std::int64_t active_ns = 0;     // the worker's clock at its last message, in or out
+  PeerNi* older = nullptr;        // the worker's peers, least recently active first
+  PeerNi* newer = nullptr;
+  std::uint32_t dir_slot = 0;     // its entry in the PeerDirectory (listed ones)
+  bool listed = false;
+
+  // Nothing in flight or waiting refers to it.
+  bool at_rest() const noexcept {
+    return src_of == 0 && tx.cur.get() == tx.max.get() && rtr.cur.get() == rtr.max.get() && tx_wait.empty() &&
+           rtr_wait.empty();
+  }
 };
 
-// A worker's peers, listed for readers on other threads: the worker appends
-// (peers live as long as the worker), readers walk what was listed when
-// they started.  Chunks never move, so a reader needs no lock and the
-// worker never waits.
+// A worker's peers, listed for readers on other threads.  The worker adds
+// and removes; a reader walks the entries listed while it walks, without
+// a lock the worker would wait for.  Entries live in chunks that never
+// move.  A removed peer is deleted only once no reader can still be
+// looking at it: the worker numbers its removals (a generation), a reader
+// announces the generation it started at, and the worker deletes a peer
+// removed at generation g once no reader is walking or the one walking
+// started after g (every access sequentially consistent: a reader that
+// started after the removal cannot find the entry).  The directory owns
+// its peers.
 class PeerDirectory {
  public:
   static constexpr std::size_t kChunk = 1024;
-  static constexpr std::size_t kMaxChunks = 1024;  // a million peers per worker
+  static constexpr std::size_t kMaxChunks = 1024;  // a million entries per worker
 
   PeerDirectory() = default;
   PeerDirectory(const PeerDirectory&) = delete;
   PeerDirectory& operator=(const PeerDirectory&) = delete;
-  ~PeerDirectory() {
-    for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
-  }
+  ~PeerDirectory();
 
-  // The owner only.  False when full (the peer works, unlisted).
-  bool add(PeerNi* p) {
-    const std::size_t n = size_.load(std::memory_order_relaxed);
-    if (n == kChunk * kMaxChunks) return false;
-    PeerNi** chunk = chunks_[n / kChunk].load(std::memory_order_relaxed);
-    if (chunk == nullptr) {
-      chunk = new PeerNi*[kChunk]();
-      chunks_[n / kChunk].store(chunk, std::memory_order_relaxed);
-    }
-    chunk[n % kChunk] = p;
-    size_.store(n + 1, std::memory_order_release);  // the entry and the peer's fixed fields first
-    return true;
-  }
+  // The owner only.  A new peer of that NID on local NI `ni`, listed
+  // (unlisted when the directory is full: it works all the same).
+  PeerNi* create(const Nid& nid, std::uint32_t ni);
+  // The owner only: unlist `p` and delete it once no reader can see it.
+  void retire(PeerNi* p);
+  // The owner only: delete the retired peers no reader can see any more;
+  // the number deleted.  Cheap when there are none.
+  std::size_t reclaim();
+  // Peers retired and not yet deleted.
+  std::size_t retired() const noexcept { return retired_.size(); }
 
-  // Any thread.
+  // Any thread (readers take turns).  The entries' high-water mark, and a
+  // walk over the peers listed.
   std::size_t size() const noexcept { return size_.load(std::memory_order_acquire); }
   template <class Fn>
   void for_each(Fn&& fn) const {
+    std::lock_guard lock(readers_);
+    reader_gen_.store(gen_.load());  // both sequentially consistent
     const std::size_t n = size();
-    for (std::size_t i = 0; i < n; ++i) fn(*chunks_[i / kChunk].load(std::memory_order_relaxed)[i % kChunk]);
+    for (std::size_t i = 0; i < n; ++i) {
+      const PeerNi* p = chunks_[i / kChunk].load(std::memory_order_acquire)[i % kChunk].load();
+      if (p != nullptr) fn(*p);
+    }
+    reader_gen_.store(0);
   }
 
  private:
-  std::array<std::atomic<PeerNi**>, kMaxChunks> chunks_{};
+  std::array<std::atomic<std::atomic<PeerNi*>*>, kMaxChunks> chunks_{};
   std::atomic<std::size_t> size_{0};
+  std::vector<std::uint32_t> free_slots_;  // owner: entries emptied by retire()
+  std::atomic<std::uint64_t> gen_{1};      // owner: removals so far, plus one
+  mutable std::atomic<std::uint64_t> reader_gen_{0};  // the walking reader's start, or 0
+  mutable std::mutex readers_;
+  struct Retired {
+    std::uint64_t gen;
+    PeerNi* peer;
+  };
+  std::vector<Retired> retired_;  // owner, in generation order
 };
 
 }  // namespace lnetr::dp

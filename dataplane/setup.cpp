@@ -192,6 +192,8 @@ SetupResult make_setup(const config::Config& cfg) {
   s.discovery = cfg.global.discovery.value;
   s.drop_asym_route = cfg.global.drop_asym_route.value;
   s.router_ping_timeout = std::chrono::seconds(dp.router_ping_timeout.value);
+  s.max_peers = dp.limits.peers.value;
+  s.peer_idle = std::chrono::seconds(dp.limits.peer_idle.value);
   s.transaction_timeout = std::chrono::seconds(cfg.global.transaction_timeout.value);
 
   sock::Options& o = s.sock;

@@ -99,6 +99,10 @@ struct Setup {
   // global.transaction_timeout: a message waiting longer than this for
   // credits or a router buffer is dropped (DropReason::timeout).
   std::chrono::seconds transaction_timeout{150};
+  // dataplane.limits: peers a worker keeps in each of its peer tables, and
+  // how long one at rest is kept after its last message.
+  std::uint32_t max_peers = 65536;
+  std::chrono::seconds peer_idle{180};
 
   std::uint32_t ncpts() const noexcept { return static_cast<std::uint32_t>(cores.size()); }
 };

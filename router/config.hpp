@@ -267,6 +267,13 @@ struct PortConfig {
   ImpairConfig impair;
 };
 
+// Bounds on what peers on the fabric can make a worker keep
+// (docs/operations.md, "Limits").
+struct LimitsConfig {
+  Field<std::uint32_t> peers{65536};     // peers per worker, in each peer table
+  Field<std::uint32_t> peer_idle{180};   // s a peer at rest is kept after its last message
+};
+
 struct DataplaneConfig {
   static constexpr std::string_view kDefaultControlSocket = "/run/lnetr/dataplane.sock";
 
@@ -289,6 +296,7 @@ struct DataplaneConfig {
   Field<std::uint32_t> peer_buffer_credits{0};           // lnet module parameter
   SocklndParams socklnd;
   O2iblndParams o2iblnd;
+  LimitsConfig limits;
   std::vector<PortConfig> ports;
 
   // The EAL main lcore: main_core if given, else the lowest core below

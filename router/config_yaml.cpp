@@ -318,6 +318,7 @@ class Loader {
   void dataplane(const Node& n, const std::string& path, DataplaneConfig& out);
   void control(const Node& n, const std::string& path, ControlConfig& out);
   void socklnd(const Node& n, const std::string& path, SocklndParams& out);
+  void limits(const Node& n, const std::string& path, LimitsConfig& out);
   void o2iblnd(const Node& n, const std::string& path, O2iblndParams& out);
   void ports(const Node& n, const std::string& path, std::vector<PortConfig>& out);
   bool port_address(const Node& n, const std::string& path, PortConfig& out);
@@ -907,6 +908,8 @@ void Loader::dataplane(const Node& n, const std::string& path, DataplaneConfig& 
       socklnd(e.value, p, out.socklnd);
     } else if (k == "o2iblnd") {
       o2iblnd(e.value, p, out.o2iblnd);
+    } else if (k == "limits") {
+      limits(e.value, p, out.limits);
     } else if (k == "ports") {
       ports(e.value, p, out.ports);
     } else {
@@ -943,6 +946,18 @@ void Loader::control(const Node& n, const std::string& path, ControlConfig& out)
     } else {
       unknown(e, p);
     }
+  });
+}
+
+void Loader::limits(const Node& n, const std::string& path, LimitsConfig& out) {
+  each_entry(n, path, [&](const Entry& e, const std::string& p) {
+    const std::string_view k = e.key;
+    if (k == "peers")
+      integer(e.value, p, 16, 1048576, out.peers);
+    else if (k == "peer_idle")
+      integer(e.value, p, 1, kI32Max, out.peer_idle);
+    else
+      unknown(e, p);
   });
 }
 

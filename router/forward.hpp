@@ -37,6 +37,8 @@ namespace lnetr {
   X(timeout, "waited longer than transaction_timeout for credits or a router buffer (a next hop or "      \
              "the buffer pools too slow to drain: check peers' credits and the pools' minimums)")           \
   X(no_buffer, "a router buffer was missing though a pool credit was held (a fault: report it)")   \
+  X(peer_table_full, "from or to a peer the router did not know while its peer table was full "       \
+                     "(dataplane.limits.peers: many made-up NIDs, or more peers than the limit)")   \
   X(shutdown, "dropped while the router was stopping")
 
 enum class DropReason : std::uint8_t {

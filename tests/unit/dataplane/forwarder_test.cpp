@@ -172,7 +172,7 @@ struct Rig {
     // Status lists exactly the forwarder's peers.
     std::size_t listed = 0;
     fwd->peer_directory().for_each([&](const PeerNi& p) {
-      EXPECT_EQ(fwd->peers().at(p.nid).get(), &p);
+      EXPECT_EQ(fwd->peers().at(p.nid), &p);
       ++listed;
     });
     EXPECT_EQ(listed, fwd->peers().size());
@@ -1013,6 +1013,118 @@ TEST(Forwarder, AMissingBufferDropsThatMessageCountedAndReturnsItsCredits) {
   EXPECT_EQ(tx.payload.size(), 5000u);
   r.complete();
   r.expect_idle();
+}
+
+// dataplane.limits.peer_idle: a peer with nothing in flight or waiting is
+// freed once it has been quiet that long; one a message still refers to
+// (as its previous hop, or holding its transmit credit) is kept.
+TEST(Forwarder, PeersAtRestAreFreedAfterTheirIdleTimeAndBusyOnesKept) {
+  dp::Setup s = make_setup();
+  s.peer_idle = std::chrono::seconds(0);  // due at the next tick once at rest
+  Rig r(s);
+  const WorkerCounters& c = r.shared.counters[0];
+  lnd::Rx& rx = r.head(kA, kNiA, kB, 5000);
+  ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
+  r.fwd->tick();  // kA holds a message: kept
+  EXPECT_EQ(r.fwd->peers().count(kA), 1u);
+  r.fwd->on_received(rx);
+  r.fwd->tick();  // sent, not completed: kA (its router credit) and kB (its transmit credit) kept
+  EXPECT_EQ(r.fwd->peers().size(), 2u);
+  EXPECT_EQ(c.peers.get(), 2u);
+  EXPECT_EQ(c.peers_freed.get(), 0u);
+  r.complete();
+  r.expect_idle();
+  r.fwd->tick();
+  EXPECT_EQ(r.fwd->peers().size(), 0u);
+  EXPECT_EQ(c.peers_freed.get(), 2u);
+  EXPECT_EQ(c.peers.get(), 0u);
+  std::size_t listed = 0;
+  r.fwd->peer_directory().for_each([&](const PeerNi&) { ++listed; });
+  EXPECT_EQ(listed, 0u);
+  // They come back as new peers, with full credits.
+  r.forward_to_b(10);
+  EXPECT_EQ(r.peer(kB).tx.cur, r.peer(kB).tx.max - 1);
+  r.complete();
+  r.expect_idle();
+}
+
+TEST(Forwarder, PeersActiveWithinTheIdleTimeAreKept) {
+  Rig r(make_setup());  // 180 s
+  r.forward_to_b(10);
+  r.complete();
+  r.fwd->tick();
+  EXPECT_EQ(r.fwd->peers().size(), 2u);
+  EXPECT_EQ(r.shared.counters[0].peers_freed.get(), 0u);
+}
+
+// A peer waiting for a credit is on the expiry list, not freed, and its
+// waiters still expire (transaction_timeout walks only the peers with
+// messages waiting).
+TEST(Forwarder, APeerWithMessagesWaitingIsNotFreed) {
+  dp::Setup s = make_setup();
+  s.peer_idle = std::chrono::seconds(0);
+  Rig r(s);
+  std::vector<lnd::Rx*> rx;
+  for (int i = 0; i < 3; ++i) rx.push_back(&r.head(kA, kNiA, kB, 10));
+  ASSERT_EQ(r.fwd->on_head(*rx[0]), lnd::RxVerdict::accept);
+  ASSERT_EQ(r.fwd->on_head(*rx[1]), lnd::RxVerdict::accept);
+  ASSERT_EQ(r.fwd->on_head(*rx[2]), lnd::RxVerdict::defer);  // waits for kA's router credit
+  r.fwd->tick();
+  EXPECT_EQ(r.fwd->peers().count(kA), 1u);
+  r.fwd->on_received(*rx[0]);
+  r.fwd->on_received(*rx[1]);
+  r.complete();  // gives kA's credit to the waiter
+  ASSERT_EQ(r.ports.resumed.size(), 1u);
+  r.fwd->on_received(r.ports.resumed[0]);
+  r.complete();
+  r.complete();
+  r.expect_idle();
+  r.fwd->tick();  // still on the waiting list (pruned once a second): freed all the same
+  EXPECT_EQ(r.fwd->peers().size(), 0u);
+}
+
+// dataplane.limits.peers: a message from, or to, a peer the full table
+// does not know is dropped by name (`peer_table_full`) and counted; the
+// peers it knows keep working; once one is freed a new one gets in.
+TEST(Forwarder, ANewPeerBeyondTheLimitIsRefusedAndKnownOnesWork) {
+  dp::Setup s = make_setup();
+  s.max_peers = 2;
+  Rig r(s);
+  const WorkerCounters& c = r.shared.counters[0];
+  r.forward_to_b(10);  // kA and kB
+  r.complete();
+  lnd::Rx& from_new = r.head(kA2, kNiA, kB, 4000);
+  ASSERT_EQ(r.fwd->on_head(from_new), lnd::RxVerdict::accept);
+  EXPECT_TRUE(from_new.discard);  // read and thrown away: its connection goes on
+  r.fwd->on_received(from_new);
+  EXPECT_TRUE(r.ports.sent.empty());
+  EXPECT_EQ(r.drops(DropReason::peer_table_full), 1u);
+  EXPECT_EQ(c.peers_refused.get(), 1u);
+  EXPECT_EQ(r.fwd->peers().count(kA2), 0u);
+  // To a new next hop: dropped once read, everything given back.
+  lnd::Rx& to_new = r.head(kA, kNiA, nid("10.2.0.77@tcp1"), 4000);
+  ASSERT_EQ(r.fwd->on_head(to_new), lnd::RxVerdict::accept);
+  r.fwd->on_received(to_new);
+  EXPECT_TRUE(r.ports.sent.empty());
+  EXPECT_EQ(r.drops(DropReason::peer_table_full), 2u);
+  EXPECT_EQ(c.peers_refused.get(), 2u);
+  r.expect_idle();
+  // Known peers are unaffected.
+  r.forward_to_b(10);
+  r.complete();
+  r.expect_idle();
+  EXPECT_EQ(c.peers.get(), 2u);
+  // kB leaves (idle); kA2 is let in.
+  r.setup.peer_idle = std::chrono::seconds(0);
+  r.fwd->tick();
+  EXPECT_EQ(r.fwd->peers().size(), 0u);
+  lnd::Rx& again = r.head(kA2, kNiA, kB, 10);
+  ASSERT_EQ(r.fwd->on_head(again), lnd::RxVerdict::accept);
+  EXPECT_FALSE(again.discard);
+  r.fwd->on_received(again);
+  r.complete();
+  r.expect_idle();
+  EXPECT_EQ(c.peers_refused.get(), 2u);
 }
 
 // A full ring to another worker (a fault: rings are sized for every

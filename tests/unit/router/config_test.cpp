@@ -344,6 +344,8 @@ TEST(ConfigDefaults, AbsentKeys) {
   EXPECT_EQ(d.alive_router_check_interval.value, 60u);
   EXPECT_EQ(d.router_ping_timeout.value, 50u);
   EXPECT_EQ(d.peer_buffer_credits.value, 0u);
+  EXPECT_EQ(d.limits.peers.value, 65536u);
+  EXPECT_EQ(d.limits.peer_idle.value, 180u);
   EXPECT_TRUE(d.ports.empty());
   const auto& s = d.socklnd;
   EXPECT_EQ(s.sock_timeout.value, 50);
@@ -568,6 +570,18 @@ TEST(ConfigErrors, NumberFormats) {
               ElementsAre("lnetr.yaml:7:18: global.retry_count: expected an integer >= 0, got \"4294967297\""));
   // Quoted numbers are numbers.
   EXPECT_EQ(load_ok(std::string(kOneNet) + "buffers:\n    large: \"64\"\n").config.buffers.large.value, 64u);
+}
+
+TEST(ConfigLimits, PeersAndIdleTimeAreBoundedAndNamed) {
+  const auto c = load_ok(std::string(kOneNet) + "dataplane:\n    limits:\n        peers: 1000\n        peer_idle: 30\n").config;
+  EXPECT_EQ(c.dataplane.limits.peers.value, 1000u);
+  EXPECT_EQ(c.dataplane.limits.peer_idle.value, 30u);
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "dataplane:\n    limits:\n        peers: 3\n"),
+              ElementsAre("lnetr.yaml:8:16: dataplane.limits.peers: expected an integer 16..1048576, got \"3\""));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "dataplane:\n    limits:\n        peer_idle: 0\n"),
+              ElementsAre(testing::HasSubstr("dataplane.limits.peer_idle: expected an integer >= 1, got \"0\"")));
+  EXPECT_THAT(load_errors(std::string(kOneNet) + "dataplane:\n    limits:\n        peerz: 3\n"),
+              ElementsAre(testing::HasSubstr("dataplane.limits.peerz")));
 }
 
 TEST(ConfigErrors, NiRules) {
