@@ -1627,18 +1627,21 @@ void Service::collect(Families& f) {
                   "Log lines of the worker dropped by its rate limit (a burst of 20, then 5 a second) or a full "
                   "queue; the journal says how many each time",
                   l, static_cast<double>(c.log_suppressed.get()));
-        const L lnet{{"cpt", std::to_string(w)}, {"table", "lnet"}};
-        f.gauge("lnetr_peer_table_peers",
-                "Peers this CPT's worker keeps in a peer table (lnet: LNet's peer NIs; at most "
-                "dataplane.limits.peers each)",
-                lnet, static_cast<double>(c.peers.get()));
-        f.counter("lnetr_peer_table_refused_total",
-                  "New peers refused because the table held dataplane.limits.peers (their messages dropped as "
-                  "peer_table_full); non-zero means more peers than the limit, or made-up NIDs",
-                  lnet, static_cast<double>(c.peers_refused.get()));
-        f.counter("lnetr_peer_table_freed_total",
-                  "Peers freed after dataplane.limits.peer_idle with nothing in flight", lnet,
-                  static_cast<double>(c.peers_freed.get()));
+        for (std::size_t t = 0; t < dp::kPeerTableCount; ++t) {
+          const L lt{{"cpt", std::to_string(w)}, {"table", dp::kPeerTableNames[t]}};
+          const dp::WorkerCounters::Table& tc = c.tables[t];
+          f.gauge("lnetr_peer_table_peers",
+                  "Peers this CPT's worker keeps in a peer table (lnet: LNet's peer NIs; socklnd, o2iblnd: the "
+                  "LNDs' peers), at most dataplane.limits.peers each",
+                  lt, static_cast<double>(tc.peers.get()));
+          f.counter("lnetr_peer_table_refused_total",
+                    "New peers refused because the table held dataplane.limits.peers (their messages dropped as "
+                    "peer_table_full, their connections refused); non-zero means more peers than the limit, or "
+                    "made-up NIDs",
+                    lt, static_cast<double>(tc.refused.get()));
+          f.counter("lnetr_peer_table_freed_total", "Peers freed after dataplane.limits.peer_idle with nothing in flight",
+                    lt, static_cast<double>(tc.freed.get()));
+        }
         f.counter("lnetr_worker_loops_total", "Iterations of the worker's poll loop", l,
                   static_cast<double>(c.loops.get()));
         f.counter("lnetr_worker_cycles_total",

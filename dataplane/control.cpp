@@ -658,18 +658,18 @@ std::string Control::status() {
   // The peer tables a remote node can grow: their limit per worker, the
   // peers kept, refused while full and freed when idle (docs/operations.md).
   j.key("peer_tables").begin_object();
-  {
+  j.key("limit_per_cpt").value(static_cast<std::uint64_t>(setup_.max_peers));
+  j.key("peer_idle_s").value(static_cast<std::uint64_t>(setup_.peer_idle.count()));
+  for (std::size_t t = 0; t < kPeerTableCount; ++t) {
     std::uint64_t kept = 0, refused_peers = 0, freed = 0;
     for (std::uint32_t w = 0; w < fabric_.n; ++w) {
-      const WorkerCounters& c = shared_.counters[w];
+      const WorkerCounters::Table& c = shared_.counters[w].tables[t];
       kept += c.peers.get();
-      refused_peers += c.peers_refused.get();
-      freed += c.peers_freed.get();
+      refused_peers += c.refused.get();
+      freed += c.freed.get();
     }
-    j.key("limit_per_cpt").value(static_cast<std::uint64_t>(setup_.max_peers));
-    j.key("peer_idle_s").value(static_cast<std::uint64_t>(setup_.peer_idle.count()));
-    j.key("lnet").begin_object().key("peers").value(kept).key("refused").value(refused_peers).key("freed").value(freed);
-    j.end_object();
+    j.key(kPeerTableNames[t]).begin_object().key("peers").value(kept).key("refused").value(refused_peers);
+    j.key("freed").value(freed).end_object();
   }
   j.end_object();
 

@@ -21,6 +21,11 @@ struct Counter {
   std::uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
 };
 
+// The tables of peers a worker keeps, which remote nodes can grow.
+enum class PeerTable : std::uint8_t { lnet, socklnd, o2iblnd };
+inline constexpr std::size_t kPeerTableCount = 3;
+inline constexpr std::array<const char*, kPeerTableCount> kPeerTableNames{"lnet", "socklnd", "o2iblnd"};
+
 // Per-worker counters, one cache line apart from the next worker's.
 struct alignas(64) WorkerCounters {
   Counter route_count;   // messages forwarded (counted at successful send)
@@ -55,12 +60,17 @@ struct alignas(64) WorkerCounters {
   Counter bytes_referenced;
   Counter rx_bytes_referenced;  // payload bytes received on DPDK ports and left in their frames (zero copy)
   Counter log_suppressed;       // log lines the worker's rate limit or full queue dropped (log.hpp)
-  // The worker's LNet peer table (Forwarder): the peers it keeps now (a
+  // The worker's peer tables (PeerTable): the peers each keeps now (a
   // gauge), new ones refused while it held dataplane.limits.peers, and
   // those freed after dataplane.limits.peer_idle at rest.
-  Counter peers;
-  Counter peers_refused;
-  Counter peers_freed;
+  struct Table {
+    Counter peers;
+    Counter refused;
+    Counter freed;
+  };
+  std::array<Table, kPeerTableCount> tables;
+  Table& table(PeerTable t) noexcept { return tables[static_cast<std::size_t>(t)]; }
+  const Table& table(PeerTable t) const noexcept { return tables[static_cast<std::size_t>(t)]; }
 };
 static_assert(std::is_standard_layout_v<WorkerCounters>);
 

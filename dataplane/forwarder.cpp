@@ -258,7 +258,7 @@ void Forwarder::tick() {
   }
   sweep_idle(now);
   if (directory_.retired() > 0) directory_.reclaim();
-  counters().peers.set(peers_.size());
+  counters().table(PeerTable::lnet).peers.set(peers_.size());
 }
 
 // ---- the peer table -----------------------------------------------------------------
@@ -266,7 +266,7 @@ void Forwarder::tick() {
 PeerNi* Forwarder::peer_ni(const Nid& nid, bool forced) {
   if (PeerNi* p = find_peer(nid)) return p;
   if (!forced && peers_.size() >= setup_.max_peers) {
-    counters().peers_refused.add();
+    counters().table(PeerTable::lnet).refused.add();
     if (!table_full_) {
       table_full_ = true;
       log_warn("worker %u: LNet peer table full (%zu peers, dataplane.limits.peers): refusing new peers, first %s",
@@ -288,7 +288,7 @@ PeerNi* Forwarder::peer_ni(const Nid& nid, bool forced) {
   peers_.emplace(nid, p);
   touch(*p);
   if (auto it = owned_gw_.find(nid); it != owned_gw_.end()) watch_gateway(*p, it->second);
-  counters().peers.set(peers_.size());
+  counters().table(PeerTable::lnet).peers.set(peers_.size());
   return p;
 }
 
@@ -344,8 +344,8 @@ unsigned Forwarder::sweep_idle(std::int64_t now_ns) {
     }
   }
   if (freed > 0) {
-    counters().peers_freed.add(freed);
-    counters().peers.set(peers_.size());
+    counters().table(PeerTable::lnet).freed.add(freed);
+    counters().table(PeerTable::lnet).peers.set(peers_.size());
   }
   return freed;
 }
@@ -1008,8 +1008,9 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
     start_send(next, p);
   }
   publish_gateway(p);
-  // A large NID the next hop's protocol cannot carry is no fault of its.
-  if (status != 0 && status != -EAFNOSUPPORT && p.gateway != nullptr)  // costs the gateway health (lnetr-control)
+  // A large NID the next hop's protocol cannot carry, or an LND's full
+  // peer table, is no fault of its.
+  if (status != 0 && status != -EAFNOSUPPORT && status != -ENOSPC && p.gateway != nullptr)  // costs the gateway health (lnetr-control)
     p.gateway->send_failures.store(p.gateway->send_failures.load(std::memory_order_relaxed) + 1,
                                    std::memory_order_relaxed);
   if (status == 0) {
@@ -1020,7 +1021,10 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
   } else {
     if (status != -EAFNOSUPPORT && reroute(m)) return;
     ++p.drop_count;
-    count_drop(status == -EAFNOSUPPORT ? DropReason::large_nid : DropReason::send_failed, m->rx.hdr.payload_length);
+    count_drop(status == -EAFNOSUPPORT ? DropReason::large_nid
+               : status == -ENOSPC     ? DropReason::peer_table_full
+                                       : DropReason::send_failed,
+               m->rx.hdr.payload_length);
   }
   give_back(m);
 }

@@ -216,6 +216,8 @@ SetupResult make_setup(const config::Config& cfg) {
   o.rx_buffer_size = sp.rx_buffer_size.value;
   o.min_reconnect = std::chrono::milliseconds(sp.min_reconnectms.value);
   o.max_reconnect = std::chrono::milliseconds(sp.max_reconnectms.value);
+  o.max_peers = s.max_peers;
+  o.peer_idle = s.peer_idle;
 
   o2ib::Options& ib = s.o2ib;
   const auto& ip = dp.o2iblnd;

@@ -401,6 +401,10 @@ void Worker::tick() {
     c.bytes_referenced.add(ks.bytes_zero_copy - sock_zero_copy_seen_);
     sock_copied_seen_ = ks.bytes_copied;
     sock_zero_copy_seen_ = ks.bytes_zero_copy;
+    WorkerCounters::Table& t = c.table(PeerTable::socklnd);
+    t.peers.set(node_->peer_count());
+    t.refused.set(ks.peers_refused);
+    t.freed.set(ks.peers_freed);
   }
   if (o2ib_) {
     o2ib_->tick();

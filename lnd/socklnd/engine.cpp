@@ -94,7 +94,10 @@ class Conn final : public IoHandler {
     s_->count_into(node_.stats_);
   }
 
+  ~Conn();
   void on_io(std::uint32_t events) override;
+  // The peer it belongs to, which is kept while any connection refers to it.
+  void attach(Peer* p) noexcept;
 
   Node& node_;
   Peer* peer_ = nullptr;
@@ -185,6 +188,13 @@ class Peer {
   int retries_ = 0;  // consecutive retry-type outcomes
   Clock::time_point last_alive_{};
   Clock::time_point keepalive_sent_{};
+  // For freeing it when idle (Node::sweep_idle): connections (open,
+  // closed, draining) that refer to it, and when it last had a use.
+  std::uint32_t conn_refs_ = 0;
+  Clock::time_point last_used_{};
+  bool at_rest(Clock::time_point now) const noexcept {
+    return conn_refs_ == 0 && conns_.empty() && connecting_ == nullptr && waiting_.empty() && now >= next_connect_;
+  }
 
   Conn* choose(const Tx& t) const noexcept;
   void place(Tx& t);
@@ -198,6 +208,15 @@ class Peer {
   void fail_waiting(int err);
   void tick(Clock::time_point now);
 };
+
+Conn::~Conn() {
+  if (peer_ != nullptr) --peer_->conn_refs_;
+}
+
+void Conn::attach(Peer* p) noexcept {
+  peer_ = p;
+  ++p->conn_refs_;
+}
 
 // ---- Conn: I/O dispatch ---------------------------------------------------------
 
@@ -779,7 +798,7 @@ void Peer::connect(ConnType type, Clock::time_point now) {
     return;
   }
   auto* c = new Conn(node_, std::move(stream), true);
-  c->peer_ = this;
+  c->attach(this);
   c->ni_ = ni_;
   c->type_ = type;
   c->remote_ = {IpAddr::of(nid_), node_.opts_.port};
@@ -826,6 +845,9 @@ void Peer::connect_failed(int err, bool retry_soon) {
   next_connect_ = Clock::now() + retry_interval_;
   if (conns_.empty()) {
     fail_waiting(err);
+    // Nothing left to send: connect again only when there is (a peer
+    // made up by a remote node is not dialled every backoff forever).
+    connect_set_ = false;
     node_.upper_.on_peer_down(nid_);
   }
 }
@@ -929,16 +951,27 @@ Peer* Node::find_peer(const Nid& nid) noexcept {
   return it == peers_.end() ? nullptr : it->second.get();
 }
 
-Peer& Node::peer(const Nid& nid, const LocalNi& ni) {
+Peer* Node::peer(const Nid& nid, const LocalNi& ni) {
+  if (Peer* known = find_peer(nid)) {
+    known->last_used_ = turn_time();
+    return known;
+  }
+  if (peers_.size() >= opts_.max_peers) {
+    ++stats_.peers_refused;
+    return nullptr;
+  }
   auto& slot = peers_[nid];
-  if (!slot) slot = std::make_unique<Peer>(*this, nid, ni);
-  return *slot;
+  slot = std::make_unique<Peer>(*this, nid, ni);
+  slot->last_used_ = turn_time();
+  return slot.get();
 }
 
 int Node::send(const Nid& dest, Tx& tx) {
   const LocalNi* ni = ni_for_net(dest.net());
   if (!ni) return -EHOSTUNREACH;
-  Peer& p = peer(dest, *ni);
+  Peer* known = peer(dest, *ni);
+  if (known == nullptr) return -ENOSPC;  // a new peer, and the table is full
+  Peer& p = *known;
   // V1-V3 headers carry 64-bit NIDs only: Linux would truncate a large NID
   // to its first four address bytes (a NID nobody has); refuse instead.
   if (p.version_ != 0 && p.version_ < 4 && needs_v4(tx)) return -EAFNOSUPPORT;
@@ -1002,7 +1035,9 @@ void Node::adopt(Accepted&& a) {
     return;
   }
   c->type_ = invert(h.conn_type());
-  Peer& p = peer(peer_nid, *c->ni_);
+  Peer* known = peer(peer_nid, *c->ni_);
+  if (known == nullptr) return refuse(CloseReason::refused_peer_table_full);
+  Peer& p = *known;
   // Connection race: the higher NID's own connection wins.
   if (peer_nid < c->ni_->nid && p.connecting_) return refuse(CloseReason::refused_race);
   if (p.version_ != 0 && (p.version_ != h.version || p.incarnation_ != h.src_incarnation)) {
@@ -1024,7 +1059,7 @@ void Node::adopt(Accepted&& a) {
   reply.ctype = static_cast<std::int32_t>(c->type_);
   auto n = encode_hello(reply, MutableByteSpan(c->hs_out_));
   c->hs_len_ = n ? *n : 0;
-  c->peer_ = &p;
+  c->attach(&p);
   c->writable_ = true;
   if (!c->s_->watch(c)) {
     count_close(CloseReason::io_error);
@@ -1049,6 +1084,31 @@ void Node::tick(Clock::time_point now) {
   tick_peers_.clear();
   for (auto& [nid, p] : peers_) tick_peers_.push_back(p.get());
   for (Peer* p : tick_peers_) p->tick(now);
+  if (now >= next_sweep_) {
+    next_sweep_ = now + std::chrono::seconds(1);
+    sweep_idle(now);
+  }
+}
+
+// A peer with no connection (nor a closed one still held), nothing
+// waiting, not backing off, and no use for peer_idle is freed, as Linux
+// frees a ksocklnd peer once its last connection and message are gone.
+std::size_t Node::sweep_idle(Clock::time_point now) {
+  std::size_t n = 0;
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    const Peer& p = *it->second;
+    if (!p.conns_.empty()) {
+      it->second->last_used_ = now;  // in use
+      ++it;
+    } else if (p.at_rest(now) && now - p.last_used_ >= opts_.peer_idle) {
+      it = peers_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  stats_.peers_freed += n;
+  return n;
 }
 
 void Node::bury(Conn* c) { graveyard_.push_back(c); }

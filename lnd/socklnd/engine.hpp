@@ -80,6 +80,10 @@ struct Options {
   bool offer_v4 = false;
   std::chrono::milliseconds min_reconnect{1000};
   std::chrono::milliseconds max_reconnect{60000};
+  // Peers a Node keeps (a new one beyond: refused), and how long one with
+  // no connection and nothing queued is kept after its last use.
+  std::size_t max_peers = 65536;
+  std::chrono::seconds peer_idle{180};
 };
 
 // Why a connection was closed or refused: one table for the enum, the
@@ -96,6 +100,7 @@ struct Options {
   X(refused_race, "refused: connection race, the higher NID's connection wins")         \
   X(refused_duplicate, "refused: a connection of this type already exists")             \
   X(refused_stale, "refused: the peer restarted or changed protocol version")          \
+  X(refused_peer_table_full, "refused: a new peer while the peer table was full (dataplane.limits.peers)") \
   X(peer_refused, "the peer refused the connection (HELLO type NONE)")                  \
   X(bad_message, "a malformed message: bad type, header or length")                     \
   X(bad_zc_ack, "a zero-copy ACK for a cookie never requested")                         \
@@ -144,6 +149,8 @@ struct Stats {
   std::uint64_t zc_drains = 0;       // connections closed with zero-copy sends outstanding
   std::uint64_t zc_draining = 0;     // ... of which still waiting for the kernel now (a gauge)
   std::uint64_t zc_disconnect_failures = 0;  // ... whose disconnect failed (held until TCP gives up)
+  std::uint64_t peers_refused = 0;   // new peers refused: the table held Options::max_peers
+  std::uint64_t peers_freed = 0;     // peers freed after Options::peer_idle at rest
 };
 
 class Conn;
@@ -259,13 +266,16 @@ class Node {
     bool connecting = false;
   };
   std::vector<PeerInfo> peers() const;
+  std::size_t peer_count() const noexcept { return peers_.size(); }
 
  private:
   Clock::time_point turn_time_{};
   friend class Conn;
   friend class Peer;
-  Peer& peer(const Nid& nid, const LocalNi& ni);
+  // The peer, made if new; nullptr (counted) if new and the table is full.
+  Peer* peer(const Nid& nid, const LocalNi& ni);
   Peer* find_peer(const Nid& nid) noexcept;
+  std::size_t sweep_idle(Clock::time_point now);
   void count_close(CloseReason r) noexcept { ++stats_.closed[static_cast<std::size_t>(r)]; }
   void bury(Conn* c);  // closed: free at the next reap()
 
@@ -284,6 +294,7 @@ class Node {
   bool shutting_down_ = false;
   std::vector<Conn*> flush_;  // connections with writes queued since flush()
   std::vector<Peer*> tick_peers_;  // tick()'s walk
+  Clock::time_point next_sweep_{};
 };
 
 // Monotonic wall-clock nanoseconds: the incarnation Linux uses for socklnd.

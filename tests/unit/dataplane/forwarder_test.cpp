@@ -1030,14 +1030,14 @@ TEST(Forwarder, PeersAtRestAreFreedAfterTheirIdleTimeAndBusyOnesKept) {
   r.fwd->on_received(rx);
   r.fwd->tick();  // sent, not completed: kA (its router credit) and kB (its transmit credit) kept
   EXPECT_EQ(r.fwd->peers().size(), 2u);
-  EXPECT_EQ(c.peers.get(), 2u);
-  EXPECT_EQ(c.peers_freed.get(), 0u);
+  EXPECT_EQ(c.table(PeerTable::lnet).peers.get(), 2u);
+  EXPECT_EQ(c.table(PeerTable::lnet).freed.get(), 0u);
   r.complete();
   r.expect_idle();
   r.fwd->tick();
   EXPECT_EQ(r.fwd->peers().size(), 0u);
-  EXPECT_EQ(c.peers_freed.get(), 2u);
-  EXPECT_EQ(c.peers.get(), 0u);
+  EXPECT_EQ(c.table(PeerTable::lnet).freed.get(), 2u);
+  EXPECT_EQ(c.table(PeerTable::lnet).peers.get(), 0u);
   std::size_t listed = 0;
   r.fwd->peer_directory().for_each([&](const PeerNi&) { ++listed; });
   EXPECT_EQ(listed, 0u);
@@ -1054,7 +1054,7 @@ TEST(Forwarder, PeersActiveWithinTheIdleTimeAreKept) {
   r.complete();
   r.fwd->tick();
   EXPECT_EQ(r.fwd->peers().size(), 2u);
-  EXPECT_EQ(r.shared.counters[0].peers_freed.get(), 0u);
+  EXPECT_EQ(r.shared.counters[0].table(PeerTable::lnet).freed.get(), 0u);
 }
 
 // A peer waiting for a credit is on the expiry list, not freed, and its
@@ -1099,7 +1099,7 @@ TEST(Forwarder, ANewPeerBeyondTheLimitIsRefusedAndKnownOnesWork) {
   r.fwd->on_received(from_new);
   EXPECT_TRUE(r.ports.sent.empty());
   EXPECT_EQ(r.drops(DropReason::peer_table_full), 1u);
-  EXPECT_EQ(c.peers_refused.get(), 1u);
+  EXPECT_EQ(c.table(PeerTable::lnet).refused.get(), 1u);
   EXPECT_EQ(r.fwd->peers().count(kA2), 0u);
   // To a new next hop: dropped once read, everything given back.
   lnd::Rx& to_new = r.head(kA, kNiA, nid("10.2.0.77@tcp1"), 4000);
@@ -1107,13 +1107,13 @@ TEST(Forwarder, ANewPeerBeyondTheLimitIsRefusedAndKnownOnesWork) {
   r.fwd->on_received(to_new);
   EXPECT_TRUE(r.ports.sent.empty());
   EXPECT_EQ(r.drops(DropReason::peer_table_full), 2u);
-  EXPECT_EQ(c.peers_refused.get(), 2u);
+  EXPECT_EQ(c.table(PeerTable::lnet).refused.get(), 2u);
   r.expect_idle();
   // Known peers are unaffected.
   r.forward_to_b(10);
   r.complete();
   r.expect_idle();
-  EXPECT_EQ(c.peers.get(), 2u);
+  EXPECT_EQ(c.table(PeerTable::lnet).peers.get(), 2u);
   // kB leaves (idle); kA2 is let in.
   r.setup.peer_idle = std::chrono::seconds(0);
   r.fwd->tick();
@@ -1124,7 +1124,7 @@ TEST(Forwarder, ANewPeerBeyondTheLimitIsRefusedAndKnownOnesWork) {
   r.fwd->on_received(again);
   r.complete();
   r.expect_idle();
-  EXPECT_EQ(c.peers_refused.get(), 2u);
+  EXPECT_EQ(c.table(PeerTable::lnet).refused.get(), 2u);
 }
 
 // A full ring to another worker (a fault: rings are sized for every

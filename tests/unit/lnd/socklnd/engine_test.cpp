@@ -457,6 +457,74 @@ TEST_F(Engine, DuplicateAndStaleConnectionsAreRefusedWithNone) {
   EXPECT_EQ(again.handshake(kB, ConnType::bulk_in, 0x20)->conn_type(), ConnType::bulk_out);
 }
 
+// Options::max_peers: a connection from a new peer while the table is full
+// is refused with HELLO type NONE (a kernel peer retries later) and
+// counted; a send to a new peer fails with -ENOSPC; known peers go on.
+TEST_F(Engine, ANewPeerBeyondTheLimitIsRefusedAndKnownOnesWork) {
+  Options o;
+  o.max_peers = 1;
+  TestNode a(poller, kA), b(poller, kB, o);
+  nodes = {&a, &b};
+  Tx first = make_put(kA, kB, pattern(100, 1));
+  ASSERT_TRUE(warm_up(a, b, first));  // kA is b's one peer
+  KernelPeer other(spinner(), 1001);
+  EXPECT_EQ(other.handshake(kB, ConnType::control, 0x10)->conn_type(), ConnType::none);
+  EXPECT_EQ(b.closed(CloseReason::refused_peer_table_full), 1u);
+  EXPECT_EQ(b.node->stats().peers_refused, 1u);
+  Tx to_new = make_put(kB, kKernel, pattern(10, 2));
+  EXPECT_EQ(b.node->send(kKernel, to_new), -ENOSPC);
+  EXPECT_EQ(b.node->stats().peers_refused, 2u);
+  EXPECT_EQ(b.node->peer_count(), 1u);
+  Tx again = make_put(kA, kB, pattern(100, 3));
+  ASSERT_EQ(a.node->send(kB, again), 0);
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 2; }));
+}
+
+// Options::peer_idle: a peer with no connection left, nothing queued and
+// not backing off is freed once unused that long; one with connections is
+// kept however old.
+TEST_F(Engine, APeerWithoutConnectionsIsFreedWhenIdle) {
+  Options o;
+  o.peer_idle = 5s;
+  TestNode a(poller, kA), b(poller, kB, o);
+  nodes = {&a, &b};
+  Tx first = make_put(kA, kB, pattern(100, 1));
+  ASSERT_TRUE(warm_up(a, b, first));
+  b.node->tick(Clock::now() + 60s);  // connected: kept
+  EXPECT_EQ(b.node->peer_count(), 1u);
+  EXPECT_EQ(b.node->stats().peers_freed, 0u);
+  a.node->shutdown();  // a goes away: b's connections close
+  ASSERT_TRUE(pump([&] { return b.node->peers().empty() || b.node->peers()[0].conns[1] == 0; }));
+  ASSERT_TRUE(pump([&] {
+    auto p = b.node->peers();
+    return p.size() == 1 && p[0].conns[1] + p[0].conns[2] + p[0].conns[3] == 0;
+  }));
+  b.node->reap();
+  b.node->tick(Clock::now() + 2s);  // not idle long enough
+  EXPECT_EQ(b.node->peer_count(), 1u);
+  b.node->tick(Clock::now() + 65s);
+  EXPECT_EQ(b.node->peer_count(), 0u);
+  EXPECT_EQ(b.node->stats().peers_freed, 1u);
+}
+
+// A peer being connected to (or backing off after a failed connect) is not
+// idle; once the backoff has passed and nothing waits, it is.
+TEST_F(Engine, APeerBackingOffIsKeptUntilTheBackoffEnds) {
+  Options o;
+  o.peer_idle = 1s;
+  o.min_reconnect = 10s;
+  TestNode a(poller, kA, o);
+  nodes = {&a};
+  Tx t = make_put(kA, kNowhere, pattern(10, 0));
+  ASSERT_EQ(a.node->send(kNowhere, t), 0);
+  ASSERT_TRUE(pump([&] { return a.upper.sent.count(&t) == 1; }));
+  a.node->reap();
+  a.node->tick(Clock::now() + 5s);  // idle 5 s, but backing off for 10
+  EXPECT_EQ(a.node->peer_count(), 1u);
+  a.node->tick(Clock::now() + 15s);
+  EXPECT_EQ(a.node->peer_count(), 0u);
+}
+
 TEST_F(Engine, MalformedMessageClosesOnlyItsConnection) {
   TestNode b(poller, kB);
   nodes = {&b};
