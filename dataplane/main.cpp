@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <memory>
 #include <string>
@@ -192,7 +193,26 @@ bool register_pools(o2ib::VerbsDevice& dev, std::string& err) {
   return w.ok;
 }
 
+// Every connection is a descriptor: raise the soft limit to the hard one
+// (systemd's default soft limit, 1024, is a few hundred peers' worth) and
+// say if dataplane.limits.connections per worker cannot fit under it.
+void raise_fd_limit(const Setup& setup) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+    (void)getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  const rlim_t want = static_cast<rlim_t>(setup.sock.max_conns) * setup.ncpts() + 1024;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+    log_warn("open files limited to %llu: dataplane.limits.connections (%zu per worker) cannot all be open; "
+             "connections beyond the limit fail to open (raise LimitNOFILE)",
+             static_cast<unsigned long long>(rl.rlim_cur), setup.sock.max_conns);
+}
+
 int run(const Setup& setup) {
+  raise_fd_limit(setup);
   const std::vector<std::string> args = eal_args(setup);
   std::vector<char*> argv;
   std::string line;

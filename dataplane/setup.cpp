@@ -218,6 +218,9 @@ SetupResult make_setup(const config::Config& cfg) {
   o.max_reconnect = std::chrono::milliseconds(sp.max_reconnectms.value);
   o.max_peers = s.max_peers;
   o.peer_idle = s.peer_idle;
+  o.max_conns = dp.limits.connections.value;
+  o.max_handshakes = dp.limits.handshakes.value;
+  o.connect_rate = dp.limits.connect_rate.value;
 
   o2ib::Options& ib = s.o2ib;
   const auto& ip = dp.o2iblnd;

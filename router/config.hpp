@@ -272,6 +272,9 @@ struct PortConfig {
 struct LimitsConfig {
   Field<std::uint32_t> peers{65536};     // peers per worker, in each peer table
   Field<std::uint32_t> peer_idle{180};   // s a peer at rest is kept after its last message
+  Field<std::uint32_t> connections{65536};  // socklnd connections per worker
+  Field<std::uint32_t> handshakes{1024};    // incoming connections in their handshake at once
+  Field<std::uint32_t> connect_rate{16};    // new connections a second from one address (burst: 4x); 0: no limit
 };
 
 struct DataplaneConfig {

@@ -956,6 +956,12 @@ void Loader::limits(const Node& n, const std::string& path, LimitsConfig& out) {
       integer(e.value, p, 16, 1048576, out.peers);
     else if (k == "peer_idle")
       integer(e.value, p, 1, kI32Max, out.peer_idle);
+    else if (k == "connections")
+      integer(e.value, p, 16, 1048576, out.connections);
+    else if (k == "handshakes")
+      integer(e.value, p, 1, 1048576, out.handshakes);
+    else if (k == "connect_rate")
+      integer(e.value, p, 0, 1000000, out.connect_rate);
     else
       unknown(e, p);
   });

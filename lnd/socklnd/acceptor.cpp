@@ -51,7 +51,8 @@ class Acceptor::Pending final : public IoHandler {
 
 Acceptor::Acceptor(Options opts, std::vector<LocalNi> nis, std::uint64_t incarnation, Poller& poller,
                    Handoff handoff)
-    : opts_(opts), nis_(std::move(nis)), incarnation_(incarnation), poller_(poller), handoff_(std::move(handoff)) {}
+    : opts_(opts), nis_(std::move(nis)), incarnation_(incarnation), poller_(poller), handoff_(std::move(handoff)),
+      rate_(opts.connect_rate, 4 * opts.connect_rate) {}
 
 Acceptor::~Acceptor() = default;
 
@@ -88,6 +89,17 @@ void Acceptor::take(std::unique_ptr<Stream> s) {
     ++refused_[static_cast<std::size_t>(CloseReason::insecure_port)];
     return;
   }
+  // What a flood of connections could hold: the stream is closed at once.
+  if (handshaking_ >= opts_.max_handshakes) {
+    ++refused_[static_cast<std::size_t>(CloseReason::refused_handshakes)];
+    return;
+  }
+  const std::size_t ip_len = remote.ip.is_v4() ? 4 : 16;
+  if (!rate_.allow(std::span(remote.ip.bytes.data(), ip_len), Clock::now())) {
+    ++refused_[static_cast<std::size_t>(CloseReason::refused_rate)];
+    return;
+  }
+  ++handshaking_;
   auto p = std::make_unique<Pending>(*this, std::move(s), remote);
   p->local_ = p->s_->local();
   p->deadline_ = Clock::now() + opts_.accept_timeout;
@@ -150,6 +162,7 @@ void Acceptor::Pending::step() {
     auto h = decode_hello(have);
     if (!h || h->src_nid.is_any()) return acceptor_.refuse(this, CloseReason::bad_hello);
     done_ = true;
+    --acceptor_.handshaking_;
     s_->watch(nullptr);
     Accepted a;
     a.stream = std::move(s_);
@@ -165,6 +178,7 @@ void Acceptor::Pending::step() {
 
 void Acceptor::refuse(Pending* p, CloseReason why) {
   ++refused_[static_cast<std::size_t>(why)];
+  if (!p->done_) --handshaking_;
   p->done_ = true;
   p->s_.reset();
 }

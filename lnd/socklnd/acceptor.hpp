@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lnd/socklnd/engine.hpp"
+#include "lnd/source_rate.hpp"
 
 namespace lnetr::sock {
 
@@ -55,6 +56,8 @@ class Acceptor {
   Handoff handoff_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::vector<std::unique_ptr<Pending>> pending_;
+  std::size_t handshaking_ = 0;  // pending_ not done
+  lnd::SourceRate rate_;
   std::array<std::uint64_t, kCloseReasonCount> refused_{};
   std::uint64_t handed_off_ = 0;
 };

@@ -92,6 +92,7 @@ class Conn final : public IoHandler {
 
   Conn(Node& node, std::unique_ptr<Stream> s, bool active) : node_(node), s_(std::move(s)), active_(active) {
     s_->count_into(node_.stats_);
+    ++node_.conns_;
   }
 
   ~Conn();
@@ -211,6 +212,7 @@ class Peer {
 
 Conn::~Conn() {
   if (peer_ != nullptr) --peer_->conn_refs_;
+  --node_.conns_;
 }
 
 void Conn::attach(Peer* p) noexcept {
@@ -790,6 +792,11 @@ void Peer::want_connections(Clock::time_point now) {
 }
 
 void Peer::connect(ConnType type, Clock::time_point now) {
+  if (node_.conns_ >= node_.opts_.max_conns) {  // dataplane.limits.connections
+    node_.count_close(CloseReason::refused_too_many_conns);
+    connect_failed(-EMFILE, false);
+    return;
+  }
   int error = 0;
   Transport& t = ni_->transport ? *ni_->transport : node_.kernel_;
   auto stream = t.connect(IpAddr::of(ni_->nid), IpAddr::of(nid_), node_.opts_.port, error);
@@ -1035,6 +1042,7 @@ void Node::adopt(Accepted&& a) {
     return;
   }
   c->type_ = invert(h.conn_type());
+  if (conns_ > opts_.max_conns) return refuse(CloseReason::refused_too_many_conns);  // (c counts itself)
   Peer* known = peer(peer_nid, *c->ni_);
   if (known == nullptr) return refuse(CloseReason::refused_peer_table_full);
   Peer& p = *known;

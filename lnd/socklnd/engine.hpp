@@ -84,6 +84,13 @@ struct Options {
   // no connection and nothing queued is kept after its last use.
   std::size_t max_peers = 65536;
   std::chrono::seconds peer_idle{180};
+  // The acceptor: connections in their handshake at once, and new
+  // connections a second from one address (after a burst of four times
+  // as many; 0: no limit).
+  std::size_t max_handshakes = 1024;
+  double connect_rate = 16;
+  // Connections a Node keeps (a new one beyond: refused).
+  std::size_t max_conns = 65536;
 };
 
 // Why a connection was closed or refused: one table for the enum, the
@@ -101,6 +108,9 @@ struct Options {
   X(refused_duplicate, "refused: a connection of this type already exists")             \
   X(refused_stale, "refused: the peer restarted or changed protocol version")          \
   X(refused_peer_table_full, "refused: a new peer while the peer table was full (dataplane.limits.peers)") \
+  X(refused_too_many_conns, "refused: the node held dataplane.limits.connections connections")             \
+  X(refused_handshakes, "refused: dataplane.limits.handshakes connections were in their handshake")        \
+  X(refused_rate, "refused: more connections from that address than dataplane.limits.connect_rate a second") \
   X(peer_refused, "the peer refused the connection (HELLO type NONE)")                  \
   X(bad_message, "a malformed message: bad type, header or length")                     \
   X(bad_zc_ack, "a zero-copy ACK for a cookie never requested")                         \
@@ -286,6 +296,7 @@ class Node {
   KernelTransport kernel_;
   Upper& upper_;
   Stats stats_;
+  std::size_t conns_ = 0;  // Conn objects alive (open, closed, draining)
   std::unordered_map<Nid, std::unique_ptr<Peer>> peers_;
   std::vector<Conn*> graveyard_;
   // Closed with zero-copy sends the kernel still holds: kept (their

@@ -346,6 +346,9 @@ TEST(ConfigDefaults, AbsentKeys) {
   EXPECT_EQ(d.peer_buffer_credits.value, 0u);
   EXPECT_EQ(d.limits.peers.value, 65536u);
   EXPECT_EQ(d.limits.peer_idle.value, 180u);
+  EXPECT_EQ(d.limits.connections.value, 65536u);
+  EXPECT_EQ(d.limits.handshakes.value, 1024u);
+  EXPECT_EQ(d.limits.connect_rate.value, 16u);
   EXPECT_TRUE(d.ports.empty());
   const auto& s = d.socklnd;
   EXPECT_EQ(s.sock_timeout.value, 50);

@@ -525,6 +525,64 @@ TEST_F(Engine, APeerBackingOffIsKeptUntilTheBackoffEnds) {
   EXPECT_EQ(a.node->peer_count(), 0u);
 }
 
+// Options::max_conns: beyond it a connection is refused with HELLO NONE,
+// counted; the node's own connects fail likewise.
+TEST_F(Engine, ConnectionsBeyondTheLimitAreRefused) {
+  Options o;
+  o.max_conns = 1;
+  TestNode b(poller, kB, o);
+  nodes = {&b};
+  KernelPeer first(spinner(), 1001);
+  ASSERT_EQ(first.handshake(kB, ConnType::control, 0x10)->conn_type(), ConnType::control);
+  KernelPeer second(spinner(), 1002);
+  EXPECT_EQ(second.handshake(kB, ConnType::bulk_in, 0x10)->conn_type(), ConnType::none);
+  EXPECT_EQ(b.closed(CloseReason::refused_too_many_conns), 1u);
+  Tx t = make_put(kB, kA, pattern(10, 0));
+  ASSERT_EQ(b.node->send(kA, t), 0);
+  ASSERT_TRUE(pump([&] { return b.upper.sent.count(&t) == 1; }));
+  EXPECT_EQ(b.upper.sent[&t], -EMFILE);
+  EXPECT_EQ(b.closed(CloseReason::refused_too_many_conns), 2u);
+}
+
+// The acceptor's bounds: connections still in their handshake, and new
+// connections a second from one address (after a burst); each refused
+// connection is closed at once and counted, and others go on.
+TEST_F(Engine, TheAcceptorBoundsHandshakesAndConnectionsPerAddress) {
+  {
+    Options o;
+    o.max_handshakes = 2;
+    TestNode b(poller, kB, o);
+    nodes = {&b};
+    KernelPeer s1(spinner(), 1001), s2(spinner(), 1002), s3(spinner(), 1003);
+    ASSERT_TRUE(s1.connect_to(kB));
+    ASSERT_TRUE(s2.connect_to(kB));
+    pump([] { return false; }, 100ms);  // both taken in, silent
+    ASSERT_TRUE(s3.connect_to(kB));
+    EXPECT_TRUE(s3.closed_without_data());
+    EXPECT_EQ(b.refused(CloseReason::refused_handshakes), 1u);
+    s1.close();
+    pump([&] { return b.refused(CloseReason::peer_closed) == 1; });
+    KernelPeer s4(spinner(), 1004);  // room again
+    EXPECT_EQ(s4.handshake(kB, ConnType::control, 0x10)->conn_type(), ConnType::control);
+  }
+  {
+    Options o;
+    o.connect_rate = 1;  // a burst of 4
+    TestNode b(poller, kB, o);
+    nodes = {&b};
+    std::vector<std::unique_ptr<KernelPeer>> conns;
+    for (std::uint16_t i = 0; i < 5; ++i) {
+      conns.push_back(std::make_unique<KernelPeer>(spinner(), static_cast<std::uint16_t>(1010 + i)));
+      ASSERT_TRUE(conns.back()->connect_to(kB));
+    }
+    EXPECT_TRUE(conns.back()->closed_without_data());
+    EXPECT_EQ(b.refused(CloseReason::refused_rate), 1u);
+    // Another address is not limited by this one's rate.
+    KernelPeer other(spinner(), 1020, kA);
+    EXPECT_EQ(other.handshake(kB, ConnType::control, 0x10)->conn_type(), ConnType::control);
+  }
+}
+
 TEST_F(Engine, MalformedMessageClosesOnlyItsConnection) {
   TestNode b(poller, kB);
   nodes = {&b};
