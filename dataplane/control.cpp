@@ -733,6 +733,7 @@ std::string Control::status() {
       t.bytes_copied += x.bytes_copied, t.bytes_gathered += x.bytes_gathered, t.bytes_bounced += x.bytes_bounced;
       t.completions += x.completions, t.tx_timeouts += x.tx_timeouts, t.tx_no_desc += x.tx_no_desc;
       t.tx_descs += x.tx_descs;
+      t.conns_refused += x.conns_refused, t.connreqs_rate_limited += x.connreqs_rate_limited;
       for (const o2ib::VerbsStats& y : v.verbs) {
         vs.completions += y.completions, vs.polls += y.polls, vs.cm_events += y.cm_events;
         vs.send_posts += y.send_posts, vs.recv_posts += y.recv_posts, vs.post_failures += y.post_failures;
@@ -774,6 +775,7 @@ std::string Control::status() {
     j.key("sink_registrations").value(vs.sink_registrations).key("sink_registration_ns").value(vs.sink_registration_ns);
     j.key("remote_keys").value(setup_.o2ib_transfer_keys ? "transfer" : "pool");
     j.key("tx_timeouts").value(t.tx_timeouts).key("tx_no_desc").value(t.tx_no_desc).key("tx_descs").value(t.tx_descs);
+    j.key("conns_refused").value(t.conns_refused).key("connreqs_rate_limited").value(t.connreqs_rate_limited);
     // The connections by count; their credits with "o2ib connections".
     std::uint64_t conns = 0;
     for (const Worker::StatusPage& v : views) conns += v.ib_connections;

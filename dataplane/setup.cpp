@@ -231,6 +231,10 @@ SetupResult make_setup(const config::Config& cfg) {
   ib.rnr_retry_count = static_cast<std::uint8_t>(ip.rnr_retry_count.value);
   ib.use_privileged_port = ip.use_privileged_port.value;
   ib.require_privileged_port = ip.require_privileged_port.value;
+  ib.max_peers = s.max_peers;
+  ib.peer_idle = s.peer_idle;
+  ib.max_conns = dp.limits.connections.value;
+  ib.connreq_rate = dp.limits.connect_rate.value;
   s.o2ib_transfer_keys = ip.remote_keys.value == "transfer";
 
   if (!errors.empty()) return errors;

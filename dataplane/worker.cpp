@@ -413,6 +413,10 @@ void Worker::tick() {
     const std::uint64_t copied = o2ib_->stats().bytes_copied;
     shared_.counters[index_].bytes_copied.add(copied - o2ib_copied_seen_);
     o2ib_copied_seen_ = copied;
+    WorkerCounters::Table& t = shared_.counters[index_].table(PeerTable::o2iblnd);
+    t.peers.set(o2ib_->peer_count());
+    t.refused.set(o2ib_->stats().peers_refused);
+    t.freed.set(o2ib_->stats().peers_freed);
   }
   if (acceptor_) acceptor_->tick(now);
   for (auto& lane : lanes_)

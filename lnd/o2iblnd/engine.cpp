@@ -267,6 +267,10 @@ class Peer {
   Clock::time_point last_alive{};
   int pending_reconnects = 0;          // reconnects held back to the next second
   Clock::time_point reconnect_at{};
+  // For freeing it when idle (Node::sweep_idle): connections of any state
+  // (until freed) that refer to it, and when it was last in use.
+  std::uint32_t conn_refs = 0;
+  Clock::time_point last_used{};
 
   bool is_connecting() const noexcept { return connecting != 0 || reconnecting != 0 || accepting != 0; }
 };
@@ -281,6 +285,7 @@ class Conn {
   bool active = false;
   bool reconnect = false;
   bool destroyed = false;
+  std::size_t index = 0;  // in Node::conns_ until destroyed
   std::uint16_t version = kVersion2;
   std::uint64_t incarnation = 0;  // the peer's
   std::uint16_t queue_depth = 0;
@@ -316,7 +321,7 @@ class Conn {
 Node::Node(Options opts, std::vector<LocalNi> nis, std::uint64_t incarnation, lnd::Upper& upper, ClockFn clock,
            std::uint32_t workers)
     : opts_(opts), nis_(std::move(nis)), incarnation_(incarnation), upper_(upper), clock_(std::move(clock)),
-      workers_(std::max<std::uint32_t>(workers, 1)) {
+      workers_(std::max<std::uint32_t>(workers, 1)), connreq_rate_(opts.connreq_rate, 4 * opts.connreq_rate) {
   for (LocalNi& ni : nis_) {
     ni.tunables = effective(ni.tunables);
     auto it = std::find_if(devices_.begin(), devices_.end(), [&](const auto& d) { return d->tr == ni.transport; });
@@ -566,6 +571,7 @@ int Node::send(const Nid& dest, lnd::Tx& tx) {
 
   const LocalNi* ni = ni_for_net(dest.net());
   if (!ni) return -EHOSTUNREACH;
+  if (!has_room(dest)) return -ENOSPC;  // a new peer, and the table is full
   Device* dev = device_of(ni);
   TxDesc* d = get_desc(dev);
   if (!d) {
@@ -645,7 +651,27 @@ Peer& Node::peer(const Nid& nid, const LocalNi* ni) {
     slot->nid = nid;
     slot->ni = ni;
   }
+  slot->last_used = clock_();
   return *slot;
+}
+
+bool Node::has_room(const Nid& nid) noexcept {
+  if (peers_.size() < opts_.max_peers || find_peer(nid) != nullptr) return true;
+  ++stats_.peers_refused;
+  return false;
+}
+
+Conn* Node::new_conn(Peer& p) {
+  auto* c = new Conn();
+  c->peer = &p;
+  ++p.conn_refs;
+  return c;
+}
+
+void Node::free_conn(Conn* c) {
+  if (c->peer != nullptr) --c->peer->conn_refs;
+  std::free(c->rx_mem);
+  delete c;
 }
 
 Peer* Node::find_peer(const Nid& nid) noexcept {
@@ -1490,8 +1516,12 @@ void Node::send_completion(Conn* c, MsgType type, std::int32_t status, Cookie co
 
 void Node::connect_peer(Peer& p) {
   const LocalNi* ni = p.ni;
-  auto* c = new Conn();
-  c->peer = &p;
+  if (conns_.size() >= opts_.max_conns) {  // dataplane.limits.connections
+    ++stats_.conns_refused;
+    peer_connect_failed(p, true, -EMFILE);
+    return;
+  }
+  Conn* c = new_conn(p);
   c->ni = ni;
   c->dev = device_of(ni);
   c->active = true;
@@ -1500,7 +1530,7 @@ void Node::connect_peer(Peer& p) {
   CmId* id = ni->transport->resolve(ni->nid.addr4(), p.nid.addr4(), opts_.service, opts_.use_privileged_port,
                                     ni->tunables.tos, err);
   if (!id) {
-    delete c;
+    free_conn(c);
     ++stats_.connect_failed[static_cast<std::size_t>(ConnectFailure::unreachable)];
     peer_connect_failed(p, true, err ? err : -EHOSTUNREACH);
     return;
@@ -1508,6 +1538,7 @@ void Node::connect_peer(Peer& p) {
   c->id = id;
   id->context = c;
   c->connect_started = clock_();
+  c->index = conns_.size();
   conns_.push_back(c);
 }
 
@@ -1629,6 +1660,16 @@ void Node::accept_request(ConnRequest&& r) {
     }
   };
 
+  // A storm of requests from one address: rejected before anything is
+  // decoded or made for it (a kernel peer retries later).
+  const std::array<std::uint8_t, 4> source{static_cast<std::uint8_t>(r.remote_ip >> 24),
+                                           static_cast<std::uint8_t>(r.remote_ip >> 16),
+                                           static_cast<std::uint8_t>(r.remote_ip >> 8),
+                                           static_cast<std::uint8_t>(r.remote_ip)};
+  if (!connreq_rate_.allow(source, clock_())) {
+    ++stats_.connreqs_rate_limited;
+    return refuse(RejectReason::no_resources);
+  }
   if (opts_.require_privileged_port && r.remote_port >= 1024) return refuse(RejectReason::fatal);
   if (priv.size() < 6) return refuse(RejectReason::fatal);
   if (is_protocol_probe(priv)) return refuse(RejectReason::fatal);
@@ -1657,6 +1698,11 @@ void Node::accept_request(ConnRequest&& r) {
   if (cp.max_msg_size > kMaxMsgSize) return refuse(RejectReason::fatal);
   if (cp.queue_depth == 0) return refuse(RejectReason::fatal);
 
+  if (!has_room(h.srcnid)) return refuse(RejectReason::no_resources);
+  if (conns_.size() >= opts_.max_conns) {
+    ++stats_.conns_refused;
+    return refuse(RejectReason::no_resources);
+  }
   Peer& p = peer(h.srcnid, ni);
   if (p.linked) {
     if (p.version == 0) {
@@ -1692,8 +1738,7 @@ void Node::accept_request(ConnRequest&& r) {
     p.queue_depth = cp.queue_depth;
   }
 
-  auto* c = new Conn();
-  c->peer = &p;
+  Conn* c = new_conn(p);
   c->ni = ni;
   c->dev = device_of(ni);
   c->id = r.id;
@@ -1704,6 +1749,7 @@ void Node::accept_request(ConnRequest&& r) {
   c->max_frags = p.max_frags;
   c->state = ConnState::passive_wait;
   c->connect_started = clock_();
+  c->index = conns_.size();
   conns_.push_back(c);
   if (!make_qp(c)) {
     // (Not rejected through refuse(): the identifier is the connection's now.)
@@ -2097,8 +2143,9 @@ void Node::maybe_destroy(Conn* c) {
   }
   if (c->rx_registered) c->dev->tr->deregister(c->rx_region);
   c->rx_registered = false;
-  auto it = std::find(conns_.begin(), conns_.end(), c);
-  if (it != conns_.end()) conns_.erase(it);
+  conns_[c->index] = conns_.back();
+  conns_[c->index]->index = c->index;
+  conns_.pop_back();
   graveyard_.push_back(c);
   if (c->reconnect) {
     Peer& p = *c->peer;
@@ -2133,10 +2180,7 @@ void Node::reconnect_peer(Peer& p) {
 }
 
 void Node::reap() {
-  for (Conn* c : graveyard_) {
-    std::free(c->rx_mem);
-    delete c;
-  }
+  for (Conn* c : graveyard_) free_conn(c);
   graveyard_.clear();
 }
 
@@ -2169,11 +2213,18 @@ void Node::tick() {
       reconnect_peer(*p);
     }
   }
+  // Destroyed connections stay allocated until reap(): a copy of the
+  // list, each checked once, is O(connections).
   std::vector<Conn*> conns = conns_;
   for (Conn* c : conns) {
-    if (std::find(conns_.begin(), conns_.end(), c) == conns_.end()) continue;  // gone meanwhile
-    if (c->state == ConnState::active_connect && now - c->connect_started > connreq_timeout(*c->ni)) {
-      ++stats_.connect_failed[static_cast<std::size_t>(ConnectFailure::connect_timeout)];
+    if (c->destroyed) continue;  // gone meanwhile
+    const bool waiting = c->state == ConnState::active_connect || c->state == ConnState::passive_wait;
+    if (waiting && now - c->connect_started > connreq_timeout(*c->ni)) {
+      // Ours unanswered, or one we accepted never established: a remote
+      // node cannot hold a queue pair open by not finishing.
+      const bool active = c->state == ConnState::active_connect;
+      ++stats_.connect_failed[static_cast<std::size_t>(active ? ConnectFailure::connect_timeout
+                                                              : ConnectFailure::passive_timeout)];
       connreq_done(c, -ETIMEDOUT);
       continue;
     }
@@ -2184,6 +2235,31 @@ void Node::tick() {
     }
     if (need_noop(c)) check_sends(c);
   }
+  if (now >= next_sweep_) {
+    next_sweep_ = now + std::chrono::seconds(1);
+    sweep_idle(now);
+  }
+}
+
+// A peer out of the table (no connection, none being made or accepted),
+// with nothing queued, no connection of any state still referring to it
+// and no use for peer_idle, is freed (Linux frees a kib_peer with its
+// last reference).
+std::size_t Node::sweep_idle(Clock::time_point now) {
+  std::size_t n = 0;
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    Peer& p = *it->second;
+    if (p.linked || !p.conns.empty()) p.last_used = now;
+    if (!p.linked && p.conns.empty() && p.conn_refs == 0 && p.tx_queue.empty() && !p.is_connecting() &&
+        p.pending_reconnects == 0 && now - p.last_used >= opts_.peer_idle) {
+      it = peers_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  stats_.peers_freed += n;
+  return n;
 }
 
 bool Node::timed_out(const Conn* c, Clock::time_point now) const noexcept {
@@ -2196,7 +2272,7 @@ bool Node::timed_out(const Conn* c, Clock::time_point now) const noexcept {
 void Node::shutdown() {
   std::vector<Conn*> conns = conns_;
   for (Conn* c : conns) {
-    if (std::find(conns_.begin(), conns_.end(), c) == conns_.end()) continue;
+    if (c->destroyed) continue;
     if (c->state == ConnState::established) {
       close_conn(c, CloseReason::shutdown, -ESHUTDOWN);
     } else if (c->state < ConnState::established) {

@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "lnd/message.hpp"
+#include "lnd/source_rate.hpp"
 #include "lnd/o2iblnd/transport.hpp"
 #include "lnd/o2iblnd/wire.hpp"
 #include "router/nid.hpp"
@@ -70,6 +71,15 @@ struct Options {
   std::uint8_t retry_count = 5;         // CM connection parameters
   std::uint8_t rnr_retry_count = 6;
   bool cksum = false;                   // send message checksums
+  // Bounds on what peers can make a Node keep: peers (a new one beyond is
+  // refused: its connection request rejected, a send to it failed), how
+  // long one with no connection and nothing queued is kept, connections
+  // in all, and connection requests a second from one address (after a
+  // burst of four times as many; 0: no limit).
+  std::size_t max_peers = 65536;
+  std::chrono::seconds peer_idle{180};
+  std::size_t max_conns = 65536;
+  double connreq_rate = 16;
 };
 
 // An NI's tunables (`tunables:` and `lnd tunables:` in lnetctl's names).
@@ -155,6 +165,7 @@ std::string_view describe(CloseReason r) noexcept;
   X(rejected, "the peer rejected the connection (see rejects_received)")                 \
   X(connect_error, "the connection manager reported an error or the peer unreachable")  \
   X(connect_timeout, "no answer to the connection request within the connect timeout")  \
+  X(passive_timeout, "a connection we accepted was not established within the connect timeout") \
   X(bad_connack, "the peer's CONNACK was malformed or not what was asked for")          \
   X(no_resources, "a queue pair or its buffers could not be created")
 
@@ -199,6 +210,10 @@ struct Stats {
   std::uint64_t tx_timeouts = 0;         // messages failed waiting for a connection
   std::uint64_t tx_no_desc = 0;          // sends refused: no transmit descriptor
   std::uint64_t tx_descs = 0;            // transmit descriptors allocated
+  std::uint64_t peers_refused = 0;       // new peers refused: the table held Options::max_peers
+  std::uint64_t peers_freed = 0;         // peers freed after Options::peer_idle at rest
+  std::uint64_t conns_refused = 0;       // connections refused or not made: Options::max_conns
+  std::uint64_t connreqs_rate_limited = 0;  // connection requests over Options::connreq_rate
 };
 
 class Conn;
@@ -281,6 +296,7 @@ class Node final : private TransportEvents {
   // Descriptors and buffers in use (0 and 0 at rest: nothing leaked).
   std::size_t tx_descs_in_use() const noexcept;
   std::size_t connections() const noexcept;
+  std::size_t peer_count() const noexcept { return peers_.size(); }
 
  private:
   // What reposting a receive buffer gives back (Linux's IBLND_POSTRX_*).
@@ -331,8 +347,15 @@ class Node final : private TransportEvents {
   void recv(RxDesc* rx);
 
   // Peers and connections.
+  // The peer, made if new (the caller checked there is room: has_room).
   Peer& peer(const Nid& nid, const LocalNi* ni);
   Peer* find_peer(const Nid& nid) noexcept;
+  // Room for `nid` in the peer table (known, or under max_peers); counted if not.
+  bool has_room(const Nid& nid) noexcept;
+  // A connection of `p`'s (which it keeps alive), and its end.
+  Conn* new_conn(Peer& p);
+  void free_conn(Conn* c);
+  std::size_t sweep_idle(Clock::time_point now);
   void link(Peer& p);
   void unlink(Peer& p);
   void connect_peer(Peer& p);
@@ -365,7 +388,9 @@ class Node final : private TransportEvents {
   Stats stats_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::unordered_map<Nid, std::unique_ptr<Peer>> peers_;
-  std::vector<Conn*> conns_;      // every connection not yet destroyed (tick's walk)
+  std::vector<Conn*> conns_;      // every connection not yet destroyed (tick's walk; Conn::index)
+  Clock::time_point next_sweep_{};
+  lnd::SourceRate connreq_rate_;
   std::vector<Conn*> graveyard_;  // destroyed: freed at reap()
   std::vector<SendWr> scratch_wrs_;  // a post's work requests
   std::vector<Sge> scratch_sges_;

@@ -138,6 +138,7 @@ int SimTransport::accept(CmId* cid, const ConnectParams& p) {
     aid->connected = pid->connected = true;
     if (aid->owner->events_) aid->owner->events_->on_established(aid, ByteSpan(data.data(), data.size()));
     // The passive side learns it from the RTU, a step later.
+    if (aid->owner->withhold_rtu) return;
     aid->owner->fabric_.post([pid] {
       if (!pid->dead() && pid->owner->events_) pid->owner->events_->on_established(pid, {});
     });

@@ -77,6 +77,9 @@ class SimTransport final : public Transport {
   std::uint32_t sge_limit = 30;
   // create_qp() fails with -ENOMEM above this many receive requests (0: never).
   std::uint32_t max_recv_wr = 0;
+  // A requester that never sends the RTU: the side that accepted it never
+  // hears ESTABLISHED (a half-open connection).
+  bool withhold_rtu = false;
   // Errors the fabric saw this transport's engine make (RNR, bad keys,
   // posting on a destroyed identifier, destroying one with work posted).
   std::vector<std::string> violations;

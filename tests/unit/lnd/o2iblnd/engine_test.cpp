@@ -1076,6 +1076,100 @@ TEST_F(EngineTest, UnansweredConnectTimesOutAfterAQuarterOfTheTimeout) {
   b.tr.destroy(swallowed);
 }
 
+// A connection B accepted whose requester never sends the RTU is given up
+// after the connect timeout, as an unanswered one of its own: a remote
+// node cannot hold a queue pair open by not finishing.
+TEST_F(EngineTest, AnAcceptedConnectionNeverEstablishedTimesOut) {
+  Host& b = host("B", "10.0.0.2@o2ib");
+  RawPeer r(fabric, "10.0.0.1@o2ib");
+  r.tr.withhold_rtu = true;
+  r.connect(b.me, sim::connreq(r.me, 1, b.me));
+  settle();
+  EXPECT_EQ(b.node->connections(), 1u);
+  advance(12s);
+  EXPECT_EQ(b.node->connections(), 1u);
+  advance(1s);  // 12.5 s: max(5 s, 50 s / 4)
+  b.node->reap();
+  EXPECT_EQ(b.node->connections(), 0u);
+  EXPECT_EQ(b.node->stats().connect_failed[static_cast<std::size_t>(ConnectFailure::passive_timeout)], 1u);
+  r.close();
+  settle();
+}
+
+// Options::max_peers: a request from a new peer while the table is full is
+// rejected (no resources: a kernel peer retries later) and counted; a send
+// to a new peer fails with -ENOSPC; the known peer goes on.
+TEST_F(EngineTest, ANewPeerBeyondTheLimitIsRejectedAndTheKnownOneWorks) {
+  Options o;
+  o.max_peers = 1;
+  Host& b = host("B", "10.0.0.2@o2ib", {}, o);
+  Host& a = host("A", "10.0.0.1@o2ib");
+  lnd::Tx t = put(a, b, pattern(100, 1));
+  ASSERT_EQ(a.node->send(b.me, t), 0);
+  settle();
+  ASSERT_EQ(b.upper->received.size(), 1u);
+  RawPeer r(fabric, "10.0.0.3@o2ib");
+  r.connect(b.me, sim::connreq(r.me, 1, b.me));
+  settle();
+  ASSERT_TRUE(r.rejected);
+  EXPECT_EQ(decode_reject(r.reject)->rej.why, RejectReason::no_resources);
+  EXPECT_EQ(b.node->stats().peers_refused, 1u);
+  lnd::Tx to_new = put(b, a, pattern(10, 2));
+  EXPECT_EQ(b.node->send(r.me, to_new), -ENOSPC);
+  EXPECT_EQ(b.node->stats().peers_refused, 2u);
+  lnd::Tx again = put(a, b, pattern(100, 3));
+  ASSERT_EQ(a.node->send(b.me, again), 0);
+  settle();
+  EXPECT_EQ(b.upper->received.size(), 2u);
+  EXPECT_EQ(b.node->peer_count(), 1u);
+}
+
+// Options::peer_idle: a peer whose connections are gone, with nothing
+// queued, is freed once unused that long.
+TEST_F(EngineTest, APeerWithoutConnectionsIsFreedWhenIdle) {
+  Options o;
+  o.peer_idle = 10s;
+  Host& b = host("B", "10.0.0.2@o2ib", {}, o);
+  RawPeer r(fabric, "10.0.0.1@o2ib");
+  r.connect(b.me, sim::connreq(r.me, 1, b.me));
+  settle();
+  ASSERT_TRUE(r.established);
+  advance(60s);  // connected: kept however long
+  EXPECT_EQ(b.node->peer_count(), 1u);
+  r.close();
+  settle();
+  b.node->reap();
+  advance(5s);
+  EXPECT_EQ(b.node->peer_count(), 1u);
+  advance(6s);
+  EXPECT_EQ(b.node->peer_count(), 0u);
+  EXPECT_EQ(b.node->stats().peers_freed, 1u);
+}
+
+// Options::connreq_rate: requests from one address beyond the rate (after
+// its burst) are rejected before they are looked at; another address is
+// not held back.
+TEST_F(EngineTest, ConnectionRequestsFromOneAddressAreRateLimited) {
+  Options o;
+  o.connreq_rate = 1;  // a burst of 4
+  Host& b = host("B", "10.0.0.2@o2ib", {}, o);
+  std::list<RawPeer> storm;
+  for (int i = 0; i < 5; ++i) {
+    RawPeer& r = storm.emplace_back(fabric, "10.0.0.1@o2ib");
+    r.connect(b.me, {1, 2, 3});  // nonsense: rejected as fatal, or for the rate
+    settle();
+    ASSERT_TRUE(r.rejected);
+  }
+  EXPECT_EQ(b.node->stats().connreqs_rate_limited, 1u);
+  EXPECT_EQ(decode_reject(storm.back().reject)->rej.why, RejectReason::no_resources);
+  RawPeer other(fabric, "10.0.0.3@o2ib");
+  other.connect(b.me, sim::connreq(other.me, 1, b.me));
+  settle();
+  EXPECT_TRUE(other.established);
+  other.close();
+  settle();
+}
+
 TEST_F(EngineTest, PeerKilledMidTransferFailsWhatWasInFlightAndComesBack) {
   Host& a = host("A", "10.0.0.1@o2ib");
   Host& b = host("B", "10.0.0.2@o2ib");
