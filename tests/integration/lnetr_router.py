@@ -241,8 +241,9 @@ class Router:
 
     def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1),
                  metrics="off", pmd="net_af_packet", impair=None, zero_copy=True, queues=1, conns_per_peer=1,
-                 tso=None, tcp1_lnd=None, tcp1_cpt=None, socklnd=None):
-        """socklnd: more dataplane.socklnd keys ({"zc_min_payload": 65536})."""
+                 tso=None, tcp1_lnd=None, tcp1_cpt=None, socklnd=None, limits=None):
+        """socklnd: more dataplane.socklnd keys ({"zc_min_payload": 65536});
+        limits: dataplane.limits keys ({"peers": 100})."""
         self.topo = topo
         self.sock = os.path.join(workdir, "dp.sock")
         self.api_sock = os.path.join(workdir, "control.sock")
@@ -252,7 +253,9 @@ class Router:
                                          check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag, api_sock=self.api_sock,
                                          metrics=metrics, ports=self._ports(topo, pmd, impair, zero_copy, queues, tso),
                                          conns_per_peer=conns_per_peer,
-                                         socklnd="".join("    %s: %s\n" % kv for kv in sorted((socklnd or {}).items())),
+                                         socklnd="".join("    %s: %s\n" % kv for kv in sorted((socklnd or {}).items())) +
+                                         ("" if not limits else "  limits:\n" + "".join(
+                                             "    %s: %s\n" % kv for kv in sorted(limits.items()))),
                                          tcp1_lnd=("" if not tcp1_lnd else "        lnd tunables:\n" + "".join(
                                              "          %s: %s\n" % kv for kv in sorted(tcp1_lnd.items()))) +
                                          ("" if tcp1_cpt is None else '        CPT: "%s"\n' % tcp1_cpt),
@@ -360,6 +363,15 @@ class Router:
             if not problems or time.monotonic() > end:
                 return st, problems
             time.sleep(0.2)
+
+
+def rss_kib(pid):
+    """A process's resident set size (KiB)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def status_delta(st0, st1, worker_keys=()):

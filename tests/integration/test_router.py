@@ -21,7 +21,7 @@ import tempfile
 import time
 import unittest
 
-from lnetr_router import Router, Topology, control_binary, dataplane_binary
+from lnetr_router import Router, Topology, brw, control_binary, dataplane_binary, rss_kib
 from lnetr_test import PeerTestCase
 
 SIZES = [0, 1, 4095, 4096, 4097, 65536, 1048576]
@@ -155,6 +155,101 @@ class Routing(RouterTestCase):
         # Other connections are unaffected: A still reaches B.
         rc, doc, cp = self.peer("a", ["put", self.topo.b_nid, "--size", "4096", "--count", "10"])
         self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        self.stop_server(b)
+        self.assert_router_idle()
+
+
+class Floods(RouterTestCase):
+    """Made-up peers by the thousand (dataplane.limits): the tables stay
+    within their limits, refusals are counted by name, legitimate traffic
+    flows with its data intact throughout, and idle peers are freed."""
+
+    # Per worker and table, and the made-up NIDs: more than both workers'
+    # tables hold.  LNETR_FLOOD_PEERS, _SOURCES, _DESTS for a full-scale
+    # run (docs/testing.md).
+    PEERS = int(os.environ.get("LNETR_FLOOD_PEERS", "300"))
+    SOURCES = int(os.environ.get("LNETR_FLOOD_SOURCES", "1000"))
+    DESTS = int(os.environ.get("LNETR_FLOOD_DESTS", "20000"))
+    router_options = {"limits": {"peers": PEERS, "peer_idle": 2, "connect_rate": 0}}
+
+    def setUp(self):
+        super().setUp()
+        # Net tcp1's made-up NIDs 10.200.x.y: routed to B, whose kernel
+        # refuses the router's connects (a local route, no listener).
+        self.topo.host("r").run(["ip", "route", "add", "10.200.0.0/16", "via", self.topo.b_ip], check=True)
+        self.topo.host("b").run(["ip", "route", "add", "local", "10.200.0.0/16", "dev", "lo"], check=True)
+
+    def flood(self, *args):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flood.py")
+        cp = self.topo.host("a").run(["python3", script] + [str(a) for a in args], timeout=300)
+        self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
+        return json.loads(cp.stdout)
+
+    def load(self, seconds):
+        """A's brw to B, every byte checked: its JSON result."""
+        res, cp = brw(self.topo.host("a"), self.nid("a"), self.peer_options("a"), self.topo.b_nid, "write", 65536,
+                      4, seconds, os.path.join(self.dir, "brw-%f.json" % time.monotonic()), timeout=10)
+        self.assertIsNotNone(res, cp.stdout + cp.stderr)
+        return res
+
+    def tables(self):
+        return self.status()["peer_tables"]
+
+    def test_made_up_sources_and_destinations(self):
+        b = self.server("b")
+        pid = self.router.proc.pid
+        rss_idle = rss_kib(pid)
+        quiet = self.load(3)
+        self.assertEqual(quiet["errors"], 0, quiet)
+        rss = [rss_kib(pid)]
+        # Legitimate load throughout both floods.
+        json_path = os.path.join(self.dir, "during.json")
+        during = self.procs.start(self.peer_argv(self.nid("a"), ["brw", self.topo.b_nid, "--op", "write", "--size",
+                                                                 "65536", "--concurrency", "4", "--duration", "600",
+                                                                 "--timeout", "10", "--check", "full", "--json",
+                                                                 json_path], self.peer_options("a")),
+                                  host=self.topo.host("a"))
+        dst = self.flood("dests", self.topo.a_ip, "10.78.0.1@tcp", self.topo.ra_nid, "tcp1", self.DESTS)
+        rss.append(rss_kib(pid))
+        src = self.flood("sources", self.topo.a_ip, self.topo.ra_nid, self.topo.b_nid, self.SOURCES)
+        rss.append(rss_kib(pid))
+        during.stop(signal.SIGINT)
+        with open(json_path) as f:
+            flooded = json.load(f)
+        t = self.tables()
+        # Bounded: no table beyond its limit on either worker, and the
+        # excess refused by name.
+        for name in ("lnet", "socklnd"):
+            self.assertLessEqual(t[name]["peers"], 2 * self.PEERS + 4, t)
+            self.assertGreater(t[name]["refused"], 0, t)
+        st = self.status()
+        self.assertGreater(st["socklnd"]["closed"]["refused_peer_table_full"], 0, st["socklnd"])
+        self.assertGreater(st["drops"]["peer_table_full"], 0, st["drops"])
+        self.assertGreater(src["refused"], 0, src)
+        self.assertEqual(dst["sent"], self.DESTS, dst)
+        # The known peers kept working, every byte checked.
+        self.assertEqual(flooded["errors"], 0, flooded)
+        self.assertGreater(flooded["ops"], 0, flooded)
+        # Idle peers go (peer_idle 2 s; the socklnd peers after their
+        # connect backoff): the tables shrink back to the live peers.
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            t = self.tables()
+            if t["lnet"]["peers"] <= 4 and t["socklnd"]["peers"] <= 4:
+                break
+            time.sleep(0.5)
+        self.assertLessEqual(t["lnet"]["peers"], 4, t)
+        self.assertLessEqual(t["socklnd"]["peers"], 4, t)
+        self.assertGreater(t["lnet"]["freed"], 0, t)
+        self.assertGreater(t["socklnd"]["freed"], 0, t)
+        after = self.load(3)
+        self.assertEqual(after["errors"], 0, after)
+        settled = rss_kib(pid)
+        print("floods: %d sources in %.1f s (%d refused), %d destinations in %.1f s; RSS KiB idle %d, peak %d, "
+              "settled %d; legitimate 64 KiB writes %.0f/s quiet, %.0f/s during the floods, %.0f/s after; "
+              "tables %s" % (self.SOURCES, src["seconds"], src["refused"], self.DESTS, dst["seconds"], rss_idle,
+                             max(rss), settled, quiet["ops_per_s"], flooded["ops_per_s"], after["ops_per_s"],
+                             json.dumps(t)))
         self.stop_server(b)
         self.assert_router_idle()
 
