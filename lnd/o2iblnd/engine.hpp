@@ -75,11 +75,12 @@ struct Options {
   // refused: its connection request rejected, a send to it failed), how
   // long one with no connection and nothing queued is kept, connections
   // in all, and connection requests a second from one address (after a
-  // burst of four times as many; 0: no limit).
+  // burst of four times as many; 0, the default here: no limit; the
+  // router's is dataplane.limits.connect_rate).
   std::size_t max_peers = 65536;
   std::chrono::seconds peer_idle{180};
   std::size_t max_conns = 65536;
-  double connreq_rate = 16;
+  double connreq_rate = 0;
 };
 
 // An NI's tunables (`tunables:` and `lnd tunables:` in lnetctl's names).

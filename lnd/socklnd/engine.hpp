@@ -86,9 +86,10 @@ struct Options {
   std::chrono::seconds peer_idle{180};
   // The acceptor: connections in their handshake at once, and new
   // connections a second from one address (after a burst of four times
-  // as many; 0: no limit).
+  // as many; 0, the default here: no limit; the router's is
+  // dataplane.limits.connect_rate).
   std::size_t max_handshakes = 1024;
-  double connect_rate = 16;
+  double connect_rate = 0;
   // Connections a Node keeps (a new one beyond: refused).
   std::size_t max_conns = 65536;
 };
