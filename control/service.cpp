@@ -1936,6 +1936,14 @@ void Service::o2iblnd_metrics(Families& f, const Json& ib, const std::set<std::s
   f.counter("lnetr_o2iblnd_tx_timeouts_total",
             "Messages failed after waiting longer than the connect timeout for a connection to their peer", {},
             ib["tx_timeouts"].get<double>());
+  f.counter("lnetr_o2iblnd_connections_refused_total",
+            "Connection requests rejected, or connects not made, because a worker held "
+            "dataplane.limits.connections",
+            {}, ib.value("conns_refused", 0.0));
+  f.counter("lnetr_o2iblnd_connreqs_rate_limited_total",
+            "Connection requests rejected because their address sent more than dataplane.limits.connect_rate a "
+            "second",
+            {}, ib.value("connreqs_rate_limited", 0.0));
   if (peers.empty()) return;
   std::map<std::string, int> nth;  // a peer's connections (conns_per_peer), numbered
   for (const Json& c : o2ib_connections(peers)) {
