@@ -465,17 +465,19 @@ TEST_F(Engine, ANewPeerBeyondTheLimitIsRefusedAndKnownOnesWork) {
   o.max_peers = 1;
   TestNode a(poller, kA), b(poller, kB, o);
   nodes = {&a, &b};
-  Tx first = make_put(kA, kB, pattern(100, 1));
+  // (A Tx refers to its payload: each lives as long as the test.)
+  const Bytes p1 = pattern(100, 1), p2 = pattern(10, 2), p3 = pattern(100, 3);
+  Tx first = make_put(kA, kB, p1);
   ASSERT_TRUE(warm_up(a, b, first));  // kA is b's one peer
   KernelPeer other(spinner(), 1001);
   EXPECT_EQ(other.handshake(kB, ConnType::control, 0x10)->conn_type(), ConnType::none);
   EXPECT_EQ(b.closed(CloseReason::refused_peer_table_full), 1u);
   EXPECT_EQ(b.node->stats().peers_refused, 1u);
-  Tx to_new = make_put(kB, kKernel, pattern(10, 2));
+  Tx to_new = make_put(kB, kKernel, p2);
   EXPECT_EQ(b.node->send(kKernel, to_new), -ENOSPC);
   EXPECT_EQ(b.node->stats().peers_refused, 2u);
   EXPECT_EQ(b.node->peer_count(), 1u);
-  Tx again = make_put(kA, kB, pattern(100, 3));
+  Tx again = make_put(kA, kB, p3);
   ASSERT_EQ(a.node->send(kB, again), 0);
   ASSERT_TRUE(pump([&] { return b.upper.got.size() == 2; }));
 }
@@ -488,7 +490,8 @@ TEST_F(Engine, APeerWithoutConnectionsIsFreedWhenIdle) {
   o.peer_idle = 5s;
   TestNode a(poller, kA), b(poller, kB, o);
   nodes = {&a, &b};
-  Tx first = make_put(kA, kB, pattern(100, 1));
+  const Bytes payload = pattern(100, 1);
+  Tx first = make_put(kA, kB, payload);
   ASSERT_TRUE(warm_up(a, b, first));
   b.node->tick(Clock::now() + 60s);  // connected: kept
   EXPECT_EQ(b.node->peer_count(), 1u);
@@ -515,7 +518,8 @@ TEST_F(Engine, APeerBackingOffIsKeptUntilTheBackoffEnds) {
   o.min_reconnect = 10s;
   TestNode a(poller, kA, o);
   nodes = {&a};
-  Tx t = make_put(kA, kNowhere, pattern(10, 0));
+  const Bytes payload = pattern(10, 0);
+  Tx t = make_put(kA, kNowhere, payload);
   ASSERT_EQ(a.node->send(kNowhere, t), 0);
   ASSERT_TRUE(pump([&] { return a.upper.sent.count(&t) == 1; }));
   a.node->reap();
@@ -537,7 +541,8 @@ TEST_F(Engine, ConnectionsBeyondTheLimitAreRefused) {
   KernelPeer second(spinner(), 1002);
   EXPECT_EQ(second.handshake(kB, ConnType::bulk_in, 0x10)->conn_type(), ConnType::none);
   EXPECT_EQ(b.closed(CloseReason::refused_too_many_conns), 1u);
-  Tx t = make_put(kB, kA, pattern(10, 0));
+  const Bytes payload = pattern(10, 0);
+  Tx t = make_put(kB, kA, payload);
   ASSERT_EQ(b.node->send(kA, t), 0);
   ASSERT_TRUE(pump([&] { return b.upper.sent.count(&t) == 1; }));
   EXPECT_EQ(b.upper.sent[&t], -EMFILE);
