@@ -650,8 +650,8 @@ Peer& Node::peer(const Nid& nid, const LocalNi* ni) {
     slot = std::make_unique<Peer>();
     slot->nid = nid;
     slot->ni = ni;
+    slot->last_used = clock_();  // then kept by sweep_idle while linked: no clock per message
   }
-  slot->last_used = clock_();
   return *slot;
 }
 
@@ -2246,18 +2246,15 @@ void Node::tick() {
 // and no use for peer_idle, is freed (Linux frees a kib_peer with its
 // last reference).
 std::size_t Node::sweep_idle(Clock::time_point now) {
-  std::size_t n = 0;
-  for (auto it = peers_.begin(); it != peers_.end();) {
-    Peer& p = *it->second;
-    if (p.linked || !p.conns.empty()) p.last_used = now;
-    if (!p.linked && p.conns.empty() && p.conn_refs == 0 && p.tx_queue.empty() && !p.is_connecting() &&
-        p.pending_reconnects == 0 && now - p.last_used >= opts_.peer_idle) {
-      it = peers_.erase(it);
-      ++n;
-    } else {
-      ++it;
+  const std::size_t n = std::erase_if(peers_, [&](auto& kv) {
+    Peer& p = *kv.second;
+    if (p.linked || !p.conns.empty()) {
+      p.last_used = now;  // in use
+      return false;
     }
-  }
+    return p.conn_refs == 0 && p.tx_queue.empty() && !p.is_connecting() && p.pending_reconnects == 0 &&
+           now - p.last_used >= opts_.peer_idle;
+  });
   stats_.peers_freed += n;
   return n;
 }

@@ -1102,19 +1102,11 @@ void Node::tick(Clock::time_point now) {
 // waiting, not backing off, and no use for peer_idle is freed, as Linux
 // frees a ksocklnd peer once its last connection and message are gone.
 std::size_t Node::sweep_idle(Clock::time_point now) {
-  std::size_t n = 0;
-  for (auto it = peers_.begin(); it != peers_.end();) {
-    const Peer& p = *it->second;
-    if (!p.conns_.empty()) {
-      it->second->last_used_ = now;  // in use
-      ++it;
-    } else if (p.at_rest(now) && now - p.last_used_ >= opts_.peer_idle) {
-      it = peers_.erase(it);
-      ++n;
-    } else {
-      ++it;
-    }
-  }
+  const std::size_t n = std::erase_if(peers_, [&](auto& kv) {
+    Peer& p = *kv.second;
+    if (!p.conns_.empty()) p.last_used_ = now;  // in use
+    return p.at_rest(now) && now - p.last_used_ >= opts_.peer_idle;
+  });
   stats_.peers_freed += n;
   return n;
 }

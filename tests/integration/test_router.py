@@ -556,14 +556,6 @@ class ControlSocket(RouterTestCase):
         self.assertTrue(self.router.proc.wait_stderr("sent no request line in time", timeout=1))
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 class NiCpts(RouterTestCase):
     """An NI's CPT list: its net's peers and their connections are served by
     those CPTs' workers only.  The router has two CPTs; tcp1's NI lists the
