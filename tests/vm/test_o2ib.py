@@ -194,7 +194,12 @@ class O2ibOverVerbs(unittest.TestCase):
         self.assertLessEqual(o2ib_copied, 512 * originated)
         self.assertEqual(st["o2iblnd"]["bytes_bounced"], 0)
         self.assertEqual(port["rx_bytes_referenced"] - port0["rx_bytes_referenced"], n * (1 << 20))
-        self.assertLess(copied / routed, 0.001, "payload bytes copied between the DPDK port and o2ib")
+        # Headers are all the port may copy: a bound per message, not per
+        # byte routed (a sanitized run is slower, so it carries more of the
+        # servers' gateway pings per MiB routed).
+        messages = sum(st["statistics"][k] - before["statistics"][k] for k in ("route_count", "send_count", "recv_count"))
+        self.assertLessEqual(copied, 512 * messages, f"payload bytes copied between the DPDK port and o2ib "
+                                                     f"({copied} for {messages} messages)")
 
     def test_5_bad_connreqs_rejected_as_linux(self):
         """CONNREQs a kernel would refuse: the 24-byte reject Linux sends."""
