@@ -1036,7 +1036,8 @@ Json Service::dataplane_show(const Json& args) {
     Json o = Json::object();
     o["connections"] = ib["connections"];
     for (const char* k : {"remote_keys", "conns_accepted", "conns_connected", "rdma_bytes_written", "rdma_bytes_received",
-                          "bytes_copied", "bytes_bounced", "sink_registrations", "tx_timeouts", "post_failures", "cq_errors"})
+                          "bytes_copied", "bytes_bounced", "sink_windows", "sink_windows_refused", "sink_registrations",
+                          "tx_timeouts", "post_failures", "cq_errors"})
       o[k] = ib[k];
     out["o2iblnd"] = std::move(o);
   }
@@ -1928,6 +1929,14 @@ void Service::o2iblnd_metrics(Families& f, const Json& ib, const std::set<std::s
             "Payload bytes copied through o2iblnd's own buffers because their memory was not registered with the "
             "device; non-zero on the router means a zero-copy path failed",
             {}, ib["bytes_bounced"].get<double>());
+  f.counter("lnetr_o2iblnd_sink_windows_total",
+            "Memory windows bound to one router buffer for one transfer (remote_keys: transfer): the keys peers "
+            "were given",
+            {}, ib.value("sink_windows", 0.0));
+  f.counter("lnetr_o2iblnd_sink_windows_refused_total",
+            "Transfers refused (PUT_NAK, or the GET failed) because the connection or the worker had every "
+            "memory window in use",
+            {}, ib.value("sink_windows_refused", 0.0));
   f.counter("lnetr_o2iblnd_completions_total", "Work completions the workers polled from their completion queues", {},
             ib["completions"].get<double>());
   f.counter("lnetr_o2iblnd_post_failures_total",

@@ -738,7 +738,9 @@ std::string Control::status() {
         vs.completions += y.completions, vs.polls += y.polls, vs.cm_events += y.cm_events;
         vs.send_posts += y.send_posts, vs.recv_posts += y.recv_posts, vs.post_failures += y.post_failures;
         vs.cq_errors += y.cq_errors, vs.sink_registrations += y.sink_registrations,
-        vs.sink_registration_ns += y.sink_registration_ns;
+        vs.sink_registration_ns += y.sink_registration_ns, vs.sink_windows += y.sink_windows;
+        vs.sink_windows_refused += y.sink_windows_refused, vs.windows_allocated += y.windows_allocated;
+        vs.windows_lost += y.windows_lost;
       }
     }
     static constexpr o2ib::MsgType kTypes[] = {o2ib::MsgType::connreq,  o2ib::MsgType::connack,  o2ib::MsgType::noop,
@@ -773,6 +775,8 @@ std::string Control::status() {
     j.key("send_posts").value(vs.send_posts).key("recv_posts").value(vs.recv_posts);
     j.key("post_failures").value(vs.post_failures).key("cq_errors").value(vs.cq_errors);
     j.key("sink_registrations").value(vs.sink_registrations).key("sink_registration_ns").value(vs.sink_registration_ns);
+    j.key("sink_windows").value(vs.sink_windows).key("sink_windows_refused").value(vs.sink_windows_refused);
+    j.key("windows_allocated").value(vs.windows_allocated).key("windows_lost").value(vs.windows_lost);
     j.key("remote_keys").value(setup_.o2ib_transfer_keys ? "transfer" : "pool");
     j.key("tx_timeouts").value(t.tx_timeouts).key("tx_no_desc").value(t.tx_no_desc).key("tx_descs").value(t.tx_descs);
     j.key("conns_refused").value(t.conns_refused).key("connreqs_rate_limited").value(t.connreqs_rate_limited);

@@ -342,7 +342,11 @@ int run(const Setup& setup) {
       log_error("NI %s: %s", to_string(ni.nid).c_str(), why.c_str());
       return 1;
     }
-    log_info("NI %s: RDMA device %s", to_string(ni.nid).c_str(), fabric.verbs[i]->name().c_str());
+    const o2ib::VerbsDevice& dev = *fabric.verbs[i];
+    log_info("NI %s: RDMA device %s; remote keys %s", to_string(ni.nid).c_str(), dev.name().c_str(),
+             dev.remote_keys() == o2ib::RemoteKeys::pool ? "per pool (any connected peer may write into any router buffer)"
+             : dev.windows() ? "per transfer (memory windows)"
+                             : "per transfer (a registration per sink: the device has no type 2 memory windows)");
   }
 
   const std::uint64_t incarnation = sock::new_incarnation();

@@ -373,6 +373,10 @@ class Checker {
       error(where, "max_reconnectms (" + std::to_string(s.max_reconnectms.value) +
                        ") must not be less than min_reconnectms (" + std::to_string(s.min_reconnectms.value) + ")");
     }
+    if (d.o2iblnd.remote_keys.value == "pool")
+      warn(d.o2iblnd.remote_keys.source, "remote_keys: pool hands every connected o2ib peer a key to whole router "
+                                         "buffer pools: any of them may RDMA-write into other transfers' buffers "
+                                         "at any time (the default, transfer, opens one buffer per transfer)");
     check_ports();
   }
 

@@ -227,7 +227,7 @@ struct O2iblndParams {
   Field<bool> require_privileged_port{false};  // refuse requests from ports >= 1024
   // What the remote key a peer learns may open: the router buffer pool
   // (registered once) or the one sink (registered per transfer).  lnetr's.
-  Field<std::string> remote_keys{std::string("pool")};
+  Field<std::string> remote_keys{std::string("transfer")};
 };
 
 // A test-only impairment stage in a DPDK port's receive path (off unless

@@ -559,8 +559,8 @@ void Loader::lnd_tunables(const Node& n, const std::string& path, LndType lnd, L
       const std::int32_t dflt = f.value;
       if (integer(e.value, p, 0, kI32Max, f) && f.value != dflt)
         warn(e.key_mark, p, std::string(k) + " " + std::to_string(f.value) +
-                                " not in force: lnetr registers router buffers once per pool, not per transfer, so "
-                                "it keeps no registration pool");
+                                " not in force: lnetr registers router buffers once per pool and opens them to "
+                                "peers through memory windows, so it keeps no registration pool");
     } else {
       integer(e.value, p, 0, kI32Max, out.ntx);
     }

@@ -70,6 +70,7 @@ constexpr std::uint64_t kWidTx = 1;    // the signaled SEND of a transmit descri
 constexpr std::uint64_t kWidRx = 2;    // a receive buffer
 constexpr std::uint64_t kWidRdma = 3;  // an (unsignaled) RDMA write of a transmit descriptor
 constexpr std::uint64_t kWidMask = 7;
+static_assert(kTransportWrTag > kWidRdma && kTransportWrTag <= kWidMask);
 
 constexpr auto kResolveTimeout = std::chrono::seconds(5);
 constexpr int kMaxConnRaces = 20;     // races lost before the lower NID is let win
@@ -1564,6 +1565,9 @@ bool Node::make_qp(Conn* c) {
     caps.max_send_wr = (1u + c->max_frags) * c->queue_depth;
     caps.max_recv_wr = rx_msgs(c->queue_depth, c->version);
     caps.max_send_sge = std::min(kMaxSge, tr->max_send_sge());
+    // PUT_ACK sinks are at most queue_depth (each holds its PUT_REQ's
+    // credit until PUT_DONE); the rest is for the GETs the router sends.
+    caps.max_sinks = 4u * c->queue_depth;
     const int rc = tr->create_qp(c->id, caps);
     if (rc == 0) {
       c->max_send_wr = caps.max_send_wr;

@@ -67,7 +67,14 @@ struct QpCaps {
   std::uint32_t max_send_wr = 0;
   std::uint32_t max_recv_wr = 0;
   std::uint32_t max_send_sge = 0;
+  // Sinks (map_sink) the connection may have open at once: a transport
+  // that opens each through its queue pair sizes the send queue for them.
+  std::uint32_t max_sinks = 0;
 };
+
+// Work requests whose wr_id has these low bits are a transport's own (the
+// engine's use 1 to 3): their completions never reach the engine.
+constexpr std::uint64_t kTransportWrTag = 7;
 
 // rdma_conn_param as o2iblnd sets it: no RDMA READ or atomics (responder
 // resources and initiator depth 0), flow control on.
@@ -96,7 +103,8 @@ struct Region {
 struct Sink {
   std::uint32_t rkey = 0;
   std::uint64_t addr = 0;
-  void* handle = nullptr;  // the transport's, for unmap_sink()
+  void* handle = nullptr;     // the transport's, for unmap_sink()
+  std::uint64_t window = 0;   // idem: the memory window the key is (0: none)
 };
 
 class TransportEvents {

@@ -15,6 +15,14 @@ constexpr int kResolveTimeoutMs = 5000;  // address and route, each (o2iblnd.md 
 constexpr int kMinCq = 4096;
 constexpr std::size_t kMaxCqs = 8;
 constexpr std::uint32_t kMaxSge = 30;
+// Memory windows one transport keeps (bound, or free for the next sink).
+constexpr std::size_t kMaxWindows = 65536;
+
+// A window's work requests: its index and generation, and the tag that
+// keeps their completions from the engine.
+std::uint64_t window_wr_id(std::uint32_t index, std::uint32_t gen) {
+  return (std::uint64_t{gen} << 32) | (std::uint64_t{index} << 3) | kTransportWrTag;
+}
 
 std::uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) noexcept {
   return static_cast<std::uint64_t>(
@@ -91,6 +99,8 @@ std::shared_ptr<VerbsDevice> VerbsDevice::open(std::uint32_t ip, std::string& er
     err = std::string("ibv_query_device: ") + std::strerror(errno);
     return nullptr;
   }
+  d->windows_ = keys == RemoteKeys::transfer && d->attr_.max_mw > 0 &&
+                (d->attr_.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
   d->pd_ = ibv_alloc_pd(d->anchor_->verbs);
   if (!d->pd_) {
     err = std::string("ibv_alloc_pd: ") + std::strerror(errno);
@@ -112,10 +122,11 @@ std::string VerbsDevice::name() const {
 }
 
 bool VerbsDevice::register_payload(void* addr, std::size_t len, bool remote_write, std::string& err) {
-  // Per-transfer keys: the pools themselves open nothing to peers.
-  if (keys_ == RemoteKeys::transfer) remote_write = false;
+  // Per-transfer keys: the pools themselves open nothing to peers (windows
+  // are bound to them).
   int access = IBV_ACCESS_LOCAL_WRITE;
-  if (remote_write) access |= IBV_ACCESS_REMOTE_WRITE;
+  if (remote_write && keys_ == RemoteKeys::pool) access |= IBV_ACCESS_REMOTE_WRITE;
+  if (remote_write && windows_) access |= IBV_ACCESS_MW_BIND;
   ibv_mr* mr = ibv_reg_mr(pd_, addr, len, access);
   if (!mr) {
     err = "ibv_reg_mr of " + std::to_string(len) + " bytes on " + name() + ": " + std::strerror(errno) +
@@ -145,8 +156,13 @@ std::optional<std::uint32_t> VerbsDevice::lkey(const void* addr, std::size_t len
 
 std::optional<std::uint32_t> VerbsDevice::rkey(const void* addr, std::size_t len) const noexcept {
   const Mr* m = find(addr, len);
-  if (!m || !m->remote) return std::nullopt;
+  if (!m || !m->remote || keys_ != RemoteKeys::pool) return std::nullopt;
   return m->mr->rkey;
+}
+
+ibv_mr* VerbsDevice::sink_mr(const void* addr, std::size_t len) const noexcept {
+  const Mr* m = find(addr, len);
+  return m && m->remote ? m->mr : nullptr;
 }
 
 // ---- VerbsTransport ----------------------------------------------------------------------------
@@ -157,6 +173,9 @@ struct VerbsTransport::Id final : CmId {
   Cq* cq = nullptr;
   int reserve = 0;
   int tos = -1;
+  std::vector<std::uint32_t> windows;  // bound through this queue pair
+  std::uint32_t window_wrs = 0;        // send-queue slots their binds and invalidations hold
+  std::uint32_t window_budget = 0;     // ... at most
 };
 
 VerbsTransport::VerbsTransport(std::shared_ptr<VerbsDevice> dev) : dev_(std::move(dev)) {
@@ -164,6 +183,8 @@ VerbsTransport::VerbsTransport(std::shared_ptr<VerbsDevice> dev) : dev_(std::mov
 }
 
 VerbsTransport::~VerbsTransport() {
+  for (Window& w : windows_)
+    if (w.mw) ibv_dealloc_mw(w.mw);
   for (auto& l : listeners_) rdma_destroy_id(l->id);
   for (Own& o : own_) ibv_dereg_mr(o.mr);
   for (Cq& c : cqs_) ibv_destroy_cq(c.cq);
@@ -334,6 +355,10 @@ unsigned VerbsTransport::poll_cq(unsigned burst) {
     stats_.completions += static_cast<std::uint64_t>(n);
     for (int i = 0; i < n; ++i) {
       const ibv_wc& w = wc_[static_cast<std::size_t>(i)];
+      if ((w.wr_id & 7) == kTransportWrTag) {
+        window_done(w.wr_id, w.status == IBV_WC_SUCCESS);
+        continue;
+      }
       WorkCompletion wc;
       wc.wr_id = w.wr_id;
       wc.status = static_cast<std::uint32_t>(w.status);
@@ -430,16 +455,18 @@ CmId* VerbsTransport::resolve(std::uint32_t src_ip, std::uint32_t dst_ip, std::u
 int VerbsTransport::create_qp(CmId* cid, const QpCaps& caps) {
   auto* id = static_cast<Id*>(cid);
   const ibv_device_attr& a = dev_->attr();
-  if (caps.max_send_wr > static_cast<std::uint32_t>(a.max_qp_wr) ||
-      caps.max_recv_wr > static_cast<std::uint32_t>(a.max_qp_wr))
+  // Room for each sink's window binding and invalidation.
+  const std::uint32_t window_wrs = dev_->windows() ? 2 * caps.max_sinks : 0;
+  const std::uint32_t send_wr = caps.max_send_wr + window_wrs;
+  if (send_wr > static_cast<std::uint32_t>(a.max_qp_wr) || caps.max_recv_wr > static_cast<std::uint32_t>(a.max_qp_wr))
     return -ENOMEM;
-  const int need = static_cast<int>(caps.max_send_wr + caps.max_recv_wr);
+  const int need = static_cast<int>(send_wr + caps.max_recv_wr);
   Cq* cq = cq_for(need);
   if (!cq) return -ENOMEM;
   ibv_qp_init_attr init{};
   init.send_cq = cq->cq;
   init.recv_cq = cq->cq;
-  init.cap.max_send_wr = caps.max_send_wr;
+  init.cap.max_send_wr = send_wr;
   init.cap.max_recv_wr = caps.max_recv_wr;
   init.cap.max_send_sge = std::min(caps.max_send_sge, max_sge_);
   init.cap.max_recv_sge = 1;
@@ -447,6 +474,7 @@ int VerbsTransport::create_qp(CmId* cid, const QpCaps& caps) {
   init.sq_sig_all = 0;
   if (rdma_create_qp(id->id, dev_->pd(), &init) != 0) return neg_errno(ENOMEM);
   id->has_qp = true;
+  id->window_budget = window_wrs;
   id->cq = cq;
   id->reserve = need;
   cq->reserved += need;
@@ -498,6 +526,8 @@ void VerbsTransport::disconnect(CmId* cid) {
 
 void VerbsTransport::destroy(CmId* cid) {
   auto* id = static_cast<Id*>(cid);
+  // Windows still bound through it die with it (their keys with them).
+  while (!id->windows.empty()) free_window(id->windows.back(), true);
   if (id->has_qp) {
     rdma_destroy_qp(id->id);
     id->cq->reserved -= id->reserve;
@@ -552,7 +582,7 @@ int VerbsTransport::post_send(CmId* cid, const SendWr* wrs, std::size_t n) {
 
 bool VerbsTransport::register_memory(void* addr, std::size_t len, bool remote_write, Region& out) {
   int access = IBV_ACCESS_LOCAL_WRITE;
-  if (remote_write) access |= IBV_ACCESS_REMOTE_WRITE;
+  if (remote_write) access |= dev_->windows() ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE;
   ibv_mr* mr = ibv_reg_mr(dev_->pd(), addr, len, access);
   if (!mr) return false;
   out.handle = mr;
@@ -573,29 +603,145 @@ std::optional<std::uint32_t> VerbsTransport::lkey(const void* addr, std::size_t 
   return dev_->lkey(addr, len);
 }
 
-std::optional<Sink> VerbsTransport::map_sink(CmId*, void* addr, std::size_t len) {
+std::optional<Sink> VerbsTransport::map_sink(CmId* cid, void* addr, std::size_t len) {
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  ibv_mr* own = nullptr;
+  for (const Own& o : own_)
+    if (a >= o.addr && a + len <= o.addr + o.len) own = o.mr;
+  if (dev_->windows()) {
+    ibv_mr* mr = own ? own : dev_->sink_mr(addr, len);
+    if (!mr) return std::nullopt;
+    return bind_window(static_cast<Id*>(cid), mr, a, len);
+  }
   if (dev_->remote_keys() == RemoteKeys::transfer && dev_->lkey(addr, len)) {
     // This sink alone, for this transfer (its cost timed: the price of
-    // the narrower key).
+    // the narrower key without windows).
     const auto t0 = std::chrono::steady_clock::now();
     ibv_mr* mr = ibv_reg_mr(dev_->pd(), addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     stats_.sink_registration_ns += elapsed_ns(t0);
     if (!mr) return std::nullopt;
     ++stats_.sink_registrations;
-    return Sink{mr->rkey, a, mr};
+    return Sink{mr->rkey, a, mr, 0};
   }
-  if (auto k = dev_->rkey(addr, len)) return Sink{*k, a, nullptr};
-  for (const Own& o : own_)
-    if (a >= o.addr && a + len <= o.addr + o.len) return Sink{o.mr->rkey, a, nullptr};
+  if (auto k = dev_->rkey(addr, len)) return Sink{*k, a, nullptr, 0};
+  if (own) return Sink{own->rkey, a, nullptr, 0};
   return std::nullopt;
 }
 
+// Bind a free window to [addr, addr + len) for remote writes through the
+// queue pair of `id`.  The binding is queued ahead of whatever the engine
+// posts next on that queue pair (the PUT_ACK or GET_REQ naming the key), so
+// the peer never holds the key before it opens anything.
+std::optional<Sink> VerbsTransport::bind_window(Id* id, ibv_mr* mr, std::uintptr_t addr, std::size_t len) {
+  if (!id->has_qp || id->window_wrs + 2 > id->window_budget) {
+    ++stats_.sink_windows_refused;
+    return std::nullopt;
+  }
+  std::uint32_t i;
+  if (!free_windows_.empty()) {
+    i = free_windows_.back();
+    free_windows_.pop_back();
+  } else if (windows_.size() < std::min<std::size_t>(kMaxWindows, static_cast<std::size_t>(dev_->attr().max_mw))) {
+    i = static_cast<std::uint32_t>(windows_.size());
+    windows_.emplace_back();
+  } else {
+    ++stats_.sink_windows_refused;
+    return std::nullopt;
+  }
+  Window& w = windows_[i];
+  if (!w.mw) {
+    w.mw = ibv_alloc_mw(dev_->pd(), IBV_MW_TYPE_2);
+    if (!w.mw) {
+      free_windows_.push_back(i);
+      ++stats_.sink_windows_refused;
+      return std::nullopt;
+    }
+    ++stats_.windows_allocated;
+    w.rkey = w.mw->rkey;
+  }
+  const std::uint32_t key = ibv_inc_rkey(w.rkey);  // a key never used by this window's last binding
+  ibv_send_wr wr{};
+  wr.wr_id = window_wr_id(i, w.gen);
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.bind_mw.mw = w.mw;
+  wr.bind_mw.rkey = key;
+  wr.bind_mw.bind_info.mr = mr;
+  wr.bind_mw.bind_info.addr = addr;
+  wr.bind_mw.bind_info.length = len;
+  wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  ibv_send_wr* bad = nullptr;
+  ++stats_.send_posts;
+  if (ibv_post_send(id->id->qp, &wr, &bad) != 0) {
+    ++stats_.post_failures;
+    free_windows_.push_back(i);
+    return std::nullopt;
+  }
+  // The window is named by its current key from now on (the next binding
+  // or invalidation must give it).
+  w.mw->rkey = key;
+  w.rkey = key;
+  w.id = id;
+  id->windows.push_back(i);
+  id->window_wrs += 2;  // this binding and its invalidation
+  ++stats_.sink_windows;
+  return Sink{key, addr, nullptr, (std::uint64_t{w.gen} << 32) | (std::uint64_t{i} + 1)};
+}
+
 void VerbsTransport::unmap_sink(const Sink& s) noexcept {
+  if (s.window != 0) {
+    const auto i = static_cast<std::uint32_t>((s.window & 0xffffffffu) - 1);
+    const auto gen = static_cast<std::uint32_t>(s.window >> 32);
+    if (i >= windows_.size()) return;
+    Window& w = windows_[i];
+    if (w.gen != gen || w.invalidating || !w.id) return;  // already gone with its connection
+    ibv_send_wr wr{};
+    wr.wr_id = window_wr_id(i, gen);
+    wr.opcode = IBV_WR_LOCAL_INV;
+    wr.send_flags = IBV_SEND_SIGNALED;  // free for another sink once this completes
+    wr.invalidate_rkey = w.rkey;
+    ibv_send_wr* bad = nullptr;
+    ++stats_.send_posts;
+    if (ibv_post_send(w.id->id->qp, &wr, &bad) != 0) {
+      ++stats_.post_failures;
+      free_window(i, true);
+      return;
+    }
+    w.invalidating = true;
+    return;
+  }
   if (!s.handle) return;
   const auto t0 = std::chrono::steady_clock::now();
   ibv_dereg_mr(static_cast<ibv_mr*>(s.handle));
   stats_.sink_registration_ns += elapsed_ns(t0);
+}
+
+// A window's binding or invalidation completed.  Bindings are unsignaled:
+// only a failed one completes (flushed with its connection, or refused).
+// A window whose binding or invalidation failed may still be bound, so it
+// is deallocated rather than reused.
+void VerbsTransport::window_done(std::uint64_t wr_id, bool ok) noexcept {
+  const auto i = static_cast<std::uint32_t>((wr_id & 0xffffffffu) >> 3);
+  const auto gen = static_cast<std::uint32_t>(wr_id >> 32);
+  if (i >= windows_.size() || windows_[i].gen != gen || !windows_[i].id) return;
+  free_window(i, !ok);
+}
+
+void VerbsTransport::free_window(std::uint32_t i, bool lose) noexcept {
+  Window& w = windows_[i];
+  if (Id* id = w.id) {
+    auto& v = id->windows;
+    v.erase(std::find(v.begin(), v.end(), i));
+    id->window_wrs -= 2;
+  }
+  if (lose && w.mw) {
+    ibv_dealloc_mw(w.mw);  // whatever key it still had dies with it
+    w.mw = nullptr;
+    ++stats_.windows_lost;
+  }
+  w.id = nullptr;
+  w.invalidating = false;
+  ++w.gen;
+  free_windows_.push_back(i);
 }
 
 }  // namespace lnetr::o2ib

@@ -16,19 +16,25 @@
 // connection request to another worker (release() on the listener's
 // worker, adopt() on the owner's).
 //
-// Remote access (RemoteKeys): by default payload memory registered for
-// remote writes is one registration per pool, whose key a peer learns from
-// PUT_ACK (as a global memory region would expose all memory); `transfer`
-// registers each sink on its own for the one transfer instead (the key
-// opens that buffer only, and only until its PUT_DONE), at the cost of a
-// registration per transfer.  docs/architecture.md says why the default is
-// what it is, and docs/performance.md what the other costs.
+// Remote access (RemoteKeys): by default (`transfer`) a peer's key opens
+// one sink for one transfer: a type 2 memory window bound to the sink
+// through the connection's queue pair before the PUT_ACK (or GET_REQ) that
+// names it, and invalidated when the transfer ends (PUT_DONE, GET_DONE, a
+// timeout or the connection's end), so a key used after that is refused by
+// the device.  The pools themselves are registered for binding only, never
+// for remote access.  A device without type 2 windows gets a registration
+// per sink instead (ibv_reg_mr/ibv_dereg_mr: a system call and a page walk
+// each).  `pool` registers each pool once for remote writes and hands out
+// its key, as a global memory region does: any connected peer could write
+// into any buffer of that pool at any time.  docs/performance.md gives
+// the costs.
 #pragma once
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -47,7 +53,7 @@ bool verbs_available(std::string& why);
 // What a remote key a peer learns (from PUT_ACK) may open.
 enum class RemoteKeys : std::uint8_t {
   pool,      // the router buffer pool the sink is in (one registration per pool, made once)
-  transfer,  // the sink only, for that transfer (registered and deregistered around it)
+  transfer,  // the sink only, for that transfer (a memory window bound and invalidated around it)
 };
 
 class VerbsDevice {
@@ -56,6 +62,9 @@ class VerbsDevice {
   static std::shared_ptr<VerbsDevice> open(std::uint32_t ip, std::string& err,
                                            RemoteKeys keys = RemoteKeys::pool);
   RemoteKeys remote_keys() const noexcept { return keys_; }
+  // Per-transfer keys are memory windows (the device has type 2 windows);
+  // else, with RemoteKeys::transfer, registrations per sink.
+  bool windows() const noexcept { return windows_; }
   ~VerbsDevice();
   VerbsDevice(const VerbsDevice&) = delete;
   VerbsDevice& operator=(const VerbsDevice&) = delete;
@@ -65,8 +74,11 @@ class VerbsDevice {
   // only read by the device (mbuf pools sent from).
   bool register_payload(void* addr, std::size_t len, bool remote_write, std::string& err);
   std::optional<std::uint32_t> lkey(const void* addr, std::size_t len) const noexcept;
-  // The remote key of memory registered for remote writes.
+  // The remote key of memory registered for remote writes (RemoteKeys::pool).
   std::optional<std::uint32_t> rkey(const void* addr, std::size_t len) const noexcept;
+  // The registration a sink in [addr, addr + len) is opened from (memory
+  // registered with remote_write), or nullptr.
+  ibv_mr* sink_mr(const void* addr, std::size_t len) const noexcept;
   std::size_t payload_regions() const noexcept { return mrs_.size(); }
 
   ibv_context* context() const noexcept { return anchor_->verbs; }
@@ -87,6 +99,7 @@ class VerbsDevice {
 
   std::uint32_t ip_ = 0;
   RemoteKeys keys_ = RemoteKeys::pool;
+  bool windows_ = false;
   rdma_event_channel* channel_ = nullptr;
   rdma_cm_id* anchor_ = nullptr;  // bound to the interface: keeps the context open
   ibv_pd* pd_ = nullptr;
@@ -103,8 +116,12 @@ struct VerbsStats {
   std::uint64_t recv_posts = 0;     // ibv_post_recv calls
   std::uint64_t post_failures = 0;  // refused by the device
   std::uint64_t cq_errors = 0;      // completion queue or async errors
-  std::uint64_t sink_registrations = 0;  // RemoteKeys::transfer: sinks registered for one transfer
+  std::uint64_t sink_registrations = 0;  // RemoteKeys::transfer without windows: sinks registered for one transfer
   std::uint64_t sink_registration_ns = 0;  // ... and the time spent registering and deregistering them
+  std::uint64_t sink_windows = 0;          // RemoteKeys::transfer: memory windows bound to a sink
+  std::uint64_t sink_windows_refused = 0;  // not bound: the connection's or the transport's windows all in use
+  std::uint64_t windows_allocated = 0;     // ibv_alloc_mw calls (a window is reused once invalidated)
+  std::uint64_t windows_lost = 0;          // deallocated instead: failed bind or invalidation, or connection gone
 };
 
 class VerbsTransport final : public Transport {
@@ -174,6 +191,21 @@ class VerbsTransport final : public Transport {
   Cq* cq_for(int need);
   void dispatch(const rdma_cm_event& ev, Id* id, ByteSpan priv);
 
+  // A memory window: bound to one sink through one connection's queue
+  // pair, or free (invalidated, ready to bind again).  Its generation
+  // changes whenever it is freed, so a late completion or unmap_sink() of
+  // an earlier binding is recognised and ignored.
+  struct Window {
+    ibv_mw* mw = nullptr;    // nullptr: to allocate when next used
+    Id* id = nullptr;        // bound through this connection
+    std::uint32_t rkey = 0;  // the key of its last binding
+    std::uint32_t gen = 0;
+    bool invalidating = false;
+  };
+  std::optional<Sink> bind_window(Id* id, ibv_mr* mr, std::uintptr_t addr, std::size_t len);
+  void window_done(std::uint64_t wr_id, bool ok) noexcept;
+  void free_window(std::uint32_t i, bool lose) noexcept;
+
   std::shared_ptr<VerbsDevice> dev_;
   TransportEvents* events_ = nullptr;
   rdma_event_channel* channel_ = nullptr;
@@ -189,6 +221,8 @@ class VerbsTransport final : public Transport {
   std::vector<ibv_send_wr> swr_;  // post_send's scratch
   std::vector<ibv_sge> ssge_;
   std::vector<ibv_wc> wc_;
+  std::deque<Window> windows_;            // indices are stable: completions name them
+  std::vector<std::uint32_t> free_windows_;
   bool armed_ = false;
   VerbsStats stats_;
 };

@@ -9,8 +9,9 @@ polling).  Paths, each a client through the router to a server:
     tcp_o2ib    B2@tcp -> A@o2ib
     o2ib_o2ib   Y@o2ib -> C@o2ib1
     dpdk_o2ib   D@tcp1 (R's DPDK af_packet port, lnetr's own TCP) -> A@o2ib
-    o2ib_o2ib_xk  o2ib_o2ib with remote_keys: transfer (each sink registered
-                for its transfer), its router restarted for it each round
+    o2ib_o2ib_pool  o2ib_o2ib with remote_keys: pool (the pool's own key in
+                every PUT_ACK) instead of the default per-transfer memory
+                windows, its router restarted for it each round
 
 Loads (lnetr-peer brw, --check none on the client; the server verifies
 every PUT): 0-byte PUTs 16 in flight (message rate), 1 MiB PUTs and GETs 4
@@ -50,11 +51,11 @@ import lnetr_vm  # noqa: E402
 from o2ib_topology import A, B2, C, D, E, R_IB, R_TCP, R_TCP1, Y, Topology  # noqa: E402
 
 PATHS = {  # name: client NID, its routes, target, netns, remote_keys
-    "tcp_tcp": (f"{B2}@tcp", f"tcp2|{R_TCP}@tcp", f"{E}@tcp2", None, "pool"),
-    "tcp_o2ib": (f"{B2}@tcp", f"o2ib|{R_TCP}@tcp", f"{A}@o2ib", None, "pool"),
-    "o2ib_o2ib": (f"{Y}@o2ib", f"o2ib1|{R_IB}@o2ib", f"{C}@o2ib1", None, "pool"),
-    "dpdk_o2ib": (f"{D}@tcp1", f"o2ib|{R_TCP1}@tcp1", f"{A}@o2ib", "t", "pool"),
-    "o2ib_o2ib_xk": (f"{Y}@o2ib", f"o2ib1|{R_IB}@o2ib", f"{C}@o2ib1", None, "transfer"),
+    "tcp_tcp": (f"{B2}@tcp", f"tcp2|{R_TCP}@tcp", f"{E}@tcp2", None, "transfer"),
+    "tcp_o2ib": (f"{B2}@tcp", f"o2ib|{R_TCP}@tcp", f"{A}@o2ib", None, "transfer"),
+    "o2ib_o2ib": (f"{Y}@o2ib", f"o2ib1|{R_IB}@o2ib", f"{C}@o2ib1", None, "transfer"),
+    "dpdk_o2ib": (f"{D}@tcp1", f"o2ib|{R_TCP1}@tcp1", f"{A}@o2ib", "t", "transfer"),
+    "o2ib_o2ib_pool": (f"{Y}@o2ib", f"o2ib1|{R_IB}@o2ib", f"{C}@o2ib1", None, "pool"),
 }
 LOADS = [  # name, op, size, concurrency
     ("put0_c16", "write", 0, 16),
@@ -75,6 +76,7 @@ def counters(st):
         "bytes_copied": sum(x["bytes_copied"] for x in w),
         "o2ib_copied": st.get("o2iblnd", {}).get("bytes_copied", 0),
         "sink_registrations": st.get("o2iblnd", {}).get("sink_registrations", 0),
+        "sink_windows": st.get("o2iblnd", {}).get("sink_windows", 0),
         "sink_registration_ns": st.get("o2iblnd", {}).get("sink_registration_ns", 0),
     }
 
@@ -103,7 +105,9 @@ def run_load(topo, path, load, duration):
         "copied_per_byte": (after["bytes_copied"] - before["bytes_copied"]) / nbytes if nbytes else None,
         "o2ib_copied_per_byte": (after["o2ib_copied"] - before["o2ib_copied"]) / nbytes if nbytes else None,
         "sink_registrations": after["sink_registrations"] - before["sink_registrations"],
-        # The cost of remote_keys: transfer, timed around ibv_reg_mr and ibv_dereg_mr.
+        "sink_windows": after["sink_windows"] - before["sink_windows"],
+        # Per-transfer keys on a device without memory windows: timed around
+        # ibv_reg_mr and ibv_dereg_mr.
         "us_per_registration": (after["sink_registration_ns"] - before["sink_registration_ns"]) / 1e3 /
         (after["sink_registrations"] - before["sink_registrations"])
         if after["sink_registrations"] > before["sink_registrations"] else None,
@@ -172,17 +176,22 @@ def main():
             summary[f"{path}/{ln}"] = {
                 k: med(path, ln, k) for k in ("ops_per_s", "MB_per_s", "user_us_per_msg", "sys_us_per_msg",
                                               "user_us_per_kib", "cpu_us_per_msg", "copied_per_byte",
-                                              "o2ib_copied_per_byte", "sink_registrations",
+                                              "o2ib_copied_per_byte", "sink_registrations", "sink_windows",
                                               "us_per_registration", "registration_share_of_cpu")}
             if "tcp_tcp" in paths and path != "tcp_tcp":
                 summary[f"{path}/{ln}"]["rate_vs_tcp_tcp"] = ratio(
                     path, "tcp_tcp", ln, "ops_per_s" if load[2] == 0 else "MB_per_s")
                 summary[f"{path}/{ln}"]["user_per_msg_vs_tcp_tcp"] = ratio(path, "tcp_tcp", ln, "user_us_per_msg")
-            if path == "o2ib_o2ib_xk" and "o2ib_o2ib" in paths:
-                summary[f"{path}/{ln}"]["user_per_msg_vs_pool_keys"] = ratio(path, "o2ib_o2ib", ln, "user_us_per_msg")
-                summary[f"{path}/{ln}"]["sys_per_msg_vs_pool_keys"] = ratio(path, "o2ib_o2ib", ln, "sys_us_per_msg")
+            if path == "o2ib_o2ib" and "o2ib_o2ib_pool" in paths:
+                # Per-transfer keys (the default) against pool keys, same round.
+                summary[f"{path}/{ln}"]["user_per_msg_vs_pool_keys"] = ratio(path, "o2ib_o2ib_pool", ln,
+                                                                             "user_us_per_msg")
+                summary[f"{path}/{ln}"]["sys_per_msg_vs_pool_keys"] = ratio(path, "o2ib_o2ib_pool", ln,
+                                                                            "sys_us_per_msg")
+                summary[f"{path}/{ln}"]["cpu_per_msg_vs_pool_keys"] = ratio(path, "o2ib_o2ib_pool", ln,
+                                                                            "cpu_us_per_msg")
                 summary[f"{path}/{ln}"]["rate_vs_pool_keys"] = ratio(
-                    path, "o2ib_o2ib", ln, "ops_per_s" if load[2] == 0 else "MB_per_s")
+                    path, "o2ib_o2ib_pool", ln, "ops_per_s" if load[2] == 0 else "MB_per_s")
     out = {"when": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(), "rounds": args.rounds,
            "duration_s": args.duration, "wall_s": time.monotonic() - t0, "summary": summary, "samples": samples}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -204,9 +213,9 @@ def main():
         if "user_per_msg_vs_pool_keys" in v:
             print(f"remote_keys transfer / pool, {key.split('/')[1]}: user CPU per msg "
                   f"{f(v['user_per_msg_vs_pool_keys'], '%.2f')}, kernel {f(v['sys_per_msg_vs_pool_keys'], '%.2f')}, "
-                  f"rate {f(v['rate_vs_pool_keys'], '%.2f')}, sink registrations {f(v['sink_registrations'], '%.0f')}, "
-                  f"{f(v['us_per_registration'], '%.0f')} us each, {f(v['registration_share_of_cpu'], '%.3f')} "
-                  f"of the dataplane's CPU")
+                  f"all {f(v['cpu_per_msg_vs_pool_keys'], '%.2f')}, rate {f(v['rate_vs_pool_keys'], '%.2f')}, "
+                  f"windows bound {f(v['sink_windows'], '%.0f')}, sink registrations "
+                  f"{f(v['sink_registrations'], '%.0f')}")
     say(f"o2ib_bench: {time.monotonic() - t0:.0f} s; JSON in {args.json}")
 
 

@@ -139,7 +139,7 @@ class Topology:
                                      f"{self.router.output() if self.router else None}")
             time.sleep(0.3)
 
-    def start_router(self, poll="adaptive", remote_keys="pool"):
+    def start_router(self, poll="adaptive", remote_keys="transfer"):
         (self.dir / "lnetr.yaml").write_text(ROUTER_CONFIG.format(
             r_tcp=R_TCP, r_tcp2=R_TCP2, r_tcp1=R_TCP1, sock=self.sock, api=self.api, poll=poll,
             remote_keys=remote_keys))

@@ -5,7 +5,8 @@ o2ib nets, two kernel-socket tcp nets and a DPDK port, lnetr-dataplane
 between them.  Every byte of every PUT and GET is verified by lnetr-peer;
 the router's credits, buffers and o2ib connections must be back at rest
 after each case.  A CONNREQ with a bad magic, version or queue depth comes
-from lnetr-o2ib-probe, which prints the reject's bytes.
+from lnetr-o2ib-probe, which prints the reject's bytes; a peer that writes
+with a remote key after its transfer is lnetr-o2ib-stale-key.
 """
 
 import json
@@ -20,6 +21,7 @@ from o2ib_topology import A, B, B2, C, D, R_IB, R_IB1, R_TCP, R_TCP1, Y, Z, Topo
 
 BUILD = Path(os.environ.get("LNETR_BUILD", lnetr_vm.SOURCE_ROOT / "build" / "debug")).resolve()
 PROBE = os.environ.get("LNETR_O2IB_PROBE", str(BUILD / "tests/vm/lnetr-o2ib-probe"))
+STALE_KEY = os.environ.get("LNETR_O2IB_STALE_KEY", str(BUILD / "tests/vm/lnetr-o2ib-stale-key"))
 CONTROL = os.environ.get("LNETR_CONTROL", str(BUILD / "control/lnetr-control"))
 LNETRCTL = os.environ.get("LNETR_LNETRCTL", str(BUILD / "cli/lnetrctl/lnetrctl"))
 SANITIZED = os.environ.get("LNETR_SANITIZED") == "1"
@@ -41,7 +43,7 @@ class O2ibOverVerbs(unittest.TestCase):
         cls.t0 = time.monotonic()
         cls.guest = lnetr_vm.Guest(nics=4, name="vm-o2ib", mem_mb=3072)
         cls.topo = Topology(cls.guest, BUILD)
-        for b in (cls.topo.peer, cls.topo.dataplane, PROBE, CONTROL, LNETRCTL):
+        for b in (cls.topo.peer, cls.topo.dataplane, PROBE, STALE_KEY, CONTROL, LNETRCTL):
             if not os.path.exists(b):
                 raise unittest.SkipTest(f"{b} is not built")
         try:
@@ -279,7 +281,11 @@ class O2ibOverVerbs(unittest.TestCase):
             verbs = {p["nid"]: p for p in dp["ports"] if p["transport"] == "verbs"}
             self.assertEqual(verbs[f"{R_IB}@o2ib"]["device"], "rxe1")
             self.assertEqual(verbs[f"{R_IB1}@o2ib1"]["device"], "rxe2")
-            self.assertEqual(dp["o2iblnd"]["remote_keys"], "pool")
+            self.assertEqual(dp["o2iblnd"]["remote_keys"], "transfer")
+            # Every sink a peer wrote into was a window of its own.
+            self.assertGreater(dp["o2iblnd"]["sink_windows"], 0)
+            self.assertEqual(dp["o2iblnd"]["sink_windows_refused"], 0)
+            self.assertEqual(dp["o2iblnd"]["sink_registrations"], 0)
             self.assertGreaterEqual(dp["o2iblnd"]["connections"], 1)
             self.assertGreater(dp["o2iblnd"]["rdma_bytes_written"], 0)
             self.assertEqual(dp["o2iblnd"]["bytes_bounced"], 0)
@@ -294,12 +300,42 @@ class O2ibOverVerbs(unittest.TestCase):
             self.assertGreater(series['lnetr_o2iblnd_tx_messages_total{type="PUT_REQ"}'], 0)
             self.assertGreater(series["lnetr_o2iblnd_completions_total"], 0)
             self.assertEqual(series["lnetr_o2iblnd_bytes_bounced_total"], 0)
+            self.assertGreater(series["lnetr_o2iblnd_sink_windows_total"], 0)
+            self.assertEqual(series["lnetr_o2iblnd_sink_windows_refused_total"], 0)
             self.assertIn('lnetr_o2iblnd_connections_closed_total{reason="timeout"}', series)
             self.assertIn('lnetr_o2iblnd_rejects_sent_total{reason="CONN_STALE"}', series)
             self.assertTrue(any(k.startswith("lnetr_o2iblnd_connection_credits{") for k in series), series)
         finally:
             control.kill()
             control.wait(20)
+
+
+    def test_8_stale_key_refused(self):
+        """A peer keeps the key of its PUT's sink and RDMA-writes with it
+        after the transfer: with per-transfer keys (the default) the device
+        refuses it (a memory window, invalidated at PUT_DONE); with
+        `remote_keys: pool` the write lands in a router buffer.  The
+        PUT itself arrives verified; the router is at rest afterwards and
+        routes on."""
+        cmd = f"{STALE_KEY} --src {Z} --router {R_IB}@o2ib --to {C}@o2ib1 --size 65536"
+        before = self.status()["o2iblnd"]
+        rc, out, err = self.guest.run(cmd, timeout=90)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("put=ok ack=ok stale_write=remote access error", out, err)
+        st = self.at_rest()
+        self.assertGreater(st["o2iblnd"]["sink_windows"], before["sink_windows"])
+        self.assertEqual(st["o2iblnd"]["sink_windows_refused"], 0)
+        self.xfer(f"{Y}@o2ib", f"o2ib1|{R_IB}@o2ib", f"{C}@o2ib1", "put", 1 << 20, 2)
+        # What the default closes: with pool keys the same write succeeds.
+        self.topo.stop_router()
+        try:
+            self.topo.start_router(remote_keys="pool")
+            rc, out, err = self.guest.run(cmd, timeout=90)
+            self.assertEqual(rc, 0, out + err)
+            self.assertIn("put=ok ack=ok stale_write=success", out, err)
+        finally:
+            self.topo.stop_router()
+            self.topo.start_router()
 
     def test_6_o2ib_peer_killed_mid_transfer(self):
         """A (o2ib) killed during a 1 MiB load from B: B sees errors, not a

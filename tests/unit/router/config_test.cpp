@@ -1262,7 +1262,8 @@ TEST(ConfigErrors, O2ibRegistrationPoolTunablesWarnedWhenNotDefault) {
                          "        lnd tunables: {fmr_pool_size: 1024, ntx: 2048}\n");
   EXPECT_THAT(strings(w.warnings),
               ElementsAre("lnetr.yaml:5:24: net[0].local NI(s)[0].lnd tunables.fmr_pool_size: fmr_pool_size 1024 not "
-                          "in force: lnetr registers router buffers once per pool, not per transfer, so it keeps no "
+                          "in force: lnetr registers router buffers once per pool and opens them to peers through memory "
+                          "windows, so it keeps no "
                           "registration pool"));
   EXPECT_EQ(w.config.nets[0].nis[0].lnd_tunables.ntx.value, 2048);
 }
@@ -1270,8 +1271,8 @@ TEST(ConfigErrors, O2ibRegistrationPoolTunablesWarnedWhenNotDefault) {
 TEST(Config, O2iblndSection) {
   const auto c = load_ok(std::string(kOneNet) + "dataplane:\n  o2iblnd:\n    service: 988\n    keepalive: 30\n"
                          "    cksum: 1\n    retry_count: 7\n    rnr_retry_count: 7\n    use_privileged_port: 0\n"
-                         "    require_privileged_port: 1\n    remote_keys: transfer\n").config;
-  const auto& o = c.dataplane.o2iblnd;
+                         "    require_privileged_port: 1\n    remote_keys: transfer\n");
+  const auto& o = c.config.dataplane.o2iblnd;
   EXPECT_EQ(o.service.value, 988);
   EXPECT_EQ(o.keepalive.value, 30);
   EXPECT_TRUE(o.cksum.value);
@@ -1280,6 +1281,14 @@ TEST(Config, O2iblndSection) {
   EXPECT_FALSE(o.use_privileged_port.value);
   EXPECT_TRUE(o.require_privileged_port.value);
   EXPECT_EQ(o.remote_keys.value, "transfer");
+  EXPECT_TRUE(c.warnings.empty());
+  // Per-transfer keys unless asked otherwise; pool keys are warned about.
+  EXPECT_EQ(load_ok(kOneNet).config.dataplane.o2iblnd.remote_keys.value, "transfer");
+  const auto pool = load_ok(std::string(kOneNet) + "dataplane:\n  o2iblnd:\n    remote_keys: pool\n");
+  EXPECT_EQ(pool.config.dataplane.o2iblnd.remote_keys.value, "pool");
+  EXPECT_THAT(strings(pool.warnings),
+              ElementsAre(HasSubstr("lnetr.yaml:8:18: dataplane.o2iblnd.remote_keys: remote_keys: pool hands every "
+                                    "connected o2ib peer a key to whole router buffer pools")));
   auto dp = [](std::string_view body) { return load_errors(std::string(kOneNet) + "dataplane:\n" + std::string(body)); };
   EXPECT_THAT(dp("  o2iblnd:\n    remote_keys: some\n"),
               ElementsAre("lnetr.yaml:8:18: dataplane.o2iblnd.remote_keys: expected pool or transfer, got \"some\""));
@@ -1342,7 +1351,7 @@ TEST(ConfigFile, ExampleLoads) {
   EXPECT_EQ(c.dataplane.socklnd.keepalive.value, 30);
   EXPECT_TRUE(c.dataplane.socklnd.keepalive.given());
   EXPECT_EQ(c.dataplane.o2iblnd.keepalive.value, 100);
-  EXPECT_EQ(c.dataplane.o2iblnd.remote_keys.value, "pool");
+  EXPECT_EQ(c.dataplane.o2iblnd.remote_keys.value, "transfer");
 }
 
 }  // namespace
