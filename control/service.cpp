@@ -1817,6 +1817,17 @@ void Service::collect(Families& f) {
                   p["dropped_malformed"].get<double>());
         f.gauge("lnetr_port_tcp_connections", "TCP connections of lnetr's stack on the port", l,
                 p["tcp_connections"].get<double>());
+        f.gauge("lnetr_port_tcp_half_open", "TCP connections of lnetr's stack on the port still in SYN-RECEIVED", l,
+                p.value("tcp_half_open", 0.0));
+        for (const char* what : {"sent", "accepted", "refused"}) {
+          L lw = l;
+          lw.emplace_back("result", what);
+          f.counter("lnetr_port_tcp_syncookies_total",
+                    "SYN cookies: sent (SYNs answered without keeping state, the port's half-open connections at "
+                    "their bound), accepted (connections made from one returned), refused (a wrong or expired one: "
+                    "reset)",
+                    lw, p.value(std::string("syncookies_") + what, 0.0));
+        }
         f.counter("lnetr_port_tcp_retransmits_total",
                   "TCP segments lnetr's stack sent again on the port; rising means loss on the link", l,
                   p["tcp"]["retransmits"].get<double>());

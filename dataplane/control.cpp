@@ -794,7 +794,7 @@ std::string Control::status() {
     const EthPort& p = *fabric_.ports[i];
     PortStats ps;
     tcp::StackStats ss;
-    std::uint64_t copied = 0, conns = 0, rx_referenced = 0;
+    std::uint64_t copied = 0, conns = 0, rx_referenced = 0, half_open = 0;
     tcp::Conn::Stats ts{};
     for (const Worker::StatusPage& v : views) {
       if (i >= v.lanes.size() || !v.lanes[i].served) continue;
@@ -817,6 +817,9 @@ std::string Control::status() {
       ss.resets_out += l.stack.resets_out, ss.dropped_malformed += l.stack.dropped_malformed;
       ss.dropped_not_ours += l.stack.dropped_not_ours, ss.dropped_unresolved += l.stack.dropped_unresolved;
       ss.dropped_overload += l.stack.dropped_overload;
+      ss.syncookies_sent += l.stack.syncookies_sent, ss.syncookies_accepted += l.stack.syncookies_accepted;
+      ss.syncookies_refused += l.stack.syncookies_refused;
+      half_open += l.half_open;
       ss.csum_offloaded += l.stack.csum_offloaded, ss.csum_verified += l.stack.csum_verified;
       copied += l.port.bytes_copied + l.transport.bytes_copied + l.stack.bytes_copied;
       ts += l.tcp;
@@ -848,7 +851,9 @@ std::string Control::status() {
     j.key("arp_requests_out").value(ss.arp_requests_out).key("icmp_echo_replies").value(ss.icmp_echo_replies);
     j.key("resets_out").value(ss.resets_out).key("dropped_malformed").value(ss.dropped_malformed);
     j.key("dropped_not_ours").value(ss.dropped_not_ours).key("dropped_unresolved").value(ss.dropped_unresolved);
-    j.key("dropped_overload").value(ss.dropped_overload);
+    j.key("dropped_overload").value(ss.dropped_overload).key("tcp_half_open").value(half_open);
+    j.key("syncookies_sent").value(ss.syncookies_sent).key("syncookies_accepted").value(ss.syncookies_accepted);
+    j.key("syncookies_refused").value(ss.syncookies_refused);
     j.key("tcp").begin_object().key("segments_in").value(ts.segments_in).key("segments_out").value(ts.segments_out);
     j.key("retransmits").value(ts.retransmits).key("fast_retransmits").value(ts.fast_retransmits);
     j.key("timeouts").value(ts.timeouts).key("lost_retransmits").value(ts.lost_retransmits);

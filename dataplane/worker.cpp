@@ -536,7 +536,7 @@ std::vector<Worker::LaneStats> Worker::lane_stats() const {
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
     if (!lanes_[i]) continue;
     out[i] = {true, lanes_[i]->rxtx.queue(), lanes_[i]->rxtx.stats(), lanes_[i]->stack.stats(), lanes_[i]->stack.conn_totals(),
-              lanes_[i]->transport->stats(), lanes_[i]->stack.connections()};
+              lanes_[i]->transport->stats(), lanes_[i]->stack.connections(), lanes_[i]->stack.half_open()};
   }
   return out;
 }

@@ -122,6 +122,7 @@ class Worker final : public ForwarderPorts {
     tcp::Conn::Stats tcp;
     tcp::TransportStats transport;
     std::size_t connections = 0;
+    std::size_t half_open = 0;  // of them in SYN-RECEIVED
   };
   std::vector<LaneStats> lane_stats() const;
   // Push our ping info to this worker's Multi-Rail peers.

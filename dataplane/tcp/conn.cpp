@@ -36,7 +36,7 @@ void Conn::connect(std::uint32_t iss, Time now) {
   arm_rto(now);
 }
 
-void Conn::accept(const TcpHeader& syn, std::uint32_t iss, Time now) {
+void Conn::accept(const TcpHeader& syn, std::uint32_t iss, Time now, bool answer) {
   irs_ = syn.seq;
   rcv_nxt_ = syn.seq + 1;
   take_options(syn);
@@ -46,6 +46,10 @@ void Conn::accept(const TcpHeader& syn, std::uint32_t iss, Time now) {
   snd_nxt_ = snd_max_ = iss + 1;
   state_ = State::syn_received;
   rto_ = cfg_.initial_rto;
+  if (!answer) {
+    rcv_adv_ = rcv_nxt_ + kMaxWindow;  // what the cookie's SYN-ACK offered
+    return;
+  }
   send_syn(true, now);
   arm_rto(now);
 }

@@ -182,7 +182,9 @@ class Conn {
   // Active open: send SYN with initial sequence `iss`.
   void connect(std::uint32_t iss, Time now);
   // Passive open: `syn` arrived for a listener; answer SYN-ACK.
-  void accept(const TcpHeader& syn, std::uint32_t iss, Time now);
+  // `answer` false: the SYN-ACK already went (a SYN cookie), so none is
+  // sent or retransmitted; the ACK that follows establishes it.
+  void accept(const TcpHeader& syn, std::uint32_t iss, Time now, bool answer = true);
   // A segment for this connection (checksum already verified).
   void input(const TcpHeader& seg, Time now);
   // Queue bytes to send; how many were taken (the send buffer may be full).

@@ -7,6 +7,7 @@ namespace lnetr::tcp {
 struct Stack::Entry final : Output {
   Stack* stack = nullptr;
   std::unique_ptr<Conn> conn;
+  bool half_open = false;  // counted in half_open_ (SYN-RECEIVED)
   void transmit(const Endpoints& ep, const TcpHeader& h, const Payload& payload) override {
     stack->transmit_tcp(ep, h, payload, stack->now_, conn->payload_mss());
   }
@@ -34,14 +35,119 @@ constexpr std::size_t kTsoMinSegment = 256;
 // An initial sequence number: a clock ticking every 4 us plus a hash of the
 // connection's addresses (RFC 6528's shape; the hash need not be secret on
 // a router's own storage network).
-std::uint32_t make_iss(const Endpoints& ep, Time now) {
-  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ (std::uint64_t{ep.local_ip} << 32 | ep.remote_ip);
-  h ^= (std::uint64_t{ep.local_port} << 16 | ep.remote_port) * 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  return static_cast<std::uint32_t>(h) + static_cast<std::uint32_t>(now.count() / 4000);
+// SYN cookies.  A cookie is the initial sequence number of a SYN-ACK sent
+// without keeping state: 24 bits of a keyed hash, then the time in 64 s
+// periods (its low 5 bits) and an index into kCookieMss (the largest MSS
+// there not above the peer's).  The hash covers the connection's
+// addresses, the peer's initial sequence number, the period and the index,
+// so none of them can be changed without knowing the key.  It is good for two periods.
+// When the SYN carried timestamps, the low 6 bits of our TSval carry the
+// peer's window scale (15: none) and SACK permission, which its ACK echoes;
+// without timestamps a cookie connection has no window scaling or SACK.
+constexpr std::array<std::uint16_t, 8> kCookieMss = {536, 1220, 1360, 1440, 1460, 4036, 8400, 8960};
+constexpr Time kCookiePeriod = std::chrono::seconds(64);
+constexpr std::uint32_t kCookieWindow = 65535;
+
+std::array<std::uint8_t, 24> endpoint_bytes(const Endpoints& ep, std::uint32_t x, std::uint64_t y) {
+  std::array<std::uint8_t, 24> b{};
+  store_be<std::uint32_t>(b.data(), ep.local_ip);
+  store_be<std::uint32_t>(b.data() + 4, ep.remote_ip);
+  store_be<std::uint16_t>(b.data() + 8, ep.local_port);
+  store_be<std::uint16_t>(b.data() + 10, ep.remote_port);
+  store_be<std::uint32_t>(b.data() + 12, x);
+  store_be<std::uint64_t>(b.data() + 16, y);
+  return b;
 }
 
 }  // namespace
+
+// RFC 6528: a clock (4 us ticks) plus a keyed hash of the endpoints, so an
+// off-path node can neither guess a connection's sequence numbers nor
+// tell one connection's from another's.
+std::uint32_t Stack::make_iss(const Endpoints& ep, Time now) const noexcept {
+  const auto b = endpoint_bytes(ep, 0, 0);
+  return static_cast<std::uint32_t>(siphash24(secret_, b)) + static_cast<std::uint32_t>(now.count() / 4000);
+}
+
+std::uint32_t Stack::cookie_hash(const Endpoints& ep, std::uint32_t peer_isn, std::uint64_t period,
+                                 std::uint32_t mss_index) const noexcept {
+  const auto b = endpoint_bytes(ep, peer_isn, (period << 3) | mss_index);
+  return static_cast<std::uint32_t>(siphash24(secret_, b) >> 32);
+}
+
+void Stack::send_cookie(const Endpoints& ep, const TcpHeader& syn, Time now) {
+  const TcpOptions& o = syn.options;
+  const std::uint16_t peer_mss = o.mss.value_or(536);
+  std::uint32_t mss_index = 0;
+  for (std::uint32_t i = 0; i < kCookieMss.size(); ++i)
+    if (kCookieMss[i] <= peer_mss) mss_index = i;
+  const auto period = static_cast<std::uint64_t>(now / kCookiePeriod);
+  TcpHeader h;
+  h.src_port = ep.local_port;
+  h.dst_port = ep.remote_port;
+  h.seq = (cookie_hash(ep, syn.seq, period, mss_index) & ~0xffu) | static_cast<std::uint32_t>((period & 0x1f) << 3) |
+          mss_index;
+  h.ack = syn.seq + 1;
+  h.flags = tcp_flag::syn | tcp_flag::ack;
+  h.window = kCookieWindow;
+  h.options.mss = cfg_.conn.mss;
+  const bool ts = cfg_.conn.timestamps && o.timestamps;
+  if (ts) {
+    // What we offer besides the MSS needs the timestamps to come back.
+    const bool ws = o.window_scale && cfg_.conn.window_scale > 0;
+    if (ws) h.options.window_scale = cfg_.conn.window_scale;
+    h.options.sack_permitted = cfg_.conn.sack && o.sack_permitted;
+    const std::uint32_t bits = (ws ? std::min<std::uint32_t>(*o.window_scale, 14) : 15) |
+                               (h.options.sack_permitted ? 0x10u : 0u);
+    // No later than the connection's own clock will say (it is the same
+    // clock: milliseconds), so the peer's PAWS check passes what follows.
+    const auto ms = static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    std::uint32_t tsval = (ms & ~0x3fu) | bits;
+    if (tsval > ms) tsval -= 64;
+    h.options.timestamps = {{tsval, o.timestamps->first}};
+  }
+  ++stats_.syncookies_sent;
+  last_cookie_ = now;
+  transmit_tcp(ep, h, {}, now);
+}
+
+// The SYN an ACK returning one of our cookies answers, as if it had been
+// kept (its options recovered from the cookie and the echoed timestamp);
+// nothing if the cookie is not ours or too old.
+std::optional<TcpHeader> Stack::cookie_syn(const Endpoints& ep, const TcpHeader& ack, Time now) const {
+  const std::uint32_t cookie = ack.ack - 1, peer_isn = ack.seq - 1;
+  const auto period_now = static_cast<std::uint64_t>(now / kCookiePeriod);
+  bool good = false;
+  for (std::uint64_t back = 0; back < 2 && back <= period_now && !good; ++back) {
+    const std::uint64_t period = period_now - back;
+    good = ((cookie >> 3) & 0x1f) == (period & 0x1f) &&
+           (cookie_hash(ep, peer_isn, period, cookie & 7) & ~0xffu) == (cookie & ~0xffu);
+  }
+  if (!good) return std::nullopt;
+  TcpHeader syn;
+  syn.src_port = ep.remote_port;
+  syn.dst_port = ep.local_port;
+  syn.seq = peer_isn;
+  syn.flags = tcp_flag::syn;
+  syn.window = 0;  // the ACK's, scaled, is taken when it is processed
+  syn.options.mss = kCookieMss[cookie & 7];
+  if (ack.options.timestamps && cfg_.conn.timestamps) {
+    const std::uint32_t bits = ack.options.timestamps->second & 0x3f;
+    if ((bits & 0xf) != 15) syn.options.window_scale = static_cast<std::uint8_t>(bits & 0xf);
+    syn.options.sack_permitted = (bits & 0x10) != 0;
+    syn.options.timestamps = {{ack.options.timestamps->first, 0}};
+  }
+  return syn;
+}
+
+Stack::Entry& Stack::add(const Endpoints& ep, Upper& owner) {
+  auto e = std::make_unique<Entry>();
+  e->stack = this;
+  e->conn = std::make_unique<Conn>(ep, conn_config(), owner, *e);
+  Entry& ref = *e;
+  conns_[{ep.remote_ip, ep.remote_port, ep.local_port}] = std::move(e);
+  return ref;
+}
 
 ConnConfig Stack::conn_config() const {
   ConnConfig c = cfg_.conn;
@@ -79,12 +185,8 @@ Conn* Stack::connect(std::uint32_t ip, std::uint16_t port, std::uint16_t local_p
   } else if (conns_.count({ip, port, local_port})) {
     return nullptr;
   }
-  auto e = std::make_unique<Entry>();
-  e->stack = this;
   const Endpoints ep{cfg_.ip, ip, local_port, port};
-  e->conn = std::make_unique<Conn>(ep, conn_config(), owner, *e);
-  Conn* c = e->conn.get();
-  conns_[{ip, port, local_port}] = std::move(e);
+  Conn* c = add(ep, owner).conn.get();
   c->connect(make_iss(ep, now), now);
   return c;
 }
@@ -205,30 +307,58 @@ void Stack::on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now) {
     // dst_confirm): no ARP round every arp_lifetime under load.
     if (auto nb = neighbours_.find(ip.src); nb != neighbours_.end() && nb->second.mac)
       nb->second.expires = now + cfg_.arp_lifetime;
-    Conn& c = *it->second->conn;
+    Entry& e = *it->second;
+    Conn& c = *e.conn;
     if (!(syn_only && c.yield_time_wait(seg))) {
       c.input(seg, now);
+      if (e.half_open && c.state() != State::syn_received) {
+        e.half_open = false;
+        --half_open_;
+      }
       if (c.state() == State::closed) forget(it);
       return;
     }
     forget(it);  // a peer reconnecting from the same port: a new connection
   }
   auto l = listeners_.find(seg.dst_port);
-  if (syn_only && l != listeners_.end()) {
+  if (l == listeners_.end()) {
+    if (!(seg.flags & tcp_flag::rst)) send_rst_for(ip, seg);
+    return;
+  }
+  const Endpoints ep{cfg_.ip, ip.src, seg.dst_port, seg.src_port};
+  if (syn_only) {
+    if (half_open_ >= cfg_.max_half_open) return send_cookie(ep, seg, now);
     if (conns_.size() >= cfg_.max_connections) {
       ++stats_.dropped_overload;  // the peer retries its SYN
       return;
     }
-    const Endpoints ep{cfg_.ip, ip.src, seg.dst_port, seg.src_port};
     Upper* owner = l->second(ep);
     if (!owner) return send_rst_for(ip, seg);  // refused by its owner
-    auto e = std::make_unique<Entry>();
-    e->stack = this;
-    e->conn = std::make_unique<Conn>(ep, conn_config(), *owner, *e);
-    Conn* c = e->conn.get();
-    conns_[{ip.src, seg.src_port, seg.dst_port}] = std::move(e);
-    c->accept(seg, make_iss(ep, now), now);
+    Entry& e = add(ep, *owner);
+    e.half_open = true;
+    ++half_open_;
+    e.conn->accept(seg, make_iss(ep, now), now);
     return;
+  }
+  // An ACK for no connection: one that returns a cookie, while cookies
+  // are being sent (within their lifetime), makes the connection.
+  const std::uint8_t flags = seg.flags & (tcp_flag::syn | tcp_flag::ack | tcp_flag::rst);
+  if (flags == tcp_flag::ack && last_cookie_ && now - *last_cookie_ < 2 * kCookiePeriod) {
+    if (conns_.size() >= cfg_.max_connections) {
+      ++stats_.dropped_overload;
+      return;
+    }
+    if (auto syn = cookie_syn(ep, seg, now)) {
+      Upper* owner = l->second(ep);
+      if (!owner) return send_rst_for(ip, seg);  // refused by its owner
+      Conn* c = add(ep, *owner).conn.get();
+      c->accept(*syn, seg.ack - 1, now, false);
+      c->input(seg, now);
+      ++stats_.syncookies_accepted;
+      if (c->state() == State::closed) forget(conns_.find({ip.src, seg.src_port, seg.dst_port}));
+      return;
+    }
+    ++stats_.syncookies_refused;
   }
   if (!(seg.flags & tcp_flag::rst)) send_rst_for(ip, seg);
 }
@@ -427,7 +557,12 @@ void Stack::send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now
     ++stats_.dropped_not_ours;  // no gateway: LNet peers are on the NI's network
     return;
   }
-  Neighbour& n = neighbours_[dst];
+  auto found = neighbours_.find(dst);
+  if (found == neighbours_.end() && neighbours_.size() >= cfg_.max_neighbours) {
+    ++stats_.dropped_unresolved;  // (spoofed sources cannot grow the table)
+    return;
+  }
+  Neighbour& n = found != neighbours_.end() ? found->second : neighbours_[dst];
   if (n.mac && now < n.expires) {
     send_frame_to(*n.mac, kEtherIpv4, packet);
     return;
@@ -469,6 +604,10 @@ void Stack::tick(Time now) {
     if (auto t = e->conn->next_timer(); t && *t <= now) e->conn->tick(now);
   for (auto it = neighbours_.begin(); it != neighbours_.end();) {
     Neighbour& n = it->second;
+    if (n.mac && now >= n.expires + cfg_.arp_lifetime) {  // unused for a lifetime since it went stale
+      it = neighbours_.erase(it);
+      continue;
+    }
     if (!n.mac && now >= n.expires) {
       if (n.tries >= cfg_.arp_tries) {
         // Nobody answers: what waited is dropped (TCP retransmits later).
@@ -487,6 +626,7 @@ void Stack::tick(Time now) {
 
 
 void Stack::forget(decltype(conns_)::iterator it) {
+  if (it->second->half_open) --half_open_;
   ended_ += it->second->conn->stats();
   conns_.erase(it);
 }

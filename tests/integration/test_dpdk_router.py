@@ -226,6 +226,44 @@ print(json.dumps(seen), flush=True)
 """
 
 
+class DpdkRoutingSynFlood(DpdkRouterTestCase):
+    metrics = "127.0.0.1:9798"  # inside namespace r
+
+    def test_a_syn_flood_holds_no_slot_and_real_peers_connect(self):
+        """30,000 spoofed SYNs in 10 s at A's DPDK port (150 made-up
+        addresses, never answering) while A connects and writes 1 MiB
+        messages to B: half-open connections stay at their bound, the rest
+        get SYN cookies, A's connection is made from one, and every byte
+        arrives intact."""
+        b = self.server("b")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flood.py")
+        flood = self.procs.start(["python3", script, "syn", self.topo.ra_ip, "988", "10", "30000"],
+                                 host=self.topo.host("a"))
+        time.sleep(2)  # the half-open connections at their bound before A connects
+        json_path = os.path.join(self.dir, "write.json")
+        rc, doc, cp = self.peer("a", ["brw", self.topo.b_nid, "--op", "write", "--size", "1048576",
+                                      "--concurrency", "4", "--duration", "5", "--timeout", "30", "--json", json_path])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        with open(json_path) as f:
+            res = json.load(f)
+        self.assertGreater(res["ops"], 0, res)
+        self.assertEqual(res["errors"], 0, res)
+        port = {p["name"]: p for p in self.router.status()["ports"]}[self.topo.if_ra]
+        self.assertLessEqual(port["tcp_half_open"], 256, port)
+        self.assertLess(port["tcp_connections"], 300, port)
+        self.assertGreater(port["syncookies_sent"], 1000, port)
+        self.assertGreaterEqual(port["syncookies_accepted"], 1, port)  # A's connection
+        flood.wait(60)
+        self.assertEqual(flood.returncode, 0, flood.stderr)
+        self.assertEqual(json.loads(flood.stdout)["sent"], 30000)
+        rc, stats = self.stop_server(b)
+        self.assertEqual(rc, 0, "the server found corrupted data: %s" % stats)
+        series = self.scrape()
+        labels = frozenset({("port", self.topo.if_ra), ("result", "sent")})
+        self.assertGreater(series[("lnetr_port_tcp_syncookies_total", labels)], 1000)
+        self.assert_router_idle()
+
+
 class DpdkRoutingTos(DpdkRouterTestCase):
     """An NI's `tos` on a DPDK port: every TCP segment lnetr's own TCP sends
     from that NI carries it in its IPv4 header; the other NI's carry 0."""

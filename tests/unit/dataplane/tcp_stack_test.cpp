@@ -178,7 +178,7 @@ struct Link {
   Owner accepted;  // B's owner of what it accepts
 
   explicit Link(std::optional<std::uint16_t> vlan = std::nullopt, bool timestamps = true,
-                std::uint32_t initial_cwnd_segments = 10) {
+                std::uint32_t initial_cwnd_segments = 10, std::size_t b_half_open = 256) {
     for (int i = 0; i < 2; ++i) {
       sides[i].link = this;
       sides[i].index = i;
@@ -189,6 +189,7 @@ struct Link {
       c.conn.max_syn_retries = 2;
       c.conn.timestamps = timestamps;
       c.conn.initial_cwnd_segments = initial_cwnd_segments;
+      if (i == 1) c.max_half_open = b_half_open;
       sides[i].stack = std::make_unique<Stack>(c, sides[i]);
     }
     sides[1].stack->listen(988, [this](const Endpoints&) -> Upper* { return &accepted; });
@@ -385,6 +386,152 @@ TEST(TcpStack, ASynFloodHoldsNoMoreThanMaxConnections) {
   }
   EXPECT_EQ(s.connections(), 16u);
   EXPECT_EQ(s.stats().dropped_overload, 24u);
+}
+
+// A SYN to B's listener from `src` (a spoofed address on the subnet).
+std::vector<std::uint8_t> syn_to_b(std::uint32_t src, std::uint16_t port, std::uint32_t seq) {
+  TcpHeader syn;
+  syn.src_port = port;
+  syn.dst_port = 988;
+  syn.seq = seq;
+  syn.flags = tcp_flag::syn;
+  syn.window = 65535;
+  syn.options.mss = 1460;
+  std::vector<std::uint8_t> seg(kTcpMaxHeader);
+  seg.resize(encode_tcp(syn, seg));
+  finish_tcp_checksum(src, kIpB, seg);
+  std::vector<std::uint8_t> frame(14 + 20 + seg.size());
+  encode_ethernet({kMacB, Mac{0x02, 0, 0, 0, 0, 0x66}, std::nullopt, kEtherIpv4}, frame);
+  Ipv4 ip;
+  ip.total_length = static_cast<std::uint16_t>(20 + seg.size());
+  ip.protocol = kProtoTcp;
+  ip.src = src;
+  ip.dst = kIpB;
+  encode_ipv4(ip, MutableByteSpan(frame).subspan(14));
+  std::copy(seg.begin(), seg.end(), frame.begin() + 34);
+  return frame;
+}
+
+TEST(TcpStack, ASynFloodGetsCookiesAndARealPeerStillConnects) {
+  for (const bool timestamps : {true, false}) {
+    SCOPED_TRACE(timestamps ? "timestamps" : "no timestamps");
+    Link l(std::nullopt, timestamps, 10, 8);  // B keeps 8 connections in SYN-RECEIVED at most
+    for (std::uint32_t i = 0; i < 200; ++i)
+      l.b().receive(syn_to_b(kIpA + 100 + (i % 100), static_cast<std::uint16_t>(3000 + i), i * 7919), l.now);
+    EXPECT_EQ(l.b().half_open(), 8u);
+    EXPECT_EQ(l.b().connections(), 8u);  // the flood holds 8 slots, not 200
+    EXPECT_EQ(l.b().stats().syncookies_sent, 192u);
+    // A real peer, meanwhile: its SYN gets a cookie, its ACK makes the
+    // connection, and data goes both ways at full segment size.
+    Owner mine;
+    Conn* c = l.open(mine);
+    ASSERT_NE(c, nullptr);
+    EXPECT_TRUE(l.accepted.established);
+    EXPECT_EQ(l.b().stats().syncookies_sent, 193u);
+    EXPECT_EQ(l.b().stats().syncookies_accepted, 1u);
+    Conn* theirs = l.b().connection(kIpA, c->endpoints().local_port, 988);
+    ASSERT_NE(theirs, nullptr);
+    EXPECT_EQ(theirs->state(), State::established);
+    EXPECT_EQ(theirs->payload_mss(), c->payload_mss());  // the MSS (and timestamps) survived the cookie
+    const auto up = pattern(300000), down = pattern(100000);
+    std::size_t off = 0;
+    while (l.accepted.got.size() < up.size() && l.now < 1100s) {
+      off += c->send(ByteSpan(up).subspan(off), l.now);
+      l.run(l.now + 5ms);
+    }
+    EXPECT_EQ(l.accepted.got, up);
+    off = 0;
+    while (mine.got.size() < down.size() && l.now < 1200s) {
+      off += theirs->send(ByteSpan(down).subspan(off), l.now);
+      l.run(l.now + 5ms);
+    }
+    EXPECT_EQ(mine.got, down);
+    // The flood's half-open connections give up (their SYN-ACKs go
+    // unanswered) and their slots come back.
+    l.run(l.now + 30s);
+    EXPECT_EQ(l.b().half_open(), 0u);
+    EXPECT_EQ(l.b().connections(), 1u);
+  }
+}
+
+TEST(TcpStack, AForgedOrExpiredCookieIsRefused) {
+  struct Record : Port {
+    std::vector<std::vector<std::uint8_t>> frames;
+    void send(ByteSpan f) override { frames.emplace_back(f.begin(), f.end()); }
+  } port;
+  Owner owner;
+  StackConfig cfg;
+  cfg.mac = kMacA;
+  cfg.ip = kIpA;
+  cfg.max_half_open = 0;  // every SYN gets a cookie
+  Stack s(cfg, port);
+  int made = 0;
+  s.listen(988, [&](const Endpoints&) -> Upper* {
+    ++made;
+    return &owner;
+  });
+  // A knows B's MAC from B's ARP request.
+  Arp req;
+  req.op = kArpRequest;
+  req.sender_mac = kMacB;
+  req.sender_ip = kIpB;
+  req.target_ip = kIpA;
+  std::vector<std::uint8_t> arp(60);
+  encode_arp(req, MutableByteSpan(arp).subspan(encode_ethernet({kBroadcastMac, kMacB, std::nullopt, kEtherArp}, arp)));
+  Time now = 1000s;
+  s.receive(arp, now);
+  auto segment = [&](std::uint8_t flags, std::uint32_t seq, std::uint32_t ack, std::uint16_t from = 2000) {
+    TcpHeader h;
+    h.src_port = from;
+    h.dst_port = 988;
+    h.seq = seq;
+    h.ack = ack;
+    h.flags = flags;
+    h.window = 1000;
+    h.options.mss = 1460;
+    std::vector<std::uint8_t> seg(kTcpMaxHeader);
+    seg.resize(encode_tcp(h, seg));
+    finish_tcp_checksum(kIpB, kIpA, seg);
+    return frame_from_b(kProtoTcp, seg);
+  };
+  auto last_tcp = [&] {
+    auto ip = decode_ipv4(ByteSpan(port.frames.back()).subspan(14));
+    EXPECT_TRUE(ip);
+    auto t = decode_tcp(ip->payload);
+    EXPECT_TRUE(t);
+    return *t;
+  };
+  s.receive(segment(tcp_flag::syn, 5000, 0), now);
+  const TcpHeader synack = last_tcp();
+  EXPECT_EQ(synack.flags, tcp_flag::syn | tcp_flag::ack);
+  EXPECT_EQ(synack.ack, 5001u);
+  EXPECT_EQ(s.connections(), 0u);  // nothing kept
+  EXPECT_EQ(made, 0);
+  const std::uint32_t cookie = synack.seq;
+  // A guess (the cookie's neighbour), another peer sequence number, and
+  // the right cookie in the second period after its own: reset, nothing made.
+  s.receive(segment(tcp_flag::ack, 5001, cookie + 2), now);
+  s.receive(segment(tcp_flag::ack, 5002, cookie + 1), now);
+  s.receive(segment(tcp_flag::ack, 5001, cookie + 1), now + 127s);
+  EXPECT_EQ(s.stats().syncookies_refused, 3u);
+  EXPECT_EQ(s.stats().resets_out, 3u);
+  EXPECT_EQ(made, 0);
+  EXPECT_EQ(s.connections(), 0u);
+  // The right one in time: established, with the MSS the SYN offered.
+  s.receive(segment(tcp_flag::ack, 5001, cookie + 1), now + 70s);
+  EXPECT_EQ(s.stats().syncookies_accepted, 1u);
+  EXPECT_EQ(made, 1);
+  ASSERT_EQ(s.connections(), 1u);
+  Conn* c = s.connection(kIpB, 2000, 988);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->state(), State::established);
+  EXPECT_TRUE(owner.established);
+  EXPECT_EQ(c->payload_mss(), 1460u);
+  // With no cookie sent for two periods, an ACK is not taken for one.
+  s.receive(segment(tcp_flag::ack, 5001, cookie + 1, 2001), now + 400s);
+  EXPECT_EQ(s.stats().syncookies_refused, 3u);
+  EXPECT_EQ(s.stats().resets_out, 4u);
+  EXPECT_EQ(s.connections(), 1u);
 }
 
 TEST(TcpStack, VlanTaggedLinksWork) {
