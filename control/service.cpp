@@ -544,7 +544,7 @@ const std::vector<std::string>& Service::commands() {
   static const std::vector<std::string> names = {
       "route show", "route add",  "route del",   "gateway show", "routing show", "set routing", "net show",
       "peer show",  "stats show", "stats reset", "dataplane show", "buffers show", "global show", "set", "export", "import",
-      "ping", "save", "system show",
+      "ping", "save", "system show", "fault add", "fault del", "fault show", "fault reset",
   };
   return names;
 }
@@ -554,7 +554,7 @@ bool Service::changes(const std::string& command) {
   // change (handle() then names the valid ones on the management socket).
   static const std::vector<std::string> read_only = {"route show", "gateway show", "routing show", "net show",
                                                       "peer show",  "stats show",   "dataplane show", "buffers show",
-                                                      "global show", "export", "system show"};
+                                                      "global show", "export", "system show", "fault show"};
   return std::find(read_only.begin(), read_only.end(), command) == read_only.end();
 }
 
@@ -579,6 +579,8 @@ Json Service::handle(const std::string& command, const Json& args) {
   if (command == "ping") return ping(args);
   if (command == "save") return save(args);
   if (command == "system show") return system_show(args);
+  if (command.starts_with("fault ") && std::find(commands().begin(), commands().end(), command) != commands().end())
+    return fault(command.substr(6), args);
   std::string all;
   for (const auto& c : commands()) all += (all.empty() ? "'" : ", '") + c + "'";
   bad("unknown command '" + command + "': expected one of " + all);
@@ -961,6 +963,51 @@ Json Service::stats_show(const Json& args) {
   std::lock_guard lock(mu_);
   if (!stats_base_.is_null() && stats_base_incarnation_ == incarnation_locked()) subtract(s, stats_base_);
   return {{"statistics", s}};
+}
+
+// LNet fault injection (router/lnet_fault.hpp): add, del, show and reset
+// go to the dataplane, which keeps the rules and applies them on every
+// worker.  Off until an operator adds a rule; refused on the read-only
+// socket as every change is.
+Json Service::fault(const std::string& op, const Json& args) {
+  if (op == "add") {
+    only(args, {"kind", "source", "dest", "local", "type", "portal", "rate", "interval", "latency"});
+    const auto kind = opt_text(args, "kind");
+    if (!kind) bad("argument 'kind': drop, delay or corrupt is required");
+    std::string rule = "kind=" + *kind;
+    auto word = [&](const char* arg, const char* key) {
+      if (auto v = opt_text(args, arg)) {
+        if (v->empty() || v->find_first_of(" =\n") != std::string::npos)
+          bad(std::string("argument '") + arg + "': expected one word, got '" + *v + "'");
+        rule += std::string(" ") + key + "=" + *v;
+      }
+    };
+    word("source", "src");
+    word("dest", "dst");
+    word("local", "local");
+    word("type", "type");
+    word("portal", "portal");
+    word("rate", "rate");
+    word("interval", "interval");
+    word("latency", "latency");
+    if (rule.find(" src=") == std::string::npos) rule += " src=*";
+    if (rule.find(" dst=") == std::string::npos) rule += " dst=*";
+    const Json r = dataplane("lnet_fault add " + rule);
+    log("warning", "fault rule " + std::to_string(r.value("id", 0)) + " added: " + r.value("rule", rule));
+    return {{"fault", r}};
+  }
+  if (op == "del") {
+    only(args, {"id", "all"});
+    const auto id = opt_int(args, "id", 1, 0xffffffffLL);
+    const bool all = opt_int(args, "all", 0, 1).value_or(0) == 1;
+    if (id.has_value() == all) bad("give --id ID or --all");
+    const Json r = dataplane("lnet_fault del " + (all ? std::string("all") : std::to_string(*id)));
+    log("info", "fault rule(s) deleted: " + (all ? std::string("all") : std::to_string(*id)));
+    return {{"fault", r}};
+  }
+  only(args, {});
+  const Json r = dataplane(op == "show" ? "lnet_fault list" : "lnet_fault reset");
+  return {{"fault", r}};
 }
 
 Json Service::stats_reset(const Json& args) {

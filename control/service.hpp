@@ -94,6 +94,8 @@ class Service {
   Json peer_show(const Json& args);
   Json stats_show(const Json& args);
   Json stats_reset(const Json& args);
+  // LNet fault injection rules, kept by the dataplane (lnetrctl fault).
+  Json fault(const std::string& op, const Json& args);
   Json stats_now() const;  // the dataplane's counters as stats show gives them
   Json dataplane_show(const Json& args);
   static void subtract(Json& now, const Json& base);

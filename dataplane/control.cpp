@@ -12,10 +12,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -351,10 +355,12 @@ std::string Control::handle(const std::string& request) {
     return j.str();
   }
   if (faults_ && request.starts_with("fault ")) return fault(request.substr(6));
+  if (request.starts_with("lnet_fault ")) return lnet_fault(request.substr(11));
   Json j;
   j.begin_object().key("errno").value(-EINVAL).key("descr").value(
       "unknown request '" + request +
-      "': expected 'status', 'o2ib connections [NID...]', 'routing 0|1' or 'drop_asym_route [0|1]'");
+      "': expected 'status', 'o2ib connections [NID...]', 'routing 0|1', 'drop_asym_route [0|1]' or "
+      "'lnet_fault add|del|list|reset'");
   j.end_object();
   return j.str();
 }
@@ -458,6 +464,94 @@ std::string Control::fault(const std::string& args) {
   log_warn("fault: worker %u stalled for %u s on request", worker, seconds);
   j.begin_object().key("stalled").value(std::uint64_t{worker}).key("seconds").value(std::uint64_t{seconds}).end_object();
   return j.str();
+}
+
+// LNet fault injection: the control thread keeps the rules; every change
+// hands each worker the whole list (its engine keeps the state and counts
+// of the rules that stay); a list sums the workers' counts.
+std::string Control::lnet_fault(const std::string& args) {
+  constexpr std::size_t kMaxRules = 64;
+  Json j;
+  auto error = [&j](int err, const std::string& why) {
+    j.begin_object().key("errno").value(-err).key("descr").value(why).end_object();
+    return j.str();
+  };
+  auto push = [this] {
+    const std::vector<FaultRule> rules = fault_rules_;
+    return on_workers([rules](Worker& w) { w.forwarder().set_faults(rules); });
+  };
+  if (args.starts_with("add ")) {
+    const FaultParse p = parse_fault_rule(args.substr(4));
+    if (!p.rule) return error(EINVAL, p.error);
+    if (fault_rules_.size() >= kMaxRules) return error(ENOSPC, "at most 64 fault rules: delete some first");
+    FaultRule r = *p.rule;
+    r.id = ++next_fault_id_;
+    fault_rules_.push_back(r);
+    const bool all = push();
+    log_warn("fault rule %u added: %s", r.id, to_string(r).c_str());
+    j.begin_object().key("id").value(std::uint64_t{r.id}).key("rule").value(to_string(r));
+    if (!all) j.key("warning").value("a worker was slow to answer: it applies the rule when it gets to it");
+    j.end_object();
+    return j.str();
+  }
+  if (args.starts_with("del ")) {
+    const std::string what = args.substr(4);
+    std::size_t removed = 0;
+    if (what == "all") {
+      removed = fault_rules_.size();
+      fault_rules_.clear();
+    } else {
+      std::uint32_t id = 0;
+      auto [p, ec] = std::from_chars(what.data(), what.data() + what.size(), id);
+      if (ec != std::errc() || p != what.data() + what.size()) return error(EINVAL, "expected a rule id or 'all'");
+      removed = std::erase_if(fault_rules_, [id](const FaultRule& r) { return r.id == id; });
+      if (removed == 0) return error(ENOENT, "no fault rule " + what);
+    }
+    push();
+    log_info("fault rule(s) deleted: %s (%zu)", what.c_str(), removed);
+    j.begin_object().key("deleted").value(std::uint64_t{removed}).end_object();
+    return j.str();
+  }
+  if (args == "list" || args == "reset") {
+    // What the workers write is owned by the closure (a worker slow to
+    // answer may run it after we gave up waiting).
+    struct Tally {
+      std::mutex mu;
+      std::map<std::uint32_t, FaultEngine::Counts> sums;
+      std::uint64_t held = 0;
+    };
+    auto tally = std::make_shared<Tally>();
+    std::vector<std::uint32_t> ids;
+    for (const FaultRule& r : fault_rules_) ids.push_back(r.id);
+    const bool reset = args == "reset";
+    on_workers([tally, ids, reset](Worker& w) {
+      std::lock_guard lock(tally->mu);
+      tally->held += w.forwarder().fault_held();
+      for (std::uint32_t id : ids)
+        if (auto c = w.forwarder().faults().counts(id)) {
+          FaultEngine::Counts& s = tally->sums[id];
+          for (std::size_t t = 0; t < 4; ++t) s.matched[t] += c->matched[t];
+          s.acted += c->acted;
+        }
+      if (reset) w.forwarder().faults().reset_counts();
+    });
+    std::lock_guard lock(tally->mu);
+    auto& sums = tally->sums;
+    const std::uint64_t held = tally->held;
+    static constexpr const char* kTypes[] = {"ACK", "PUT", "GET", "REPLY"};
+    j.begin_object().key("faults").begin_array();
+    for (const FaultRule& r : fault_rules_) {
+      const FaultEngine::Counts c = sums[r.id];
+      j.begin_object().key("id").value(std::uint64_t{r.id}).key("kind").value(std::string(name(r.kind)));
+      j.key("rule").value(to_string(r)).key("matched").begin_object();
+      for (std::size_t t = 0; t < 4; ++t) j.key(kTypes[t]).value(c.matched[t]);
+      j.end_object().key(r.kind == FaultKind::drop ? "dropped" : r.kind == FaultKind::delay ? "delayed" : "corrupted");
+      j.value(c.acted).end_object();
+    }
+    j.end_array().key("held").value(held).end_object();
+    return j.str();
+  }
+  return error(EINVAL, "expected 'lnet_fault add RULE', 'del ID|all', 'list' or 'reset'");
 }
 
 bool Control::on_workers(const std::function<void(Worker&)>& fn) {

@@ -8,6 +8,8 @@
 //   status               routing state, NIs, buffer pools, peers, counters
 //   routing 0|1          disable / enable forwarding (Linux's stopping / starting)
 //   drop_asym_route [0|1]  show / set the asymmetric-route check
+//   lnet_fault add RULE | del ID|all | list | reset
+//                        LNet fault injection rules (router/lnet_fault.hpp)
 //   fault stall WORKER SECONDS  (only with LNETR_TEST_FAULTS=1 in the
 //                        environment) block a worker's loop, for the tests
 //                        of the service watchdog
@@ -59,6 +61,9 @@ class Control {
   std::string o2ib_connections(const std::string& args);
   std::string set_routing(bool on);
   std::string fault(const std::string& args);
+  // LNet fault injection rules (lnetrctl fault): "add RULE", "del ID|all",
+  // "list", "reset" (router/lnet_fault.hpp).
+  std::string lnet_fault(const std::string& args);
   // Run `fn` on every worker and wait for all (false if one did not answer
   // within 2 s).  `fn` must own what it writes: see Command.
   bool on_workers(const std::function<void(Worker&)>& fn);
@@ -76,6 +81,8 @@ class Control {
   std::vector<bool> slow_;       // per worker: did not answer the last status in time
   systemd::ProgressWatchdog watchdog_;  // fed while every worker loops
   bool faults_ = false;          // LNETR_TEST_FAULTS=1: the fault requests are served
+  std::vector<FaultRule> fault_rules_;  // in force on every worker, in order
+  std::uint32_t next_fault_id_ = 0;
 };
 
 }  // namespace lnetr::dp

@@ -29,7 +29,8 @@ std::int32_t ni_credits_per_cpt(const NiSetup& ni, std::uint32_t ncpts) noexcept
 
 Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& shared, const RouteTableView& routes,
                      ForwarderPorts& ports)
-    : index_(index), ncpts_(setup.ncpts()), setup_(setup), shared_(shared), routes_(routes), ports_(ports) {
+    : index_(index), ncpts_(setup.ncpts()), setup_(setup), shared_(shared), routes_(routes), ports_(ports),
+    faults_(std::random_device{}() + index) {
   for (const NiSetup& ni : setup.nis) {
     ni_nids_.push_back(ni.nid);
     ni_tx_.push_back(Credits::of(ni_credits_per_cpt(ni, ncpts_)));
@@ -257,6 +258,7 @@ void Forwarder::tick() {
     expire_waiting(now);
   }
   sweep_idle(now);
+  if (!fault_held_.empty()) release_fault_held(now, false);
   if (directory_.retired() > 0) directory_.reclaim();
   counters().table(PeerTable::lnet).peers.set(peers_.size());
 }
@@ -567,6 +569,18 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   }
   PeerNi& src = *known;
   touch(src);
+  // Fault injection: a drop rule's message is read and thrown away before
+  // anything is learned from it (Lustre drops in lnet_parse); delay and
+  // corrupt act once a forwarded message is received.
+  FaultEngine::Decision fault;
+  if (!faults_.empty()) {
+    fault = faults_.judge(rx.hdr, rx.ni, sock::Clock::now().time_since_epoch().count());
+    if (fault.act && fault.kind == FaultKind::drop) {
+      ++src.drop_count;
+      count_drop(DropReason::fault, rx.hdr.payload_length);
+      return discard(rx, false);
+    }
+  }
   const Verdict v = classify(rx.hdr, rx.ni, locals_, forwards(shared_.routing.load(std::memory_order_relaxed)));
   // drop_asym_route: a message for us from a remote net must come through a
   // gateway we would route back through; checked before anything is
@@ -630,6 +644,11 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   m->kind = RouterMsg::Kind::forward;
   m->src = &src;
   ++src.src_of;
+  if (fault.act) {
+    if (fault.kind == FaultKind::delay)
+      m->fault_until_ns = sock::Clock::now().time_since_epoch().count() + std::max<std::int64_t>(fault.latency_ns, 1);
+    m->fault_corrupt = fault.kind == FaultKind::corrupt;
+  }
   m->pool = pool_for(rx.hdr.payload_length);
   rx.cookie = m;
   m->rx = rx;
@@ -766,7 +785,44 @@ void Forwarder::on_received(lnd::Rx& rx) {
     count_drop(DropReason::no_buffer, m->rx.hdr.payload_length);
     return release(m);
   }
+  if (m->fault_corrupt) corrupt_payload(m);
+  if (m->fault_until_ns != 0) {  // a delay rule's: held with its credits and buffer
+    fault_held_.push_back(m);
+    return;
+  }
   route(m);
+}
+
+void Forwarder::set_faults(const std::vector<FaultRule>& rules) {
+  faults_.set(rules);
+  release_fault_held(0, true);
+}
+
+// Delayed messages whose time has come (all of them: the rules changed)
+// go on their way.
+void Forwarder::release_fault_held(std::int64_t now_ns, bool all) {
+  std::vector<RouterMsg*> due;
+  std::erase_if(fault_held_, [&](RouterMsg* m) {
+    if (!all && m->fault_until_ns > now_ns) return false;
+    due.push_back(m);
+    return true;
+  });
+  for (RouterMsg* m : due) {
+    m->fault_until_ns = 0;
+    route(m);
+  }
+}
+
+// A corrupt rule's message: its first payload byte inverted where it lies
+// (the router buffer, or the frame it arrived in), so that whoever checks
+// the data sees it.
+void Forwarder::corrupt_payload(RouterMsg* m) {
+  m->fault_corrupt = false;
+  if (m->rx.hdr.payload_length == 0) return;
+  std::uint8_t* p = m->buf;
+  if (m->chain.referenced() > 0 && !m->chain.pieces().empty())
+    p = const_cast<std::uint8_t*>(m->chain.pieces().front().data);  // (received memory: ours until sent)
+  if (p) *p ^= 0xff;
 }
 
 void Forwarder::on_rx_aborted(lnd::Rx& rx) {

@@ -17,6 +17,7 @@
 #include "dataplane/setup.hpp"
 #include "dataplane/shared.hpp"
 #include "lnd/socklnd/engine.hpp"
+#include "router/lnet_fault.hpp"
 #include "router/route_table.hpp"
 
 namespace lnetr::dp {
@@ -76,6 +77,14 @@ class Forwarder final : public lnd::Upper {
   // after this returns).  Allocates (the cursor): once per snapshot.
   void adopt(const RouteTableView& routes);
   void tick();
+
+  // LNet fault injection (router/lnet_fault.hpp): the rules in force from
+  // now on; messages the old ones held go on at once (as Lustre releases
+  // them when a rule is deleted).  Drop rules act on every message
+  // received; delay and corrupt rules on messages forwarded.
+  void set_faults(const std::vector<FaultRule>& rules);
+  FaultEngine& faults() noexcept { return faults_; }
+  std::size_t fault_held() const noexcept { return fault_held_.size(); }
 
   // Gateway checks for lnetr-control (shm/abi.hpp): the shared board of
   // GatewayShm entries, set once before the loop (empty: no checks).
@@ -140,6 +149,8 @@ class Forwarder final : public lnd::Upper {
   void release(RouterMsg* m);
   void release_now(RouterMsg* m);
   void count_drop(DropReason why, std::uint32_t bytes);
+  void release_fault_held(std::int64_t now_ns, bool all);
+  void corrupt_payload(RouterMsg* m);
   // transaction_timeout: drop what waited too long for a credit or a buffer.
   static void wait_in(MsgQueue& q, RouterMsg* m) noexcept;
   unsigned expire_waiting(std::int64_t now_ns);
@@ -235,6 +246,8 @@ class Forwarder final : public lnd::Upper {
   RouterMsg* free_msgs_ = nullptr;
   std::size_t msgs_allocated_ = 0, msgs_free_ = 0;
   std::vector<RouterMsg*> local_out_;  // REPLYs/ACKs to send after the current event
+  FaultEngine faults_;                  // LNet fault injection rules (none unless an operator adds some)
+  std::vector<RouterMsg*> fault_held_;  // received messages a delay rule holds (fault_until_ns)
 
   std::uint64_t push_seq_ = 0;                 // object cookie of our pushes' ACK handles
   std::span<shm::GatewayShm> board_;           // gateway checks (shared memory)

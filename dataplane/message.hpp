@@ -82,6 +82,8 @@ struct RouterMsg {
   lnd::RefChain chain;
   RouterMsg* next = nullptr;    // queue link
   std::int64_t queued_ns = 0;   // when it began waiting in a credit queue (steady clock)
+  std::int64_t fault_until_ns = 0;  // an LNet fault delay rule holds it until then once received
+  bool fault_corrupt = false;       // ... or a corrupt rule chose it: a payload byte is flipped
   lnd::Rx rx;                  // home's receive
   lnd::Tx tx;                  // the sender's transmit
   std::array<std::uint8_t, 512> inline_{};  // a local REPLY's payload (ping info)

@@ -108,6 +108,7 @@ class Worker final : public ForwarderPorts {
   // This worker's transport on NI `ni`'s device (nullptr for a tcp NI).
   o2ib::VerbsTransport* verbs_transport(std::size_t ni) const noexcept;
   const Forwarder& forwarder() const noexcept { return forwarder_; }
+  Forwarder& forwarder() noexcept { return forwarder_; }
   const sock::Acceptor* acceptor() const noexcept { return acceptor_.get(); }
   // Connections a port accepted for a peer this worker does not own (it
   // connected from an address other than its NID's), closed.

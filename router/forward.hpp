@@ -39,6 +39,7 @@ namespace lnetr {
   X(no_buffer, "a router buffer was missing though a pool credit was held (a fault: report it)")   \
   X(peer_table_full, "from or to a peer the router did not know while its peer table was full "       \
                      "(dataplane.limits.peers: many made-up NIDs, or more peers than the limit)")   \
+  X(fault, "dropped by an LNet fault injection rule (lnetrctl fault drop)")                        \
   X(shutdown, "dropped while the router was stopping")
 
 enum class DropReason : std::uint8_t {

@@ -185,6 +185,44 @@ class Failover(GatewayTestCase):
         self.assertNotIn("gateway %s: dead" % self.g2, log)
 
 
+class PingsDropped(GatewayTestCase):
+
+    def test_a_gateway_whose_pings_are_lost_goes_down_and_comes_back(self):
+        """A fault rule on R drops G1's answers to R's gateway checks: G1 is
+        found dead and its route goes down, a load then flows through G2
+        alone; deleting the rule brings G1's route back and the load
+        through it.  (A gateway that forwards to R counts as alive, as in
+        LNet, so the rule goes in while nothing flows.)"""
+        r_tcp1 = self.topo.r_nid["tcp1"]
+        rule = self.ok("fault add", {"kind": "drop", "source": self.g1, "dest": r_tcp1, "type": "REPLY",
+                                     "rate": 1})["fault"]
+        dead = "gateway %s: dead" % self.g1
+        down = self.ctl.wait_stderr_text(
+            lambda text: dead in text and "route tcp2 via %s: down" % self.g1 in text.split(dead, 1)[1], timeout=15)
+        self.assertTrue(down, "G1 not dead, or its route not down:\n" + self.ctl.stderr_so_far)
+        g1, g2 = self.forwarded("g1"), self.forwarded("g2")
+        json_path = os.path.join(self.dir, "load1.json")
+        res = self.finish_load(self.start_load(json_path, duration=3), json_path)
+        self.assertEqual(res["errors"], 0, res)
+        self.assertEqual(self.forwarded("g1"), g1)  # nothing through the gateway that does not answer
+        self.assertGreater(self.forwarded("g2"), g2 + 100)
+        shown = {f["id"]: f for f in self.ok("fault show")["fault"]["faults"]}
+        self.assertGreaterEqual(shown[rule["id"]]["dropped"], 1, shown)
+        self.assertEqual(shown[rule["id"]]["matched"]["PUT"], 0, shown)  # only the checks' REPLYs
+        self.ok("fault del", {"id": rule["id"]})
+        up = self.ctl.wait_stderr_text(lambda text: "route tcp2 via %s: up" % self.g1 in text.split(dead, 1)[1],
+                                       timeout=10)
+        self.assertTrue(up, "G1's route did not come back:\n" + self.ctl.stderr_so_far)
+        json_path = os.path.join(self.dir, "load2.json")
+        res = self.finish_load(self.start_load(json_path, duration=3), json_path)
+        self.assertEqual(res["errors"], 0, res)
+        self.assertGreater(self.forwarded("g1"), g1 + 100)  # priority 0 again
+        drops = self.status("r")["drops"]
+        self.assertGreaterEqual(drops["fault"], 1)
+        self.assertEqual(sum(n for why, n in drops.items() if why != "fault"), 0, drops)
+        self.finish()
+
+
 class AsymmetricFailure(GatewayTestCase):
 
     def test_a_gateway_whose_far_ni_is_down_is_not_used(self):

@@ -182,12 +182,13 @@ class Verbs(LnetrctlTestCase):
         rc, out, err = as_nobody(ro, "route", "show", "-v")
         self.assertEqual(rc, 0, err)
         before = parse_yaml(out)["route"]
-        for verb in (("net", "show"), ("global", "show"), ("stats", "show"), ("export",)):
+        for verb in (("net", "show"), ("global", "show"), ("stats", "show"), ("export",), ("fault", "show")):
             rc, out, err = as_nobody(ro, *verb)
             self.assertEqual(rc, 0, "%s: %s" % (verb, err))
         # ... but change nothing there, and not reach the management socket.
         for verb in (("route", "add", "--net", "tcp5", "--gateway", self.topo.b_nid), ("set", "routing", "0"),
-                     ("set", "drop_asym_route", "1"), ("stats", "reset"), ("ping", self.topo.b_nid)):
+                     ("set", "drop_asym_route", "1"), ("stats", "reset"), ("ping", self.topo.b_nid),
+                     ("fault", "add", "--kind", "drop", "--rate", "1"), ("fault", "del", "--all")):
             rc, out, err = as_nobody(ro, *verb)
             self.assertNotEqual(rc, 0, verb)
             self.assertIn("errno: -13", err, verb)
@@ -346,6 +347,72 @@ global:
             self.assertGreater(float(nets["tcp1"][1]), 0, frame)  # sent to b
             self.assertTrue(any(l.startswith(t.a_nid) for l in lines), frame)
         self.stop_server(b)
+
+
+class Faults(LnetrctlTestCase):
+    """LNet fault injection through lnetrctl (lctl net_drop_add /
+    net_delay_add in spirit): each rule acts on the messages it names, is
+    counted, and leaves the router at rest; what the peers see is what a
+    lost or late message does to them."""
+
+    def one(self, op, size=4096, timeout=3):
+        """One PUT or GET from A to B; (rc, seconds, output)."""
+        t0 = time.monotonic()
+        rc, doc, cp = self.peer("a", [op, self.topo.b_nid, "--size", str(size), "--count", "1",
+                                      "--timeout", str(timeout)])
+        return rc, time.monotonic() - t0, cp.stdout + cp.stderr
+
+    def rule(self, *args):
+        rc, out, err = self.cli("fault", "add", *args)
+        self.assertEqual(rc, 0, out + err)
+        return parse_yaml(out)["fault"]["id"]
+
+    def shown(self):
+        return {r["id"]: r for r in self.yaml("fault", "show")["fault"]["faults"]}
+
+    def test_dropped_delayed_and_corrupted_messages(self):
+        a, b = self.topo.a_nid, self.topo.b_nid
+        server = self.server("b")
+        self.assertEqual(self.one("put")[0], 0)  # the path works
+        self.assertEqual(self.shown(), {})  # no rule: nothing is checked
+        # A lost PUT: A's request times out, nothing reaches B; counted as
+        # dropped by the rule and as a `fault` drop.
+        rid = self.rule("--kind", "drop", "--source", a, "--dest", b, "--type", "PUT", "--rate", "1")
+        rc, secs, out = self.one("put")
+        self.assertNotEqual(rc, 0, out)
+        r = self.shown()[rid]
+        self.assertEqual((r["kind"], r["matched"]["PUT"], r["dropped"]), ("drop", 1, 1), r)
+        self.assertEqual(self.status()["drops"]["fault"], 1)
+        self.assert_router_idle()
+        self.assertEqual(self.cli("fault", "del", "--id", str(rid))[0], 0)
+        # A lost ACK (B got the PUT) and a lost REPLY: the requester times out.
+        for op, kind in (("put", "ACK"), ("get", "REPLY")):
+            rid = self.rule("--kind", "drop", "--source", b, "--dest", a, "--type", kind, "--rate", "1")
+            rc, secs, out = self.one(op)
+            self.assertNotEqual(rc, 0, "%s with its %s dropped: %s" % (op, kind, out))
+            self.assertEqual(self.shown()[rid]["dropped"], 1)
+            self.assert_router_idle()
+            self.assertEqual(self.cli("fault", "del", "--id", str(rid))[0], 0)
+        # A late GET: held 2 s by the router, then delivered and answered.
+        rid = self.rule("--kind", "delay", "--dest", b, "--type", "GET", "--rate", "1", "--latency", "2")
+        rc, secs, out = self.one("get", 65536, timeout=10)
+        self.assertEqual(rc, 0, out)
+        self.assertGreaterEqual(secs, 2.0)
+        self.assertEqual(self.shown()[rid]["delayed"], 1)
+        self.assertEqual(self.cli("fault", "del", "--all")[0], 0)
+        # A corrupted PUT: delivered, and B's check of the pattern finds it.
+        self.rule("--kind", "corrupt", "--dest", b, "--type", "PUT", "--rate", "1")
+        self.one("put")
+        rc, stats = self.stop_server(server)
+        self.assertNotEqual(rc, 0, "the server should have found the corrupted byte: %s" % stats)
+        self.assertEqual(self.cli("fault", "reset")[0], 0)
+        self.assertEqual(list(self.shown().values())[0]["corrupted"], 0)
+        self.assertEqual(self.cli("fault", "del", "--all")[0], 0)
+        self.assert_router_idle()
+        # Refused by name.
+        rc, out, err = self.cli("fault", "add", "--kind", "drop", "--source", a)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("exactly one of rate and interval", err)
 
 
 class Errors(LnetrctlTestCase):
