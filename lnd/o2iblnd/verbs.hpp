@@ -210,7 +210,7 @@ class VerbsTransport final : public Transport {
   TransportEvents* events_ = nullptr;
   rdma_event_channel* channel_ = nullptr;
   ibv_comp_channel* comp_ = nullptr;
-  std::vector<Cq> cqs_;
+  std::deque<Cq> cqs_;  // (a deque: connections keep pointers to theirs as more are added)
   std::vector<Own> own_;  // memory registered through register_memory() (remote-write ones)
   std::uint32_t max_sge_ = 1;
   struct Listener {
