@@ -32,7 +32,7 @@ std::optional<std::int64_t> seconds(std::string_view s) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v) || v < 0 || v > kMaxSeconds)
     return std::nullopt;
-  return static_cast<std::int64_t>(v * static_cast<double>(kNsPerS));
+  return std::llround(v * static_cast<double>(kNsPerS));  // (to the nearest: "8.2" is 8,200,000,000 ns)
 }
 
 std::string secs(std::int64_t ns) {

@@ -123,7 +123,8 @@ TEST(LnetFault, FirstRuleThatChoosesDecidesAndEveryMatchingRuleCounts) {
 TEST(LnetFault, RuleTextRoundTrips) {
   for (const char* text : {"kind=drop src=10.0.0.2@tcp dst=* type=ACK,PUT rate=3",
                            "kind=delay src=* dst=255.255.255.255@o2ib type=PUT,GET portal=4,6 interval=2.5 latency=0.25",
-                           "kind=corrupt src=* dst=10.1.0.2@tcp1 local=10.0.0.1@tcp rate=1"}) {
+                           "kind=corrupt src=* dst=10.1.0.2@tcp1 local=10.0.0.1@tcp rate=1",
+                           "kind=delay src=* dst=* interval=8.2 latency=0.25"}) {  // (8.2: found by the fuzzer)
     const FaultRule r = rule(text);
     EXPECT_EQ(to_string(r), text);
     EXPECT_EQ(rule(to_string(r).c_str()), r);
