@@ -1566,8 +1566,10 @@ bool Node::make_qp(Conn* c) {
     caps.max_recv_wr = rx_msgs(c->queue_depth, c->version);
     caps.max_send_sge = std::min(kMaxSge, tr->max_send_sge());
     // PUT_ACK sinks are at most queue_depth (each holds its PUT_REQ's
-    // credit until PUT_DONE); the rest is for the GETs the router sends.
-    caps.max_sinks = 4u * c->queue_depth;
+    // credit until PUT_DONE); GETs the router sends hold a sink until
+    // GET_DONE, at most the NI's peer_credits of them (LNet's credits to
+    // the peer); twice that, for windows still being invalidated.
+    caps.max_sinks = 2u * (c->queue_depth + static_cast<std::uint32_t>(c->ni->tunables.peer_credits));
     const int rc = tr->create_qp(c->id, caps);
     if (rc == 0) {
       c->max_send_wr = caps.max_send_wr;
