@@ -507,9 +507,11 @@ std::string Control::lnet_fault(const std::string& args) {
       removed = std::erase_if(fault_rules_, [id](const FaultRule& r) { return r.id == id; });
       if (removed == 0) return error(ENOENT, "no fault rule " + what);
     }
-    push();
+    const bool all_told = push();
     log_info("fault rule(s) deleted: %s (%zu)", what.c_str(), removed);
-    j.begin_object().key("deleted").value(std::uint64_t{removed}).end_object();
+    j.begin_object().key("deleted").value(std::uint64_t{removed});
+    if (!all_told) j.key("warning").value("a worker was slow to answer: it stops applying the rule when it gets to it");
+    j.end_object();
     return j.str();
   }
   if (args == "list" || args == "reset") {

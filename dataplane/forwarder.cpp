@@ -569,19 +569,20 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   }
   PeerNi& src = *known;
   touch(src);
+  const Verdict v = classify(rx.hdr, rx.ni, locals_, forwards(shared_.routing.load(std::memory_order_relaxed)));
   // Fault injection: a drop rule's message is read and thrown away before
   // anything is learned from it (Lustre drops in lnet_parse); delay and
   // corrupt act once a forwarded message is received.
   FaultEngine::Decision fault;
   if (!faults_.empty()) {
-    fault = faults_.judge(rx.hdr, rx.ni, sock::Clock::now().time_since_epoch().count());
+    fault = faults_.judge(rx.hdr, rx.ni, sock::Clock::now().time_since_epoch().count(),
+                          v.what == Disposition::forward);
     if (fault.act && fault.kind == FaultKind::drop) {
       ++src.drop_count;
       count_drop(DropReason::fault, rx.hdr.payload_length);
       return discard(rx, false);
     }
   }
-  const Verdict v = classify(rx.hdr, rx.ni, locals_, forwards(shared_.routing.load(std::memory_order_relaxed)));
   // drop_asym_route: a message for us from a remote net must come through a
   // gateway we would route back through; checked before anything is
   // learned from it (as Linux's lnet_parse), so it revives no gateway.
@@ -645,8 +646,10 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   m->src = &src;
   ++src.src_of;
   if (fault.act) {
-    if (fault.kind == FaultKind::delay)
+    if (fault.kind == FaultKind::delay) {
       m->fault_until_ns = sock::Clock::now().time_since_epoch().count() + std::max<std::int64_t>(fault.latency_ns, 1);
+      m->fault_rule = fault.rule;
+    }
     m->fault_corrupt = fault.kind == FaultKind::corrupt;
   }
   m->pool = pool_for(rx.hdr.payload_length);
@@ -798,12 +801,13 @@ void Forwarder::set_faults(const std::vector<FaultRule>& rules) {
   release_fault_held(0, true);
 }
 
-// Delayed messages whose time has come (all of them: the rules changed)
-// go on their way.
-void Forwarder::release_fault_held(std::int64_t now_ns, bool all) {
+// Delayed messages whose time has come, or (`gone`) whose rule was
+// deleted, go on their way.
+void Forwarder::release_fault_held(std::int64_t now_ns, bool gone) {
   std::vector<RouterMsg*> due;
   std::erase_if(fault_held_, [&](RouterMsg* m) {
-    if (!all && m->fault_until_ns > now_ns) return false;
+    const bool due_now = gone ? !faults_.counts(m->fault_rule).has_value() : m->fault_until_ns <= now_ns;
+    if (!due_now) return false;
     due.push_back(m);
     return true;
   });

@@ -79,8 +79,8 @@ class Forwarder final : public lnd::Upper {
   void tick();
 
   // LNet fault injection (router/lnet_fault.hpp): the rules in force from
-  // now on; messages the old ones held go on at once (as Lustre releases
-  // them when a rule is deleted).  Drop rules act on every message
+  // now on; messages held by a rule no longer there go on at once (as
+  // Lustre releases them when a rule is deleted).  Drop rules act on every message
   // received; delay and corrupt rules on messages forwarded.
   void set_faults(const std::vector<FaultRule>& rules);
   FaultEngine& faults() noexcept { return faults_; }
@@ -149,7 +149,7 @@ class Forwarder final : public lnd::Upper {
   void release(RouterMsg* m);
   void release_now(RouterMsg* m);
   void count_drop(DropReason why, std::uint32_t bytes);
-  void release_fault_held(std::int64_t now_ns, bool all);
+  void release_fault_held(std::int64_t now_ns, bool gone);
   void corrupt_payload(RouterMsg* m);
   // transaction_timeout: drop what waited too long for a credit or a buffer.
   static void wait_in(MsgQueue& q, RouterMsg* m) noexcept;

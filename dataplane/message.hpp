@@ -84,6 +84,7 @@ struct RouterMsg {
   std::int64_t queued_ns = 0;   // when it began waiting in a credit queue (steady clock)
   std::int64_t fault_until_ns = 0;  // an LNet fault delay rule holds it until then once received
   bool fault_corrupt = false;       // ... or a corrupt rule chose it: a payload byte is flipped
+  std::uint32_t fault_rule = 0;     // the delay rule holding it
   lnd::Rx rx;                  // home's receive
   lnd::Tx tx;                  // the sender's transmit
   std::array<std::uint8_t, 512> inline_{};  // a local REPLY's payload (ping info)

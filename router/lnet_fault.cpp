@@ -209,16 +209,19 @@ bool FaultEngine::chooses(Entry& e, std::int64_t now_ns) {
   return true;
 }
 
-FaultEngine::Decision FaultEngine::judge(const LnetHeader& h, const Nid& local, std::int64_t now_ns) {
+FaultEngine::Decision FaultEngine::judge(const LnetHeader& h, const Nid& local, std::int64_t now_ns, bool forwarded) {
   Decision d;
   for (Entry& e : rules_) {
     if (!matches(e.rule, h, local)) continue;
     ++e.counts.matched[static_cast<std::size_t>(h.type) & 3];
-    if (d.act || !chooses(e, now_ns)) continue;
+    const bool can = e.rule.kind == FaultKind::drop ||
+                     (forwarded && (e.rule.kind == FaultKind::delay || h.payload_length > 0));
+    if (d.act || !can || !chooses(e, now_ns)) continue;
     ++e.counts.acted;
     d.act = true;
     d.kind = e.rule.kind;
     d.latency_ns = e.rule.latency_ns;
+    d.rule = e.rule.id;
   }
   return d;
 }

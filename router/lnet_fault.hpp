@@ -69,10 +69,13 @@ class FaultEngine {
     FaultKind kind = FaultKind::drop;
     bool act = false;
     std::int64_t latency_ns = 0;
+    std::uint32_t rule = 0;  // the id of the rule that chose it
   };
   // What to do with a message: the first rule that chooses it decides.
-  // Every rule that matches counts it.
-  Decision judge(const LnetHeader& h, const Nid& local, std::int64_t now_ns);
+  // Every rule that matches counts it.  `forwarded`: the message is to be
+  // forwarded (delay and corrupt rules act on those only, corrupt on those
+  // with a payload; for others they count the match and keep their turn).
+  Decision judge(const LnetHeader& h, const Nid& local, std::int64_t now_ns, bool forwarded = true);
 
   struct Counts {
     std::array<std::uint64_t, 4> matched{};  // by MsgType (ACK, PUT, GET, REPLY)

@@ -112,6 +112,23 @@ TEST(LnetFault, FirstRuleThatChoosesDecidesAndEveryMatchingRuleCounts) {
   EXPECT_EQ(e.judge(ack("10.1.0.2@tcp1", "10.0.0.2@tcp"), kLocal, 0).kind, FaultKind::drop);
   EXPECT_EQ(e.counts(2)->matched[1] + e.counts(2)->matched[0], 2u);
   EXPECT_EQ(e.counts(2)->acted, 1u);
+  // Delay and corrupt act on forwarded messages only (corrupt on those with
+  // a payload); otherwise they count the match and keep their turn.
+  FaultEngine f;
+  FaultRule delay = rule("kind=delay src=* dst=* rate=1 latency=1"), corrupt = rule("kind=corrupt src=* dst=* rate=1");
+  delay.id = 7, corrupt.id = 8;
+  f.set({delay});
+  EXPECT_FALSE(f.judge(put("10.0.0.2@tcp", "10.0.0.1@tcp"), kLocal, 0, false).act);
+  const auto held = f.judge(put("10.0.0.2@tcp", "10.1.0.2@tcp1"), kLocal, 0, true);
+  EXPECT_TRUE(held.act);
+  EXPECT_EQ(held.rule, 7u);
+  EXPECT_EQ(f.counts(7)->matched[1], 2u);
+  EXPECT_EQ(f.counts(7)->acted, 1u);
+  f.set({corrupt});
+  LnetHeader empty = put("10.0.0.2@tcp", "10.1.0.2@tcp1");
+  EXPECT_FALSE(f.judge(empty, kLocal, 0, true).act);  // no payload to corrupt
+  empty.payload_length = 4096;
+  EXPECT_TRUE(f.judge(empty, kLocal, 0, true).act);
   // A rule that stays keeps its counts; one removed is gone.
   e.set({b});
   EXPECT_EQ(e.counts(2)->acted, 1u);
