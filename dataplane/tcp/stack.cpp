@@ -108,7 +108,7 @@ void Stack::send_cookie(const Endpoints& ep, const TcpHeader& syn, Time now) {
   }
   ++stats_.syncookies_sent;
   last_cookie_ = now;
-  transmit_tcp(ep, h, {}, now);
+  answer_tcp(ep, h);
 }
 
 // The SYN an ACK returning one of our cookies answers, as if it had been
@@ -210,8 +210,13 @@ void Stack::receive(ByteSpan frame, Time now, bool verified, void* dev) {
     else on_arp(*a, now);
   } else if (eth->type == kEtherIpv4) {
     auto ip = decode_ipv4(body);
-    if (!ip) ++stats_.dropped_malformed;
-    else on_ipv4(*ip, now, verified, dev);
+    if (!ip) {
+      ++stats_.dropped_malformed;
+    } else {
+      frame_src_ = eth->src;
+      on_ipv4(*ip, now, verified, dev);
+      frame_src_.reset();
+    }
   } else {
     ++stats_.dropped_not_ours;
   }
@@ -225,6 +230,7 @@ void Stack::on_arp(const Arp& a, Time now) {
   const bool for_us = a.target_ip == cfg_.ip;
   auto it = neighbours_.find(a.sender_ip);
   if (it != neighbours_.end() || (for_us && on_subnet(a.sender_ip))) {
+    if (it == neighbours_.end()) make_neighbour_room();
     Neighbour& n = neighbours_[a.sender_ip];
     n.mac = a.sender_mac;
     n.expires = now + cfg_.arp_lifetime;
@@ -378,7 +384,18 @@ void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
     r.flags = tcp_flag::rst | tcp_flag::ack;
   }
   ++stats_.resets_out;
-  transmit_tcp({cfg_.ip, ip.src, seg.dst_port, seg.src_port}, r, {}, now_);
+  answer_tcp({cfg_.ip, ip.src, seg.dst_port, seg.src_port}, r);
+}
+
+// A segment that answers the frame being handled and keeps no state (a
+// reset, a SYN cookie): to the neighbour if it is known, else straight back
+// to the frame's sender, so that a flood from made-up addresses neither
+// grows the neighbour table nor waits on ARP.
+void Stack::answer_tcp(const Endpoints& ep, const TcpHeader& h) {
+  auto nb = neighbours_.find(ep.remote_ip);
+  const bool resolved = nb != neighbours_.end() && nb->second.mac && now_ < nb->second.expires;
+  if (!resolved && frame_src_) return transmit_built(*frame_src_, ep, h, {}, false);
+  transmit_tcp(ep, h, {}, now_);
 }
 
 void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload& payload, Time now,
@@ -557,12 +574,8 @@ void Stack::send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now
     ++stats_.dropped_not_ours;  // no gateway: LNet peers are on the NI's network
     return;
   }
-  auto found = neighbours_.find(dst);
-  if (found == neighbours_.end() && neighbours_.size() >= cfg_.max_neighbours) {
-    ++stats_.dropped_unresolved;  // (spoofed sources cannot grow the table)
-    return;
-  }
-  Neighbour& n = found != neighbours_.end() ? found->second : neighbours_[dst];
+  if (!neighbours_.count(dst)) make_neighbour_room();
+  Neighbour& n = neighbours_[dst];
   if (n.mac && now < n.expires) {
     send_frame_to(*n.mac, kEtherIpv4, packet);
     return;
@@ -578,6 +591,24 @@ void Stack::send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now
     n.expires = now + cfg_.arp_retry;
     arp_request(dst);
   }
+}
+
+// Room for one more neighbour within max_neighbours: an unresolved one
+// goes first (what it held is dropped), else the one that went stale
+// first, so that no number of addresses grows the table and the peers in
+// use stay.
+void Stack::make_neighbour_room() {
+  if (neighbours_.size() < cfg_.max_neighbours || neighbours_.empty()) return;
+  auto victim = neighbours_.begin();
+  for (auto it = neighbours_.begin(); it != neighbours_.end(); ++it) {
+    if (!it->second.mac) {
+      victim = it;
+      break;
+    }
+    if (it->second.expires < victim->second.expires) victim = it;
+  }
+  stats_.dropped_unresolved += victim->second.held.size();
+  neighbours_.erase(victim);
 }
 
 void Stack::send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body) {

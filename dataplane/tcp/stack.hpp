@@ -95,7 +95,7 @@ struct StackConfig {
   int arp_tries = 3;
   Time arp_lifetime = std::chrono::seconds(60);  // a resolved neighbour, before it is asked again
   std::size_t arp_hold = 64;                     // frames held per unresolved neighbour
-  std::size_t max_neighbours = 4096;             // beyond, a packet to a new address is dropped
+  std::size_t max_neighbours = 4096;             // beyond, the stalest (or an unresolved) one is forgotten
   std::size_t max_connections = 4096;            // beyond this a SYN is dropped (a flood holds no more)
   // Connections in SYN-RECEIVED at most (Linux's SYN queue); beyond, a SYN
   // to a listener is answered with a SYN cookie and no state is kept, so a
@@ -173,6 +173,8 @@ class Stack {
   void on_ipv4(const Ipv4& ip, Time now, bool verified, void* dev);
   void on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now);
   void send_rst_for(const Ipv4& ip, const TcpHeader& seg);
+  void answer_tcp(const Endpoints& ep, const TcpHeader& h);
+  void make_neighbour_room();
   // SYN cookies: the SYN-ACK that keeps no state, and the SYN an ACK
   // returning it stands for (nothing if the cookie is not ours or too old).
   void send_cookie(const Endpoints& ep, const TcpHeader& syn, Time now);
@@ -212,6 +214,7 @@ class Stack {
   SipKey secret_ = random_sip_key();  // keys initial sequence numbers and SYN cookies
   std::size_t half_open_ = 0;         // connections in SYN-RECEIVED (accepted, not yet acknowledged)
   std::optional<Time> last_cookie_;   // when a SYN was last answered with a cookie
+  std::optional<Mac> frame_src_;      // the sender of the frame being handled
   std::map<std::uint16_t, Acceptor> listeners_;
   std::map<Key, std::unique_ptr<Entry>> conns_;
   struct Neighbour {

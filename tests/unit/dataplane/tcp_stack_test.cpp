@@ -527,6 +527,21 @@ TEST(TcpStack, AForgedOrExpiredCookieIsRefused) {
   EXPECT_EQ(c->state(), State::established);
   EXPECT_TRUE(owner.established);
   EXPECT_EQ(c->payload_mss(), 1460u);
+  // A SYN from an address never resolved: its cookie goes straight back to
+  // the frame's sender, with no ARP request and no neighbour kept.
+  const std::size_t frames = port.frames.size();
+  std::vector<std::uint8_t> syn = segment(tcp_flag::syn, 7000, 0, 2002);
+  const std::uint32_t stranger = kIpB + 50;
+  store_be<std::uint32_t>(syn.data() + 14 + 12, stranger);  // the IPv4 source (and the checksums again)
+  store_be<std::uint16_t>(syn.data() + 14 + 10, 0);
+  store_be<std::uint16_t>(syn.data() + 14 + 10, checksum(ByteSpan(syn).subspan(14, 20)));
+  store_be<std::uint16_t>(syn.data() + 34 + 16, 0);
+  finish_tcp_checksum(stranger, kIpA, MutableByteSpan(syn).subspan(34));
+  s.receive(syn, now);
+  ASSERT_EQ(port.frames.size(), frames + 1);
+  EXPECT_EQ(decode_ethernet(port.frames.back())->dst, kMacB);
+  EXPECT_EQ(last_tcp().flags, tcp_flag::syn | tcp_flag::ack);
+  EXPECT_FALSE(s.neighbour(stranger));
   // With no cookie sent for two periods, an ACK is not taken for one.
   s.receive(segment(tcp_flag::ack, 5001, cookie + 1, 2001), now + 400s);
   EXPECT_EQ(s.stats().syncookies_refused, 3u);
