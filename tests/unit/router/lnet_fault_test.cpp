@@ -106,9 +106,12 @@ TEST(LnetFault, FirstRuleThatChoosesDecidesAndEveryMatchingRuleCounts) {
   FaultRule a = rule("kind=corrupt src=* dst=* type=PUT rate=1"), b = rule("kind=drop src=* dst=* rate=1");
   a.id = 1, b.id = 2;
   e.set({a, b});
-  const auto d = e.judge(put("10.0.0.2@tcp", "10.1.0.2@tcp1"), kLocal, 0);
+  LnetHeader data = put("10.0.0.2@tcp", "10.1.0.2@tcp1");
+  data.payload_length = 4096;
+  const auto d = e.judge(data, kLocal, 0);
   EXPECT_TRUE(d.act);
   EXPECT_EQ(d.kind, FaultKind::corrupt);
+  EXPECT_EQ(d.rule, 1u);
   EXPECT_EQ(e.judge(ack("10.1.0.2@tcp1", "10.0.0.2@tcp"), kLocal, 0).kind, FaultKind::drop);
   EXPECT_EQ(e.counts(2)->matched[1] + e.counts(2)->matched[0], 2u);
   EXPECT_EQ(e.counts(2)->acted, 1u);
