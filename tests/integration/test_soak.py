@@ -14,17 +14,10 @@ import os
 import signal
 import time
 
+from lnetr_router import rss_kib
 from test_gateways import GatewayTestCase
 
 CHUNK = 15  # seconds per round of load (and per event)
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 class Soak(GatewayTestCase):
