@@ -11,8 +11,10 @@ import os
 import pty
 import re
 import select
+import shlex
 import signal
 import subprocess
+import sys
 import time
 import unittest
 
@@ -369,6 +371,25 @@ class Faults(LnetrctlTestCase):
 
     def shown(self):
         return {r["id"]: r for r in self.yaml("fault", "show")["fault"]["faults"]}
+
+    def test_the_documented_commands(self):
+        """docs/operations.md's fault commands, run as written (the rules
+        name NIDs this router never sees)."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.join(here, "..", "vm"))
+        from appliance import doc_blocks, shell_commands  # noqa: E402
+        commands = shell_commands(doc_blocks(os.path.join(here, "..", "..", "docs", "operations.md"))["fault"])
+        self.assertGreaterEqual(len(commands), 7, commands)
+        kinds = []
+        for cmd in commands:
+            argv = shlex.split(cmd)
+            self.assertEqual(argv[0], "lnetrctl")
+            rc, out, err = self.cli(*argv[1:])
+            self.assertEqual(rc, 0, "%s: %s%s" % (cmd, out, err))
+            if argv[1:3] == ["fault", "show"]:
+                kinds = [r["kind"] for r in parse_yaml(out)["fault"]["faults"]]
+        self.assertEqual(kinds, ["drop", "delay", "corrupt"])  # what the block added, in order
+        self.assertEqual(self.shown(), {})  # ... and deleted
 
     def test_dropped_delayed_and_corrupted_messages(self):
         a, b = self.topo.a_nid, self.topo.b_nid
