@@ -224,18 +224,24 @@ void Side::send(ByteSpan frame) {
   if (link->up) link->inflight.push_back({link->now + link->latency, 1 - index, sent.back()});
 }
 
-// A frame from B to A carrying `l4` over IPv4.
-std::vector<std::uint8_t> frame_from_b(std::uint8_t proto, const std::vector<std::uint8_t>& l4) {
+// An Ethernet frame carrying `l4` over IPv4.
+std::vector<std::uint8_t> ipv4_frame(const Mac& dst_mac, const Mac& src_mac, std::uint32_t src, std::uint32_t dst,
+                                     std::uint8_t proto, const std::vector<std::uint8_t>& l4) {
   std::vector<std::uint8_t> frame(14 + 20 + l4.size());
-  encode_ethernet({kMacA, kMacB, std::nullopt, kEtherIpv4}, frame);
+  encode_ethernet({dst_mac, src_mac, std::nullopt, kEtherIpv4}, frame);
   Ipv4 ip;
   ip.total_length = static_cast<std::uint16_t>(20 + l4.size());
   ip.protocol = proto;
-  ip.src = kIpB;
-  ip.dst = kIpA;
+  ip.src = src;
+  ip.dst = dst;
   encode_ipv4(ip, MutableByteSpan(frame).subspan(14));
   std::copy(l4.begin(), l4.end(), frame.begin() + 34);
   return frame;
+}
+
+// A frame from B to A carrying `l4` over IPv4.
+std::vector<std::uint8_t> frame_from_b(std::uint8_t proto, const std::vector<std::uint8_t>& l4) {
+  return ipv4_frame(kMacA, kMacB, kIpB, kIpA, proto, l4);
 }
 
 std::vector<std::uint8_t> pattern(std::size_t n) {
@@ -400,16 +406,7 @@ std::vector<std::uint8_t> syn_to_b(std::uint32_t src, std::uint16_t port, std::u
   std::vector<std::uint8_t> seg(kTcpMaxHeader);
   seg.resize(encode_tcp(syn, seg));
   finish_tcp_checksum(src, kIpB, seg);
-  std::vector<std::uint8_t> frame(14 + 20 + seg.size());
-  encode_ethernet({kMacB, Mac{0x02, 0, 0, 0, 0, 0x66}, std::nullopt, kEtherIpv4}, frame);
-  Ipv4 ip;
-  ip.total_length = static_cast<std::uint16_t>(20 + seg.size());
-  ip.protocol = kProtoTcp;
-  ip.src = src;
-  ip.dst = kIpB;
-  encode_ipv4(ip, MutableByteSpan(frame).subspan(14));
-  std::copy(seg.begin(), seg.end(), frame.begin() + 34);
-  return frame;
+  return ipv4_frame(kMacB, Mac{0x02, 0, 0, 0, 0, 0x66}, src, kIpB, kProtoTcp, seg);
 }
 
 TEST(TcpStack, ASynFloodGetsCookiesAndARealPeerStillConnects) {
@@ -480,7 +477,8 @@ TEST(TcpStack, AForgedOrExpiredCookieIsRefused) {
   encode_arp(req, MutableByteSpan(arp).subspan(encode_ethernet({kBroadcastMac, kMacB, std::nullopt, kEtherArp}, arp)));
   Time now = 1000s;
   s.receive(arp, now);
-  auto segment = [&](std::uint8_t flags, std::uint32_t seq, std::uint32_t ack, std::uint16_t from = 2000) {
+  auto segment = [&](std::uint8_t flags, std::uint32_t seq, std::uint32_t ack, std::uint16_t from = 2000,
+                     std::uint32_t src = kIpB) {
     TcpHeader h;
     h.src_port = from;
     h.dst_port = 988;
@@ -491,8 +489,8 @@ TEST(TcpStack, AForgedOrExpiredCookieIsRefused) {
     h.options.mss = 1460;
     std::vector<std::uint8_t> seg(kTcpMaxHeader);
     seg.resize(encode_tcp(h, seg));
-    finish_tcp_checksum(kIpB, kIpA, seg);
-    return frame_from_b(kProtoTcp, seg);
+    finish_tcp_checksum(src, kIpA, seg);
+    return ipv4_frame(kMacA, kMacB, src, kIpA, kProtoTcp, seg);
   };
   auto last_tcp = [&] {
     auto ip = decode_ipv4(ByteSpan(port.frames.back()).subspan(14));
@@ -530,14 +528,8 @@ TEST(TcpStack, AForgedOrExpiredCookieIsRefused) {
   // A SYN from an address never resolved: its cookie goes straight back to
   // the frame's sender, with no ARP request and no neighbour kept.
   const std::size_t frames = port.frames.size();
-  std::vector<std::uint8_t> syn = segment(tcp_flag::syn, 7000, 0, 2002);
   const std::uint32_t stranger = kIpB + 50;
-  store_be<std::uint32_t>(syn.data() + 14 + 12, stranger);  // the IPv4 source (and the checksums again)
-  store_be<std::uint16_t>(syn.data() + 14 + 10, 0);
-  store_be<std::uint16_t>(syn.data() + 14 + 10, checksum(ByteSpan(syn).subspan(14, 20)));
-  store_be<std::uint16_t>(syn.data() + 34 + 16, 0);
-  finish_tcp_checksum(stranger, kIpA, MutableByteSpan(syn).subspan(34));
-  s.receive(syn, now);
+  s.receive(segment(tcp_flag::syn, 7000, 0, 2002, stranger), now);
   ASSERT_EQ(port.frames.size(), frames + 1);
   EXPECT_EQ(decode_ethernet(port.frames.back())->dst, kMacB);
   EXPECT_EQ(last_tcp().flags, tcp_flag::syn | tcp_flag::ack);
