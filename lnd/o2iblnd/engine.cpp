@@ -69,8 +69,9 @@ namespace {
 constexpr std::uint64_t kWidTx = 1;    // the signaled SEND of a transmit descriptor
 constexpr std::uint64_t kWidRx = 2;    // a receive buffer
 constexpr std::uint64_t kWidRdma = 3;  // an (unsignaled) RDMA write of a transmit descriptor
+constexpr std::uint64_t kWidUnmap = 4; // a transmit descriptor's sink key is dead (transport's invalidation)
 constexpr std::uint64_t kWidMask = 7;
-static_assert(kTransportWrTag > kWidRdma && kTransportWrTag <= kWidMask);
+static_assert(kTransportWrTag > kWidUnmap && kTransportWrTag <= kWidMask);
 
 constexpr auto kResolveTimeout = std::chrono::seconds(5);
 constexpr int kMaxConnRaces = 20;     // races lost before the lower NID is let win
@@ -303,6 +304,9 @@ class Conn {
   std::uint32_t wrs_posted = 0;
   std::deque<std::uint32_t> post_wrs;
   DescList tx_noops, tx_queue, tx_queue_rsrvd, tx_queue_nocred, active_txs;
+  // Finished transfers whose sink key on this connection is being
+  // invalidated: their buffers move on once it is dead.
+  DescList unmapping;
   std::vector<RxDesc> rxs;
   std::uint8_t* rx_mem = nullptr;
   Region rx_region;
@@ -437,7 +441,7 @@ TxDesc* Node::get_desc(Device* dev) {
 void Node::put_desc(TxDesc* d) noexcept {
   assert(d->in_use && d->list == nullptr);
   if (d->sink) {
-    d->dev->tr->unmap_sink(*d->sink);
+    (void)d->dev->tr->unmap_sink(*d->sink, 0);
     d->sink.reset();
   }
   if (d->bounce) {
@@ -528,16 +532,18 @@ bool Node::map_source(TxDesc* d, const lnd::Tx& tx) {
 bool Node::map_sink(TxDesc* d, CmId* id, MutableByteSpan sink) {
   Transport* tr = d->dev->tr;
   d->sink_len = static_cast<std::uint32_t>(sink.size());
-  if (auto s = tr->map_sink(id, sink.data(), sink.size())) {
+  bool busy = false;
+  if (auto s = tr->map_sink(id, sink.data(), sink.size(), busy)) {
     d->sink = *s;
     d->sink_addr = s->addr;
     return true;
   }
+  if (busy) return false;  // no key to give now, whatever the memory
   Bounce* b = get_bounce(d->dev);
   if (!b) return false;
   d->bounce = b;
   d->bounce_to = sink;
-  auto s = tr->map_sink(id, b->mem, sink.size());
+  auto s = tr->map_sink(id, b->mem, sink.size(), busy);
   if (!s) return false;
   d->sink = *s;
   d->sink_addr = s->addr;
@@ -1021,6 +1027,19 @@ std::uint64_t Node::wr_bytes(const SendWr& w, const std::vector<Sge>& sges) noex
 // A descriptor is finished: give the Upper what it is owed and free it.
 void Node::tx_done(TxDesc* d) {
   assert(d->list == nullptr && d->sending == 0);
+  // The peer's key to our sink dies before the sink's memory moves on
+  // (delivered, aborted, or given to another transfer): a key that is
+  // invalidated through the connection finishes this on its completion.
+  if (d->sink && d->conn && !d->conn->destroyed) {
+    const Sink s = *d->sink;
+    d->sink.reset();
+    if (d->dev->tr->unmap_sink(s, reinterpret_cast<std::uint64_t>(d) | kWidUnmap)) {
+      ++d->sending;
+      d->conn->unmapping.push_back(d);
+      ++stats_.sinks_unmapping;
+      return;
+    }
+  }
   const TxDesc::Role role = d->role;
   const int status = d->status;
   lnd::Tx* tx = d->tx;
@@ -1144,6 +1163,18 @@ void Node::on_completion(const WorkCompletion& wc) {
       auto* d = static_cast<TxDesc*>(ptr);
       if (wc.status != 0 && d->conn && d->conn->state == ConnState::established)
         close_conn(d->conn, wc.flushed ? CloseReason::peer_disconnected : CloseReason::tx_failed, -EIO);
+      break;
+    }
+    case kWidUnmap: {
+      // The sink's key is dead (invalidated, or flushed with its queue
+      // pair): the transfer finishes as it would have without the wait.
+      auto* d = static_cast<TxDesc*>(ptr);
+      Conn* c = d->conn;
+      if (!d->in_use || d->list != &c->unmapping) break;  // (abandoned at shutdown)
+      c->unmapping.remove(d);
+      --d->sending;
+      tx_done(d);
+      maybe_destroy(c);
       break;
     }
     default:
@@ -2138,7 +2169,7 @@ void Node::finalise(Conn* c) {
 
 void Node::maybe_destroy(Conn* c) {
   if (c->destroyed || c->state != ConnState::disconnected) return;
-  if (c->nsends_posted > 0 || c->posted_rx > 0 || !c->active_txs.empty()) return;
+  if (c->nsends_posted > 0 || c->posted_rx > 0 || !c->active_txs.empty() || !c->unmapping.empty()) return;
   for (const RxDesc& rx : c->rxs)
     if (rx.held) return;
   c->destroyed = true;
@@ -2298,6 +2329,10 @@ void Node::shutdown() {
     c->nsends_posted = 0;
     c->posted_rx = 0;
     while (TxDesc* d = c->active_txs.pop_front()) {
+      d->sending = 0;
+      tx_done(d);
+    }
+    while (TxDesc* d = c->unmapping.pop_front()) {
       d->sending = 0;
       tx_done(d);
     }

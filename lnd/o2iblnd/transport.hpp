@@ -169,10 +169,18 @@ class Transport {
   virtual std::optional<std::uint32_t> lkey(const void* addr, std::size_t len) const noexcept = 0;
   // Open [addr, addr + len) of such memory to RDMA writes from the peer of
   // `id`: the key and address to advertise, or nothing if the memory is
-  // not registered for remote writes.  unmap_sink() once the transfer is
-  // over (the write has completed or the connection is gone).
-  virtual std::optional<Sink> map_sink(CmId* id, void* addr, std::size_t len) = 0;
-  virtual void unmap_sink(const Sink& s) noexcept = 0;
+  // not registered for remote writes, or (`busy`) if it is but the
+  // connection or the device has no key left to give.  unmap_sink() once
+  // the transfer is over (the write has completed or the connection is
+  // gone).
+  virtual std::optional<Sink> map_sink(CmId* id, void* addr, std::size_t len, bool& busy) = 0;
+  // Close a sink.  True: its key dies only when an invalidation queued on
+  // its connection has run, and a completion whose wr_id is `done` says so
+  // (successful, or flushed with the connection: the key is dead either
+  // way); until then the peer can still write the memory.  False: the key
+  // is dead already (or lives on, the whole pool's), and no completion
+  // follows.  `done` 0: no completion is wanted.
+  virtual bool unmap_sink(const Sink& s, std::uint64_t done) noexcept = 0;
 };
 
 }  // namespace lnetr::o2ib

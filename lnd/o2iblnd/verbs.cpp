@@ -356,7 +356,7 @@ unsigned VerbsTransport::poll_cq(unsigned burst) {
     for (int i = 0; i < n; ++i) {
       const ibv_wc& w = wc_[static_cast<std::size_t>(i)];
       if ((w.wr_id & 7) == kTransportWrTag) {
-        window_done(w.wr_id, w.status == IBV_WC_SUCCESS);
+        window_done(w);
         continue;
       }
       WorkCompletion wc;
@@ -603,7 +603,8 @@ std::optional<std::uint32_t> VerbsTransport::lkey(const void* addr, std::size_t 
   return dev_->lkey(addr, len);
 }
 
-std::optional<Sink> VerbsTransport::map_sink(CmId* cid, void* addr, std::size_t len) {
+std::optional<Sink> VerbsTransport::map_sink(CmId* cid, void* addr, std::size_t len, bool& busy) {
+  busy = false;
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
   ibv_mr* own = nullptr;
   for (const Own& o : own_)
@@ -611,7 +612,7 @@ std::optional<Sink> VerbsTransport::map_sink(CmId* cid, void* addr, std::size_t 
   if (dev_->windows()) {
     ibv_mr* mr = own ? own : dev_->sink_mr(addr, len);
     if (!mr) return std::nullopt;
-    return bind_window(static_cast<Id*>(cid), mr, a, len);
+    return bind_window(static_cast<Id*>(cid), mr, a, len, busy);
   }
   if (dev_->remote_keys() == RemoteKeys::transfer && dev_->lkey(addr, len)) {
     // This sink alone, for this transfer (its cost timed: the price of
@@ -632,7 +633,9 @@ std::optional<Sink> VerbsTransport::map_sink(CmId* cid, void* addr, std::size_t 
 // queue pair of `id`.  The binding is queued ahead of whatever the engine
 // posts next on that queue pair (the PUT_ACK or GET_REQ naming the key), so
 // the peer never holds the key before it opens anything.
-std::optional<Sink> VerbsTransport::bind_window(Id* id, ibv_mr* mr, std::uintptr_t addr, std::size_t len) {
+std::optional<Sink> VerbsTransport::bind_window(Id* id, ibv_mr* mr, std::uintptr_t addr, std::size_t len,
+                                               bool& busy) {
+  busy = true;  // (whatever refuses a window below refuses any other memory too)
   if (!id->has_qp || id->window_wrs + 2 > id->window_budget) {
     ++stats_.sink_windows_refused;
     return std::nullopt;
@@ -681,19 +684,20 @@ std::optional<Sink> VerbsTransport::bind_window(Id* id, ibv_mr* mr, std::uintptr
   w.mw->rkey = key;
   w.rkey = key;
   w.id = id;
+  w.done = 0;
   id->windows.push_back(i);
   id->window_wrs += 2;  // this binding and its invalidation
   ++stats_.sink_windows;
   return Sink{key, addr, nullptr, (std::uint64_t{w.gen} << 32) | (std::uint64_t{i} + 1)};
 }
 
-void VerbsTransport::unmap_sink(const Sink& s) noexcept {
+bool VerbsTransport::unmap_sink(const Sink& s, std::uint64_t done) noexcept {
   if (s.window != 0) {
     const auto i = static_cast<std::uint32_t>((s.window & 0xffffffffu) - 1);
     const auto gen = static_cast<std::uint32_t>(s.window >> 32);
-    if (i >= windows_.size()) return;
+    if (i >= windows_.size()) return false;
     Window& w = windows_[i];
-    if (w.gen != gen || w.invalidating || !w.id) return;  // already gone with its connection
+    if (w.gen != gen || w.invalidating || !w.id) return false;  // already gone with its connection
     ibv_send_wr wr{};
     wr.wr_id = window_wr_id(i, gen);
     wr.opcode = IBV_WR_LOCAL_INV;
@@ -703,27 +707,40 @@ void VerbsTransport::unmap_sink(const Sink& s) noexcept {
     ++stats_.send_posts;
     if (ibv_post_send(w.id->id->qp, &wr, &bad) != 0) {
       ++stats_.post_failures;
-      free_window(i, true);
-      return;
+      free_window(i, true);  // deallocated: its key is dead now
+      return false;
     }
     w.invalidating = true;
-    return;
+    w.done = done;
+    return done != 0;
   }
-  if (!s.handle) return;
+  if (!s.handle) return false;
   const auto t0 = std::chrono::steady_clock::now();
   ibv_dereg_mr(static_cast<ibv_mr*>(s.handle));
   stats_.sink_registration_ns += elapsed_ns(t0);
+  return false;
 }
 
 // A window's binding or invalidation completed.  Bindings are unsignaled:
 // only a failed one completes (flushed with its connection, or refused).
 // A window whose binding or invalidation failed may still be bound, so it
-// is deallocated rather than reused.
-void VerbsTransport::window_done(std::uint64_t wr_id, bool ok) noexcept {
-  const auto i = static_cast<std::uint32_t>((wr_id & 0xffffffffu) >> 3);
-  const auto gen = static_cast<std::uint32_t>(wr_id >> 32);
+// is deallocated rather than reused; either way its key is dead, and the
+// engine waiting for that hears it.
+void VerbsTransport::window_done(const ibv_wc& c) noexcept {
+  const auto i = static_cast<std::uint32_t>((c.wr_id & 0xffffffffu) >> 3);
+  const auto gen = static_cast<std::uint32_t>(c.wr_id >> 32);
   if (i >= windows_.size() || windows_[i].gen != gen || !windows_[i].id) return;
+  const bool ok = c.status == IBV_WC_SUCCESS;
+  if (!ok && c.status != IBV_WC_WR_FLUSH_ERR) ++stats_.cq_errors;  // the device refused it
+  const std::uint64_t done = windows_[i].invalidating ? windows_[i].done : 0;
   free_window(i, !ok);
+  if (done != 0 && events_) {
+    WorkCompletion wc;
+    wc.wr_id = done;
+    wc.status = static_cast<std::uint32_t>(c.status);
+    wc.flushed = c.status == IBV_WC_WR_FLUSH_ERR;
+    events_->on_completion(wc);
+  }
 }
 
 void VerbsTransport::free_window(std::uint32_t i, bool lose) noexcept {

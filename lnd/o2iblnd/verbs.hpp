@@ -115,7 +115,7 @@ struct VerbsStats {
   std::uint64_t send_posts = 0;     // ibv_post_send calls
   std::uint64_t recv_posts = 0;     // ibv_post_recv calls
   std::uint64_t post_failures = 0;  // refused by the device
-  std::uint64_t cq_errors = 0;      // completion queue or async errors
+  std::uint64_t cq_errors = 0;      // completion queue errors, and window bindings or invalidations refused
   std::uint64_t sink_registrations = 0;  // RemoteKeys::transfer without windows: sinks registered for one transfer
   std::uint64_t sink_registration_ns = 0;  // ... and the time spent registering and deregistering them
   std::uint64_t sink_windows = 0;          // RemoteKeys::transfer: memory windows bound to a sink
@@ -173,8 +173,8 @@ class VerbsTransport final : public Transport {
   bool register_memory(void* addr, std::size_t len, bool remote_write, Region& out) override;
   void deregister(Region& r) override;
   std::optional<std::uint32_t> lkey(const void* addr, std::size_t len) const noexcept override;
-  std::optional<Sink> map_sink(CmId* id, void* addr, std::size_t len) override;
-  void unmap_sink(const Sink& s) noexcept override;
+  std::optional<Sink> map_sink(CmId* id, void* addr, std::size_t len, bool& busy) override;
+  bool unmap_sink(const Sink& s, std::uint64_t done) noexcept override;
 
  private:
   struct Id;
@@ -201,9 +201,10 @@ class VerbsTransport final : public Transport {
     std::uint32_t rkey = 0;  // the key of its last binding
     std::uint32_t gen = 0;
     bool invalidating = false;
+    std::uint64_t done = 0;  // the engine's completion once invalidated (0: none)
   };
-  std::optional<Sink> bind_window(Id* id, ibv_mr* mr, std::uintptr_t addr, std::size_t len);
-  void window_done(std::uint64_t wr_id, bool ok) noexcept;
+  std::optional<Sink> bind_window(Id* id, ibv_mr* mr, std::uintptr_t addr, std::size_t len, bool& busy);
+  void window_done(const ibv_wc& wc) noexcept;
   void free_window(std::uint32_t i, bool lose) noexcept;
 
   std::shared_ptr<VerbsDevice> dev_;

@@ -138,7 +138,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   sim::SimTransport tr(fabric, "node");
   const Nid me = *parse_nid("10.0.0.1@o2ib");
   tr.add_address(me.addr4());
-  tr.all_registered = (in.u8() & 1) == 0;
+  const std::uint8_t mode = in.u8();
+  tr.all_registered = (mode & 1) == 0;
+  tr.windows = (mode & 2) != 0;  // per-transfer sink keys, invalidated before the memory moves on
   Options opts;
   opts.cksum = in.u8() & 1;
   LocalNi ni;
@@ -332,6 +334,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(node->connections() == 0);
   // Every message the node took was handed back.
   for (const lnd::Tx& t : txs) FUZZ_CHECK(upper.handed_back.count(&t) == 1);
+  FUZZ_CHECK(tr.live_windows() == 0);
   node.reset();
   FUZZ_CHECK(tr.live_regions() == 0);
   return 0;

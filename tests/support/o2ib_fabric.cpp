@@ -241,6 +241,7 @@ void SimTransport::destroy(CmId* cid) {
                          std::to_string(id->sends_outstanding) + " sends posted");
   id->destroyed = true;
   id->recvs.clear();
+  std::erase_if(windows_, [id](const auto& kv) { return kv.second.id == id; });  // their keys die with it
   if (id->peer && id->peer->peer == id && id->connected && !id->peer->dead() && !id->peer->error) {
     // Destroying a connected identifier disconnects it.
     SimId* peer = id->peer;
@@ -265,6 +266,10 @@ bool SimTransport::covers(std::uint32_t key, std::uint64_t addr, std::uint32_t l
 }
 
 bool SimTransport::remote_ok(std::uint32_t rkey, std::uint64_t addr, std::uint32_t len) const noexcept {
+  if (windows) {
+    auto w = windows_.find(rkey);
+    return w != windows_.end() && addr >= w->second.addr && addr + len <= w->second.addr + w->second.len;
+  }
   if (rkey == kAnyKey) return all_registered;
   auto in = [&](const Reg& r) { return addr >= r.addr && addr + len <= r.addr + r.len; };
   for (const auto& [k, r] : regions_)
@@ -438,17 +443,46 @@ std::optional<std::uint32_t> SimTransport::lkey(const void* addr, std::size_t le
   return std::nullopt;
 }
 
-std::optional<Sink> SimTransport::map_sink(CmId*, void* addr, std::size_t len) {
+std::optional<Sink> SimTransport::map_sink(CmId* cid, void* addr, std::size_t len, bool& busy) {
+  busy = false;
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  std::optional<Sink> s;
   for (const auto& [k, r] : regions_)
-    if (r.remote_write && a >= r.addr && a + len <= r.addr + r.len) return Sink{r.rkey, a, nullptr};
+    if (!s && r.remote_write && a >= r.addr && a + len <= r.addr + r.len) s = Sink{r.rkey, a, nullptr};
   for (const Reg& r : payload_)
-    if (a >= r.addr && a + len <= r.addr + r.len) return Sink{r.rkey, a, nullptr};
-  if (all_registered) return Sink{kAnyKey, a, nullptr};
-  return std::nullopt;
+    if (!s && a >= r.addr && a + len <= r.addr + r.len) s = Sink{r.rkey, a, nullptr};
+  if (!s && all_registered) s = Sink{kAnyKey, a, nullptr};
+  if (!s || !windows) return s;
+  const std::uint32_t key = next_window_++;
+  windows_[key] = Window{a, len, static_cast<SimId*>(cid)};
+  return Sink{key, a, nullptr, key};
 }
 
-void SimTransport::unmap_sink(const Sink&) noexcept {}
+bool SimTransport::unmap_sink(const Sink& s, std::uint64_t done) noexcept {
+  auto it = s.window != 0 ? windows_.find(s.rkey) : windows_.end();
+  if (it == windows_.end() || it->second.invalidating) return false;
+  SimId* id = it->second.id;
+  if (id->dead()) {
+    windows_.erase(it);
+    return false;
+  }
+  it->second.invalidating = true;
+  auto work = [this, id, key = s.rkey, done] {
+    windows_.erase(key);
+    if (done == 0 || id->dead() || !events_) return;
+    WorkCompletion wc;
+    wc.wr_id = done;
+    wc.status = id->error ? kFlushErr : 0;
+    wc.flushed = id->error;
+    events_->on_completion(wc);
+  };
+  if (id->held) {
+    id->held_work.push_back(std::move(work));
+  } else {
+    fabric_.post(std::move(work));
+  }
+  return done != 0;
+}
 
 void Fabric::remove(SimTransport* t) {
   transports_.erase(std::remove(transports_.begin(), transports_.end(), t), transports_.end());

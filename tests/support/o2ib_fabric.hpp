@@ -87,6 +87,13 @@ class SimTransport final : public Transport {
   // write outside them fails as a device fails it (remote access error,
   // both queue pairs in error) without counting against the writer.
   bool untrusted_sinks = false;
+  // Per-transfer keys, as memory windows give them: map_sink() opens a
+  // key of its own for each sink (the only key a peer may write it with),
+  // and unmap_sink() kills it in the queue pair's order, behind whatever
+  // was posted before, then completes the engine's wr_id.
+  bool windows = false;
+  // Sink keys map_sink() gave that are still live.
+  std::size_t live_windows() const noexcept { return windows_.size(); }
 
   // Transport
   void attach(TransportEvents* events) noexcept override { events_ = events; }
@@ -104,8 +111,8 @@ class SimTransport final : public Transport {
   bool register_memory(void* addr, std::size_t len, bool remote_write, Region& out) override;
   void deregister(Region& r) override;
   std::optional<std::uint32_t> lkey(const void* addr, std::size_t len) const noexcept override;
-  std::optional<Sink> map_sink(CmId* id, void* addr, std::size_t len) override;
-  void unmap_sink(const Sink& s) noexcept override;
+  std::optional<Sink> map_sink(CmId* id, void* addr, std::size_t len, bool& busy) override;
+  bool unmap_sink(const Sink& s, std::uint64_t done) noexcept override;
 
   TransportEvents* events() const noexcept { return events_; }
   const std::string& name() const noexcept { return name_; }
@@ -148,6 +155,14 @@ class SimTransport final : public Transport {
   std::map<std::uint32_t, Reg> regions_;  // by lkey
   std::vector<Reg> payload_;
   std::uint32_t next_key_ = 0x100;
+  struct Window {
+    std::uintptr_t addr = 0;
+    std::size_t len = 0;
+    SimId* id = nullptr;
+    bool invalidating = false;
+  };
+  std::map<std::uint32_t, Window> windows_;  // by key
+  std::uint32_t next_window_ = 0x20000001;
 };
 
 // The wire: one FIFO of things to happen.

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
@@ -48,6 +49,7 @@ class TestUpper final : public lnd::Upper {
   };
 
   Policy policy = Policy::accept;
+  std::function<void(const lnd::Rx&)> on_received_hook;  // a look at the engine's state as it delivers
   bool answer_gets = true;  // GETs to us: a REPLY of sink_length pattern bytes
   Node* node = nullptr;
   std::vector<Received> received;
@@ -83,6 +85,7 @@ class TestUpper final : public lnd::Upper {
     return lnd::RxVerdict::accept;
   }
   void on_received(lnd::Rx& rx) override {
+    if (on_received_hook) on_received_hook(rx);
     Received r{rx.from, rx.hdr, {}};
     if (!rx.discard) r.payload.assign(rx.sink.begin(), rx.sink.end());
     received.push_back(std::move(r));
@@ -470,6 +473,67 @@ TEST_F(EngineTest, OptimizedGetRepliesByRdmaIntoTheRequestersSink) {
   EXPECT_EQ(b.node->stats().rdma_bytes_written, 65536u);
   EXPECT_EQ(a.node->stats().bytes_copied, 0u);
   EXPECT_EQ(b.node->stats().bytes_copied, 0u);
+}
+
+// With per-transfer keys (memory windows), the peer's key to a sink is
+// dead before the sink's memory is given on: a peer writing after its
+// PUT_DONE or GET_DONE cannot reach a buffer that moved on.
+TEST_F(EngineTest, ASinkKeyIsDeadBeforeItsMemoryMovesOn) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  Host& b = host("B", "10.0.0.2@o2ib");
+  a.tr.windows = b.tr.windows = true;
+  std::vector<std::size_t> a_live, b_live;
+  // (Each holds one sink at a time: B the PUT's, A the GET's.)
+  a.upper->on_received_hook = [&](const lnd::Rx& rx) {
+    if (rx.hdr.type == lnetr::MsgType::reply) a_live.push_back(a.tr.live_windows());
+  };
+  b.upper->on_received_hook = [&](const lnd::Rx& rx) {
+    if (rx.hdr.type == lnetr::MsgType::put) b_live.push_back(b.tr.live_windows());
+  };
+  std::vector<std::uint8_t> sink(65536);
+  a.upper->reply_into = sink;
+  const auto data = pattern(65536, 3);
+  lnd::Tx p = put(a, b, data);
+  lnd::Tx g = optimized_get(a.me, b.me, 65536);
+  ASSERT_EQ(a.node->send(b.me, p), 0);
+  ASSERT_EQ(a.node->send(b.me, g), 0);
+  settle();
+  EXPECT_EQ(a.upper->status_of(p), 0);
+  EXPECT_EQ(a.upper->status_of(g), 0);
+  EXPECT_EQ(b.upper->payload_of(7), data);
+  EXPECT_EQ(std::vector<std::uint8_t>(sink.begin(), sink.end()), pattern(65536, 0x77));
+  EXPECT_EQ(b_live, std::vector<std::size_t>{0}) << "the PUT's sink key was live when its buffer was delivered";
+  EXPECT_EQ(a_live, std::vector<std::size_t>{0}) << "the GET's sink key was live when its REPLY was delivered";
+  EXPECT_EQ(b.node->stats().sinks_unmapping, 1u);
+  EXPECT_EQ(a.node->stats().sinks_unmapping, 1u);
+}
+
+// A connection that dies while sink keys are being invalidated: the keys
+// die with its queue pair, the transfers finish, nothing is held.
+TEST_F(EngineTest, SinkKeysBeingInvalidatedWhenTheConnectionDiesLeaveNothingHeld) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  Host& b = host("B", "10.0.0.2@o2ib");
+  a.tr.windows = b.tr.windows = true;
+  std::deque<lnd::Tx> txs;
+  const auto data = pattern(1 << 20, 9);
+  for (int i = 0; i < 6; ++i) {
+    txs.push_back(put(a, b, data, i));
+    ASSERT_EQ(a.node->send(b.me, txs.back()), 0);
+  }
+  // Run until B has an invalidation queued, then A vanishes.
+  for (int i = 0; i < 10000 && b.node->stats().sinks_unmapping == 0; ++i) fabric.run(1);
+  ASSERT_GT(b.node->stats().sinks_unmapping, 0u);
+  a.tr.vanish();
+  a.node.reset();
+  settle();
+  advance(51s);
+  EXPECT_GT(b.upper->received.size() + static_cast<std::size_t>(b.upper->aborted), 0u);
+  for (const auto& r : b.upper->received) EXPECT_EQ(r.payload, data);
+  expect_at_rest(b);
+  b.node->shutdown();
+  settle();
+  b.node->reap();
+  EXPECT_EQ(b.tr.live_windows(), 0u);
 }
 
 TEST_F(EngineTest, GetsGoImmediateWhenSmallOrToARouter) {
