@@ -26,6 +26,7 @@ namespace lnetr::dp {
 namespace {
 
 constexpr unsigned kBurst = 32;
+constexpr unsigned kCmBatch = 1;  // connection-manager events a turn takes (each may make a queue pair)
 constexpr unsigned kIdleLoopsBeforeSleep = 256;
 constexpr int kSleepMs = 100;
 constexpr unsigned kEpollEvery = 64;  // turns between epoll polls when it holds no kernel socket
@@ -71,7 +72,7 @@ class Worker::VerbsHandler final : public sock::IoHandler {
   VerbsHandler(o2ib::VerbsTransport& t, bool cm) : t_(t), cm_(cm) {}
   void on_io(std::uint32_t) override {
     if (cm_) {
-      t_.poll_cm();
+      t_.poll_cm(kCmBatch);
     } else {
       t_.on_wake();
     }
@@ -299,7 +300,10 @@ std::vector<o2ib::VerbsStats> Worker::verbs_stats() const {
 unsigned Worker::poll_verbs() {
   unsigned n = 0;
   for (auto& t : verbs_)
-    if (t) n += t->poll_cq(kBurst);
+    if (t) {
+      n += t->poll_cq(kBurst);
+      if (t->cm_backlog()) n += t->poll_cm(kCmBatch);  // a storm, taken one a turn
+    }
   return n;
 }
 

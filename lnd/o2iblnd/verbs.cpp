@@ -261,10 +261,11 @@ bool VerbsTransport::listen(std::uint32_t ip, std::uint16_t port, std::function<
   return true;
 }
 
-unsigned VerbsTransport::poll_cm() {
+unsigned VerbsTransport::poll_cm(unsigned max) {
   unsigned n = 0;
   rdma_cm_event* ev = nullptr;
-  while (rdma_get_cm_event(channel_, &ev) == 0) {
+  cm_backlog_ = false;
+  while (n < max && rdma_get_cm_event(channel_, &ev) == 0) {
     ++n;
     ++stats_.cm_events;
     const rdma_cm_event copy = *ev;
@@ -298,6 +299,7 @@ unsigned VerbsTransport::poll_cm() {
     rdma_ack_cm_event(ev);
     if (id && events_) dispatch(copy, id, ByteSpan(priv.data(), plen));
   }
+  cm_backlog_ = n == max;
   return n;
 }
 

@@ -137,9 +137,15 @@ class VerbsTransport final : public Transport {
   // which worker's engine judges them).
   bool listen(std::uint32_t ip, std::uint16_t port, std::function<void(ConnRequest&&)> on_request, std::string& err);
 
-  // The worker's loop: completions (a burst per queue), then CM events.
+  // The worker's loop: completions (a burst per queue), then CM events,
+  // at most `max` of them (an accepted request makes a queue pair and
+  // registers its receive buffers: a storm of them is taken a few at a
+  // time, between the turns that forward).  cm_backlog(): the last call
+  // stopped at `max`, so more may wait, and the edge-triggered channel
+  // will not say so again: poll again on the next turn.
   unsigned poll_cq(unsigned burst);
-  unsigned poll_cm();
+  unsigned poll_cm(unsigned max = ~0u);
+  bool cm_backlog() const noexcept { return cm_backlog_; }
   // For the worker's epoll: the CM channel, and the completion channel
   // used only to sleep (arm() before, on_wake() after).
   int cm_fd() const noexcept;
@@ -225,6 +231,7 @@ class VerbsTransport final : public Transport {
   std::deque<Window> windows_;            // indices are stable: completions name them
   std::vector<std::uint32_t> free_windows_;
   bool armed_ = false;
+  bool cm_backlog_ = false;
   VerbsStats stats_;
 };
 

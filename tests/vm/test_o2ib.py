@@ -342,15 +342,16 @@ class O2ibOverVerbs(unittest.TestCase):
 
     def test_9_connreq_storm(self):
         """400 CONNREQs from one address, 32 in flight, each naming another
-        made-up source NID: past the burst they are rejected NO_RESOURCES
-        by the per-address rate limit (dataplane.limits.connect_rate, 16 a
-        second after 64) or for want of completion-queue room; nothing
+        made-up source NID, while D writes to B (tcp1 -> tcp) through the
+        same worker.  The worker takes one connection-manager event a turn,
+        so the queue pairs the requests make (slow on soft-RoCE under TCG)
+        are made between the turns that forward: D's writes all succeed
+        during the storm.  What is let through stays within the
+        per-address rate (dataplane.limits.connect_rate: 64 at once, then
+        16 a second); anything refused is NO_RESOURCES and counted; nothing
         crashes (this storm found a use-after-free when a worker's
         completion queues grew), the router ends at rest and clients
-        connect and transfer.  What D's writes to B (tcp1 -> tcp, the same
-        worker) met during the storm is logged, not judged: the requests
-        let through each make a queue pair on the worker's turn, which
-        soft-RoCE under TCG makes slowly (issue 29: off the hot turn)."""
+        connect and transfer."""
         before = self.status()["o2iblnd"]
         t0 = time.monotonic()
         storm = self.guest.spawn(f"exec {PROBE} --src {Z} --dst {R_IB} --data {connreq(src='10.98.128.1')} "
@@ -358,22 +359,23 @@ class O2ibOverVerbs(unittest.TestCase):
         rc, doc, out, err = self.peer(f"{D}@tcp1", f"tcp|{R_TCP1}@tcp1", f"put {B}@tcp --size 1048576 --count 4 "
                                       f"--timeout 20", "t")
         during = (doc or {}).get("put", {}) if isinstance(doc, dict) else {}
+        storm_running = storm.poll() is None
         self.assertEqual(storm.wait(300), 0)
         elapsed = time.monotonic() - t0
         out = storm.output()[0].strip().splitlines()[-1]
-        log(f"CONNREQ storm: {out} in {elapsed:.1f} s; D's 4 writes to B meanwhile: rc {rc}, "
-            f"ok {during.get('ok')}, errors {during.get('errors')}")
+        log(f"CONNREQ storm: {out} in {elapsed:.1f} s; D's 4 writes to B meanwhile "
+            f"(storm still running after them: {storm_running}): rc {rc}, ok {during.get('ok')}, "
+            f"errors {during.get('errors')}")
         f = dict(kv.split("=", 1) for kv in out.split()[1:])
         reasons = dict(r.split(":") for r in f["reasons"].split(",") if r)
         self.assertEqual(int(f["sent"]), 400, out)
         self.assertEqual(int(f["established"]) + int(f["rejected"]) + int(f["errors"]), 400, out)
         self.assertLessEqual(int(f["established"]), 64 + 16 * elapsed + 16, out)
-        # NO_RESOURCES: the rate limit's, and the worker's completion
-        # queues full of the connections let through (also NO_RESOURCES).
-        self.assertGreater(int(reasons.get("2", 0)), 0, out)
+        self.assertEqual(set(reasons) - {"2"}, set(), out)  # refusals: NO_RESOURCES only
+        self.assertEqual((rc, during.get("ok"), during.get("errors")), (0, 4, 0), out + err)
+        self.assertTrue(storm_running, "the storm ended before D's writes: they met none of it")
         st = self.at_rest(timeout=60)
         limited = st["o2iblnd"]["connreqs_rate_limited"] - before["connreqs_rate_limited"]
-        self.assertGreater(limited, 0)
         self.assertLessEqual(limited, int(reasons.get("2", 0)))
         self.xfer(f"{D}@tcp1", f"tcp|{R_TCP1}@tcp1", f"{B}@tcp", "put", 1 << 20, 2, netns="t")
         self.xfer(f"{Y}@o2ib", f"o2ib1|{R_IB}@o2ib", f"{C}@o2ib1", "put", 1 << 20, 2)
