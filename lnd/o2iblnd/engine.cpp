@@ -71,6 +71,8 @@ constexpr std::uint64_t kWidRx = 2;    // a receive buffer
 constexpr std::uint64_t kWidRdma = 3;  // an (unsignaled) RDMA write of a transmit descriptor
 constexpr std::uint64_t kWidUnmap = 4; // a transmit descriptor's sink key is dead (transport's invalidation)
 constexpr std::uint64_t kWidMask = 7;
+// Registered receive memory a device keeps from closed connections for new ones.
+constexpr std::size_t kRxSlabBytes = 8u << 20;
 static_assert(kTransportWrTag > kWidUnmap && kTransportWrTag <= kWidMask);
 
 constexpr auto kResolveTimeout = std::chrono::seconds(5);
@@ -239,6 +241,15 @@ struct Device {
   std::vector<TxDesc*> free;
   std::vector<Bounce> bounces;  // allocated (stable: reserved)
   std::vector<Bounce*> free_bounces;
+  // Receive memory of connections gone, still registered, for the next
+  // ones: a peer that reconnects costs no registration on the worker's turn.
+  struct RxSlab {
+    std::uint8_t* mem = nullptr;
+    std::uint32_t msgs = 0;
+    Region region;
+  };
+  std::vector<RxSlab> rx_slabs;
+  std::size_t rx_slab_bytes = 0;
 
   TxDesc* by_index(std::uint32_t i) noexcept {
     const std::size_t c = i / chunk;
@@ -352,6 +363,10 @@ Node::~Node() {
     for (Bounce& b : d->bounces) {
       d->tr->deregister(b.region);
       std::free(b.mem);
+    }
+    for (Device::RxSlab& r : d->rx_slabs) {
+      d->tr->deregister(r.region);
+      std::free(r.mem);
     }
   }
 }
@@ -1611,9 +1626,20 @@ bool Node::make_qp(Conn* c) {
   }
   if (!p.queue_depth_mod && c->queue_depth != p.queue_depth) p.queue_depth_mod = c->queue_depth;
   const std::uint32_t n = rx_msgs(c->queue_depth, c->version);
-  c->rx_mem = static_cast<std::uint8_t*>(std::aligned_alloc(4096, std::size_t{n} * kMaxMsgSize));
-  if (!c->rx_mem) return false;
-  if (!tr->register_memory(c->rx_mem, std::size_t{n} * kMaxMsgSize, false, c->rx_region)) return false;
+  auto& slabs = c->dev->rx_slabs;
+  if (auto it = std::find_if(slabs.begin(), slabs.end(), [n](const Device::RxSlab& r) { return r.msgs == n; });
+      it != slabs.end()) {
+    c->rx_mem = it->mem;
+    c->rx_region = it->region;
+    c->dev->rx_slab_bytes -= std::size_t{n} * kMaxMsgSize;
+    *it = slabs.back();
+    slabs.pop_back();
+    ++stats_.rx_slabs_reused;
+  } else {
+    c->rx_mem = static_cast<std::uint8_t*>(std::aligned_alloc(4096, std::size_t{n} * kMaxMsgSize));
+    if (!c->rx_mem) return false;
+    if (!tr->register_memory(c->rx_mem, std::size_t{n} * kMaxMsgSize, false, c->rx_region)) return false;
+  }
   c->rx_registered = true;
   c->rxs.resize(n);
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -2178,7 +2204,17 @@ void Node::maybe_destroy(Conn* c) {
     c->dev->tr->destroy(c->id);
     c->id = nullptr;
   }
-  if (c->rx_registered) c->dev->tr->deregister(c->rx_region);
+  if (c->rx_registered) {
+    // Kept registered for the next connection, up to kRxSlabBytes a device.
+    const std::size_t bytes = c->rxs.size() * kMaxMsgSize;
+    if (c->dev->rx_slab_bytes + bytes <= kRxSlabBytes) {
+      c->dev->rx_slabs.push_back(Device::RxSlab{c->rx_mem, static_cast<std::uint32_t>(c->rxs.size()), c->rx_region});
+      c->dev->rx_slab_bytes += bytes;
+      c->rx_mem = nullptr;
+    } else {
+      c->dev->tr->deregister(c->rx_region);
+    }
+  }
   c->rx_registered = false;
   conns_[c->index] = conns_.back();
   conns_[c->index]->index = c->index;

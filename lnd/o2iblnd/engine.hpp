@@ -209,6 +209,7 @@ struct Stats {
   std::uint64_t bytes_gathered = 0;      // IMMEDIATE payload bytes sent from the Upper's memory
   std::uint64_t completions = 0;         // work completions taken
   std::uint64_t sinks_unmapping = 0;     // finished transfers that waited for their sink key's invalidation
+  std::uint64_t rx_slabs_reused = 0;     // connections given a closed one's registered receive memory
   std::uint64_t tx_timeouts = 0;         // messages failed waiting for a connection
   std::uint64_t tx_no_desc = 0;          // sends refused: no transmit descriptor
   std::uint64_t tx_descs = 0;            // transmit descriptors allocated

@@ -1210,6 +1210,26 @@ TEST_F(EngineTest, APeerWithoutConnectionsIsFreedWhenIdle) {
   EXPECT_EQ(b.node->stats().peers_freed, 1u);
 }
 
+// A connection's registered receive memory outlives it for the next one:
+// a peer that reconnects costs no registration (and none is leaked).
+TEST_F(EngineTest, AReconnectingPeerGetsRegisteredReceiveMemory) {
+  Host& b = host("B", "10.0.0.2@o2ib");
+  const std::size_t idle_regions = b.tr.live_regions();
+  RawPeer r(fabric, "10.0.0.1@o2ib");
+  for (int i = 0; i < 3; ++i) {
+    r.connect(b.me, sim::connreq(r.me, 1, b.me));
+    settle();
+    ASSERT_TRUE(r.established) << i;
+    EXPECT_EQ(b.tr.live_regions(), idle_regions + 1) << "one registration for the receive buffers, kept";
+    r.close();
+    settle();
+    b.node->reap();
+    EXPECT_EQ(b.node->connections(), 0u);
+    r.established = false;
+  }
+  EXPECT_EQ(b.node->stats().rx_slabs_reused, 2u);
+}
+
 // Options::connreq_rate: requests from one address beyond the rate (after
 // its burst) are rejected before they are looked at; another address is
 // not held back.
