@@ -4,6 +4,7 @@
 
 #include "lnd/o2iblnd/verbs.hpp"
 
+#include <malloc.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -170,6 +171,8 @@ std::string too_long() {
 }
 
 constexpr auto kTickPeriod = 100ms;
+constexpr auto kTrimPeriod = 10s;
+constexpr std::size_t kTrimFree = 8u << 20;  // free heap worth a trim
 constexpr auto kRequestTime = 2s;  // to send the request line
 constexpr auto kAnswerTime = 10s;  // to read the answer
 
@@ -280,8 +283,31 @@ bool Control::serve(Client& c, short revents, std::chrono::steady_clock::time_po
   return true;
 }
 
+void Control::trim_heap(std::chrono::steady_clock::time_point now) {
+  if (now < next_trim_) return;
+  next_trim_ = now + kTrimPeriod;
+  // main.cpp keeps glibc from trimming on its own: that came from free()
+  // on the forwarding path, a madvise and a TLB shootdown of every worker
+  // each time.  Here it is at most one every kTrimPeriod, and only once
+  // kTrimFree more lies free than at the last trim (or the least since:
+  // free heap stays free heap once trimmed).  The trim holds each arena's
+  // lock while it walks it: a worker that allocates meanwhile waits
+  // (11 to 32 ms measured after 100,000 peers aged out).  No system call
+  // here otherwise: mallinfo2() reads the arenas (each lock held briefly).
+  const struct mallinfo2 m = mallinfo2();
+  trimmed_free_ = std::min(trimmed_free_, m.fordblks);
+  if (m.fordblks < trimmed_free_ + kTrimFree) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  malloc_trim(0);
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  trimmed_free_ = m.fordblks;
+  log_info("heap: %zu MiB freed by the workers (%zu MiB in use) returned to the system in %lld us",
+           m.fordblks >> 20, m.uordblks >> 20, static_cast<long long>(took.count()));
+}
+
 void Control::tick() {
   watchdog_.tick(std::chrono::steady_clock::now());
+  trim_heap(std::chrono::steady_clock::now());
   drain_worker_logs();
   for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
     const int port = setup_.nis[i].port;

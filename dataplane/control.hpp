@@ -67,6 +67,10 @@ class Control {
   // Run `fn` on every worker and wait for all (false if one did not answer
   // within 2 s).  `fn` must own what it writes: see Command.
   bool on_workers(const std::function<void(Worker&)>& fn);
+  // Give the system back the heap the workers freed, when much of it is
+  // free (a flood of made-up peers aged out): from this thread, at most
+  // every kTrimPeriod, never from the forwarding path.
+  void trim_heap(std::chrono::steady_clock::time_point now);
 
   const Setup& setup_;
   SharedState& shared_;
@@ -83,6 +87,8 @@ class Control {
   bool faults_ = false;          // LNETR_TEST_FAULTS=1: the fault requests are served
   std::vector<FaultRule> fault_rules_;  // in force on every worker, in order
   std::uint32_t next_fault_id_ = 0;
+  std::chrono::steady_clock::time_point next_trim_{};
+  std::size_t trimmed_free_ = 0;  // free heap after the last trim (or the least since)
 };
 
 }  // namespace lnetr::dp

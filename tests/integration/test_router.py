@@ -218,14 +218,22 @@ class Floods(RouterTestCase):
             flooded = json.load(f)
         t = self.tables()
         # Bounded: no table beyond its limit on either worker, and the
-        # excess refused by name.
+        # excess refused by name.  (Both tables see both floods: the
+        # sources as peers, the destinations as next hops the router
+        # connects to.  A flood the two workers' tables can hold, as with
+        # the default limits at full scale, is refused nothing.)
+        overflow = max(self.SOURCES, self.DESTS) > 2 * self.PEERS
         for name in ("lnet", "socklnd"):
             self.assertLessEqual(t[name]["peers"], 2 * self.PEERS + 4, t)
-            self.assertGreater(t[name]["refused"], 0, t)
+            if overflow:
+                self.assertGreater(t[name]["refused"], 0, t)
+            else:
+                self.assertEqual(t[name]["refused"], 0, t)
         st = self.status()
-        self.assertGreater(st["socklnd"]["closed"]["refused_peer_table_full"], 0, st["socklnd"])
-        self.assertGreater(st["drops"]["peer_table_full"], 0, st["drops"])
-        self.assertGreater(src["refused"], 0, src)
+        if overflow:
+            self.assertGreater(st["socklnd"]["closed"]["refused_peer_table_full"], 0, st["socklnd"])
+            self.assertGreater(st["drops"]["peer_table_full"], 0, st["drops"])
+            self.assertGreater(src["refused"], 0, src)
         self.assertEqual(dst["sent"], self.DESTS, dst)
         # The known peers kept working, every byte checked.
         self.assertEqual(flooded["errors"], 0, flooded)
@@ -245,10 +253,23 @@ class Floods(RouterTestCase):
         after = self.load(3)
         self.assertEqual(after["errors"], 0, after)
         settled = rss_kib(pid)
+        # What the aged-out peers held goes back to the system: the
+        # dataplane trims its heap (every 10 s at most, once 8 MiB more of
+        # it is free), so RSS gives back at least a third of what the
+        # floods added.  (ASan keeps freed memory in quarantine: RSS says
+        # nothing there.)
+        peak = max(rss)
+        if os.environ.get("LNETR_SANITIZED") != "1" and peak - rss_idle > 16384:
+            bound = peak - (peak - rss_idle) // 3
+            end = time.monotonic() + 15
+            while settled > bound and time.monotonic() < end:
+                time.sleep(1)
+                settled = rss_kib(pid)
+            self.assertLessEqual(settled, bound, "RSS did not return towards idle")
         print("floods: %d sources in %.1f s (%d refused), %d destinations in %.1f s; RSS KiB idle %d, peak %d, "
               "settled %d; legitimate 64 KiB writes %.0f/s quiet, %.0f/s during the floods, %.0f/s after; "
               "tables %s" % (self.SOURCES, src["seconds"], src["refused"], self.DESTS, dst["seconds"], rss_idle,
-                             max(rss), settled, quiet["ops_per_s"], flooded["ops_per_s"], after["ops_per_s"],
+                             peak, settled, quiet["ops_per_s"], flooded["ops_per_s"], after["ops_per_s"],
                              json.dumps(t)))
         self.stop_server(b)
         self.assert_router_idle()
