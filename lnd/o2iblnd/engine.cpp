@@ -661,6 +661,10 @@ void Node::launch(TxDesc* d, const Nid& dest) {
   for (std::uint32_t i = 0; i < d->ni->tunables.conns_per_peer; ++i) connect_peer(p);
 }
 
+std::size_t Node::max_conns_per_peer(const LocalNi& ni) noexcept {
+  return 2u * std::max<std::uint32_t>(ni.tunables.conns_per_peer, 1) + 2u;
+}
+
 std::chrono::milliseconds Node::connreq_timeout(const LocalNi& ni) const noexcept {
   return std::max<std::chrono::milliseconds>(kResolveTimeout, std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                   ni.tunables.timeout) / 4);
@@ -1780,6 +1784,13 @@ void Node::accept_request(ConnRequest&& r) {
         p.version = version;
       }
       return refuse(RejectReason::conn_stale);
+    }
+    // Its connections: conns_per_peer, and room for those a reconnect or a
+    // race replaces until they are closed.  More is a peer opening
+    // connections for their own sake.
+    if (p.conns.size() >= max_conns_per_peer(*ni)) {
+      ++stats_.conns_refused;
+      return refuse(RejectReason::no_resources);
     }
     // A connection race: the higher NID hash keeps its own connection, unless
     // it keeps losing (the other side may be stuck connecting).

@@ -215,7 +215,7 @@ struct Stats {
   std::uint64_t tx_descs = 0;            // transmit descriptors allocated
   std::uint64_t peers_refused = 0;       // new peers refused: the table held Options::max_peers
   std::uint64_t peers_freed = 0;         // peers freed after Options::peer_idle at rest
-  std::uint64_t conns_refused = 0;       // connections refused or not made: Options::max_conns
+  std::uint64_t conns_refused = 0;       // connections refused or not made: Options::max_conns, or a peer's cap
   std::uint64_t connreqs_rate_limited = 0;  // connection requests over Options::connreq_rate
 };
 
@@ -371,6 +371,8 @@ class Node final : private TransportEvents {
   void send_reject_for(Conn* c, RejectReason why, std::uint16_t version);
   std::uint32_t msg_queue_size(std::uint16_t version, const LocalNi& ni) const noexcept;
   std::chrono::milliseconds connreq_timeout(const LocalNi& ni) const noexcept;
+  // Connections one peer may hold at once (accepting more is refused).
+  static std::size_t max_conns_per_peer(const LocalNi& ni) noexcept;
   void connreq_done(Conn* c, int status);
   void peer_connect_failed(Peer& p, bool active, int error);
   void peer_notify(Peer& p);

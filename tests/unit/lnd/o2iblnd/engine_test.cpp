@@ -1188,6 +1188,29 @@ TEST_F(EngineTest, ANewPeerBeyondTheLimitIsRejectedAndTheKnownOneWorks) {
   EXPECT_EQ(b.node->peer_count(), 1u);
 }
 
+// One peer cannot open connections without end: beyond twice its
+// conns_per_peer and two (room for those a reconnect or a race replaces)
+// its requests are rejected NO_RESOURCES, and the ones it has keep working.
+TEST_F(EngineTest, APeerOpeningConnectionsBeyondItsShareIsRejected) {
+  Host& b = host("B", "10.0.0.2@o2ib");
+  std::list<RawPeer> same;  // one node (one NID, one incarnation), many connections
+  for (int i = 0; i < 5; ++i) {
+    RawPeer& r = same.emplace_back(fabric, "10.0.0.1@o2ib");
+    r.connect(b.me, sim::connreq(r.me, 1, b.me), static_cast<std::uint16_t>(1023 - i));
+    settle();
+    if (i < 4) {
+      EXPECT_TRUE(r.established) << i;
+    } else {
+      ASSERT_TRUE(r.rejected);
+      EXPECT_EQ(decode_reject(r.reject)->rej.why, RejectReason::no_resources);
+    }
+  }
+  EXPECT_EQ(b.node->stats().conns_refused, 1u);
+  EXPECT_EQ(b.node->connections(), 4u);
+  for (RawPeer& r : same) r.close();
+  settle();
+}
+
 // Options::peer_idle: a peer whose connections are gone, with nothing
 // queued, is freed once unused that long.
 TEST_F(EngineTest, APeerWithoutConnectionsIsFreedWhenIdle) {
