@@ -52,6 +52,11 @@ std::string ms_text(std::chrono::nanoseconds d) {
 
 std::string route_name(const Route& r) { return to_string(r.net) + " via " + to_string(r.gateway); }
 
+// A configured route's own health_sensitivity, or the global one's mark.
+std::uint16_t route_sensitivity(const config::RouteConfig& r) {
+  return r.health_sensitivity.given() ? static_cast<std::uint16_t>(r.health_sensitivity.value) : kSensitivityGlobal;
+}
+
 HealthParams health_params(const config::Config& cfg) {
   HealthParams p;
   p.check_interval = std::chrono::seconds(cfg.dataplane.alive_router_check_interval.value);
@@ -472,7 +477,7 @@ bool Service::attach(shm::Region region) {
     for (const config::RouteConfig& r : cfg_.routes) {
       const std::uint32_t hops =
           r.hop.value == config::kHopUndefined ? kHopsUndefined : static_cast<std::uint32_t>(r.hop.value);
-      auto added = builder_->add({r.net.value, r.gateway.value, hops, r.priority.value});
+      auto added = builder_->add({r.net.value, r.gateway.value, hops, r.priority.value, route_sensitivity(r)});
       if (!added)
         log("warning", config::to_string(r.source) + ": route to " + to_string(r.net.value) + " via " +
                            to_string(r.gateway.value) + " ignored: " + std::string(describe(added.error())));
@@ -1216,9 +1221,13 @@ Json Service::export_config(const Json& args) {
   }
   Json routes = Json::array();
   if (builder_)
-    for (const Route& r : builder_->routes())
-      routes.push_back({{"net", to_string(r.net)}, {"gateway", to_string(r.gateway)}, {"hop", display_hop(r)},
-                        {"priority", r.priority}});
+    for (const Route& r : builder_->routes()) {
+      Json j = {{"net", to_string(r.net)}, {"gateway", to_string(r.gateway)}, {"hop", display_hop(r)},
+                {"priority", r.priority}};
+      // (Only a route's own: one without keeps following the global one.)
+      if (r.health_sensitivity != kSensitivityGlobal) j["health_sensitivity"] = r.health_sensitivity;
+      routes.push_back(std::move(j));
+    }
   const config::BufferConfig& b = cfg_.buffers;
   return {{"net", nets},
           {"route", routes},
@@ -1450,7 +1459,7 @@ Json Service::import_config(const Json& args) {
       }
       const std::uint32_t hops =
           r.hop.value == config::kHopUndefined ? kHopsUndefined : static_cast<std::uint32_t>(r.hop.value);
-      auto added = builder_->add({r.net.value, r.gateway.value, hops, r.priority.value});
+      auto added = builder_->add({r.net.value, r.gateway.value, hops, r.priority.value, route_sensitivity(r)});
       if (added) {
         done.push_back("route " + what + " added");
         changed = true;

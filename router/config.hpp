@@ -127,6 +127,9 @@ struct RouteConfig {
   Field<Nid> gateway;
   Field<std::int32_t> hop{kHopUndefined};  // -1 or 1..255
   Field<std::uint32_t> priority{0};        // lower is preferred
+  // Health its gateway loses per failure, 0..1000; not given: the global
+  // health_sensitivity (lnetctl route add --health_sensitivity).
+  Field<std::uint32_t> health_sensitivity{0};
 };
 
 struct RoutingConfig {

@@ -154,7 +154,7 @@ constexpr std::string_view kPeerNiOutputKeys[] = {
     "available_rtr_credits", "min_rtr_credits", "refcount", "statistics", "sent_stats", "received_stats",
     "dropped_stats", "health stats", "udsp info",
 };
-constexpr std::string_view kRouteOutputKeys[] = {"state", "type", "health_sensitivity"};
+constexpr std::string_view kRouteOutputKeys[] = {"state", "type"};
 
 template <std::size_t N>
 bool one_of(std::string_view key, const std::string_view (&keys)[N]) {
@@ -657,6 +657,8 @@ void Loader::routes(const Node& n, const std::string& path, Config& cfg) {
         set(r.hop, static_cast<std::int32_t>(*v), e.value, p);
       } else if (e.key == "priority") {
         ok = integer(e.value, p, 0, kU32Max, r.priority) && ok;
+      } else if (e.key == "health_sensitivity") {
+        ok = integer(e.value, p, 0, 1000, r.health_sensitivity) && ok;
       } else if (!one_of(e.key, kRouteOutputKeys)) {
         unknown(e, p);
       }

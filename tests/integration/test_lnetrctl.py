@@ -565,7 +565,7 @@ class Shell(LnetrctlTestCase):
         # What runs now differs from the file: a route, forwarding off,
         # a tunable.
         self.assertEqual(self.cli("route", "add", "--net", "tcp7", "--gateway", self.topo.b_nid, "--hop", "2",
-                                  "--priority", "3")[0], 0)
+                                  "--priority", "3", "--health_sensitivity", "300")[0], 0)
         self.assertEqual(self.cli("set", "health_sensitivity", "50")[0], 0)
         self.assertEqual(self.cli("set", "routing", "0")[0], 0)
         ro = self.router.api_sock[:-len(".sock")] + "-ro.sock"
@@ -592,7 +592,8 @@ class Shell(LnetrctlTestCase):
         self.assertIn("dataplane:\n", saved)
         self.assertIn("control:\n", saved)
         doc = parse_yaml(saved)
-        self.assertEqual(doc["route"], [{"net": "tcp7", "gateway": self.topo.b_nid, "hop": 2, "priority": 3}])
+        self.assertEqual(doc["route"], [{"net": "tcp7", "gateway": self.topo.b_nid, "hop": 2, "priority": 3,
+                                         "health_sensitivity": 300}])
         self.assertEqual(doc["routing"], {"enable": 0})
         self.assertEqual(doc["global"]["health_sensitivity"], 50)
         # A restarted lnetr-control on a restarted dataplane: the same.
@@ -605,6 +606,7 @@ class Shell(LnetrctlTestCase):
         routes = self.routes()
         self.assertEqual(set(routes), {("tcp7", self.topo.b_nid)})
         self.assertEqual(routes[("tcp7", self.topo.b_nid)]["hop"], 2)
+        self.assertEqual(routes[("tcp7", self.topo.b_nid)]["health_sensitivity"], 300)  # its own, not the global 50
         self.assertEqual(self.yaml("global", "show")["global"]["health_sensitivity"], 50)
         self.assertEqual(self.yaml("routing", "show")["routing"][2]["enable"], 0)
         # Saved twice, the file is the same but for the time.

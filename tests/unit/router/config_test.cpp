@@ -517,7 +517,8 @@ TEST(ConfigRoutes, GatewayRangeExpands) {
                          "  - net: o2ib1\n"
                          "    gateway: 192.168.0.[1-4]@tcp\n"
                          "    hop: 1\n"
-                         "    priority: 3\n")
+                         "    priority: 3\n"
+                         "    health_sensitivity: 300\n")
                      .config;
   ASSERT_EQ(c.routes.size(), 4u);
   for (std::size_t i = 0; i < 4; ++i) {
@@ -525,11 +526,14 @@ TEST(ConfigRoutes, GatewayRangeExpands) {
     EXPECT_EQ(c.routes[i].net.value, net("o2ib1"));
     EXPECT_EQ(c.routes[i].hop.value, 1);
     EXPECT_EQ(c.routes[i].priority.value, 3u);
+    EXPECT_TRUE(c.routes[i].health_sensitivity.given());
+    EXPECT_EQ(c.routes[i].health_sensitivity.value, 300u);
     EXPECT_EQ(c.routes[i].gateway.source.line, 8u);
     EXPECT_EQ(c.routes[i].gateway.source.field, "route[0].gateway");
   }
   const auto d = load_ok(std::string(kOneNet) + "route:\n  - net: tcp9\n    gateway: 10.0.[0-1].[1,3]@tcp\n").config;
   ASSERT_EQ(d.routes.size(), 4u);
+  EXPECT_FALSE(d.routes[0].health_sensitivity.given());  // the global one's
   EXPECT_EQ(d.routes[3].gateway.value, nid("10.0.1.3@tcp"));
 }
 
@@ -658,6 +662,8 @@ TEST(ConfigErrors, RouteRules) {
               ElementsAre("lnetr.yaml:9:10: route[0].hop: expected -1 or an integer 1..255, got \"-2\""));
   EXPECT_THAT(route("  - net: tcp9\n    gateway: 10.0.0.1@tcp\n    priority: -1\n"),
               ElementsAre("lnetr.yaml:9:15: route[0].priority: expected an integer >= 0, got \"-1\""));
+  EXPECT_THAT(route("  - net: tcp9\n    gateway: 10.0.0.1@tcp\n    health_sensitivity: 1001\n"),
+              ElementsAre("lnetr.yaml:9:25: route[0].health_sensitivity: expected an integer 0..1000, got \"1001\""));
   EXPECT_THAT(route("  - net: tcp9\n    gateway: 10.0.0.1@tcp\n  - net: tcp9\n    gateway: 10.0.0.1@tcp\n    hop: 2\n"),
               ElementsAre("lnetr.yaml:10:14: route[1].gateway: duplicate route to tcp9 via 10.0.0.1@tcp (line 8, "
                           "column 14)"));
