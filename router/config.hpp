@@ -209,8 +209,8 @@ struct SocklndParams {
   Field<std::int32_t> max_reconnectms{60000};  // >= min_reconnectms
   Field<std::int32_t> tx_buffer_size{0};       // 0: kernel default
   Field<std::int32_t> rx_buffer_size{0};
-  Field<bool> enable_csum{false};
-  Field<bool> typed_conns{true};
+  // (enable_csum and typed_conns are taken only at ksocklnd's defaults, 0
+  // and 1: what lnetr does.)
   Field<std::int32_t> conns_per_peer{0};  // 0: auto, which is 1
 
   std::int32_t effective_conns_per_peer() const noexcept {

@@ -242,6 +242,22 @@ class Loader {
     return true;
   }
 
+  // ksocklnd parameters lnetr takes only at their default (what it does
+  // regardless): anything else is refused by name, never ignored.
+  void only_default(const Entry& e, const std::string& path, bool dflt) {
+    Field<bool> v;
+    flag(e.value, path, v);
+    if (!v.given() || v.value == dflt) return;
+    if (e.key == "enable_csum")
+      error(e.value.mark, path,
+            "enable_csum 1 is not supported: lnetr neither sends nor checks ksocklnd checksums (0, ksocklnd's "
+            "default)");
+    else
+      error(e.value.mark, path,
+            "typed_conns 0 is not supported: lnetr always opens typed connections (control, bulk in, bulk out: "
+            "1, ksocklnd's default)");
+  }
+
   void flag(const Node& n, const std::string& path, Field<bool>& out) {
     if (!scalar(n, path, "0 or 1")) return;
     if (n.text == "0" || n.text == "1") {
@@ -1000,10 +1016,8 @@ void Loader::socklnd(const Node& n, const std::string& path, SocklndParams& out)
       integer(e.value, p, 0, kI32Max, out.tx_buffer_size);
     else if (k == "rx_buffer_size")
       integer(e.value, p, 0, kI32Max, out.rx_buffer_size);
-    else if (k == "enable_csum")
-      flag(e.value, p, out.enable_csum);
-    else if (k == "typed_conns")
-      flag(e.value, p, out.typed_conns);
+    else if (k == "enable_csum" || k == "typed_conns")
+      only_default(e, p, k == "typed_conns");
     else if (k == "conns_per_peer")
       integer(e.value, p, 0, 127, out.conns_per_peer);
     else

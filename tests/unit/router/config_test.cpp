@@ -16,6 +16,7 @@ using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 const char* vectors_dir() {
   const char* d = std::getenv("LNETR_VECTORS");
@@ -363,8 +364,6 @@ TEST(ConfigDefaults, AbsentKeys) {
   EXPECT_EQ(s.max_reconnectms.value, 60000);
   EXPECT_EQ(s.tx_buffer_size.value, 0);
   EXPECT_EQ(s.rx_buffer_size.value, 0);
-  EXPECT_FALSE(s.enable_csum.value);
-  EXPECT_TRUE(s.typed_conns.value);
   EXPECT_EQ(s.conns_per_peer.value, 0);
   EXPECT_EQ(s.effective_conns_per_peer(), 1);
 }
@@ -761,6 +760,15 @@ TEST(ConfigErrors, DataplaneRules) {
   auto dp = [](std::string_view body) { return load_errors(std::string(kOneNet) + "dataplane:\n" + std::string(body)); };
   EXPECT_THAT(dp("  coers: [1]\n"), ElementsAre("lnetr.yaml:7:3: dataplane.coers: unknown key"));
   EXPECT_THAT(dp("  socklnd:\n    nagel: 1\n"), ElementsAre("lnetr.yaml:8:5: dataplane.socklnd.nagel: unknown key"));
+  // ksocklnd parameters taken only at their defaults (what lnetr does).
+  load_ok(std::string(kOneNet) + "dataplane:\n  socklnd:\n    enable_csum: 0\n    typed_conns: 1\n");
+  EXPECT_THAT(dp("  socklnd:\n    enable_csum: 1\n"),
+              ElementsAre(AllOf(StartsWith("lnetr.yaml:8:18: dataplane.socklnd.enable_csum: enable_csum 1 is not "
+                                           "supported"),
+                                HasSubstr("checksums"))));
+  EXPECT_THAT(dp("  socklnd:\n    typed_conns: 0\n"),
+              ElementsAre(StartsWith("lnetr.yaml:8:18: dataplane.socklnd.typed_conns: typed_conns 0 is not "
+                                     "supported")));
   EXPECT_THAT(dp("  poll: lazy\n"),
               ElementsAre("lnetr.yaml:7:9: dataplane.poll: expected one of busy, adaptive, got \"lazy\""));
   EXPECT_THAT(dp("  hugepages: maybe\n"),
