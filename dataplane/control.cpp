@@ -674,7 +674,8 @@ std::string Control::status() {
       const o2ib::NiTunables& t = ni.o2ib;
       j.key("lnd_tunables").begin_object();
       j.key("peercredits_hiw").value(static_cast<std::uint64_t>(t.peer_credits_hiw));
-      j.key("map_on_demand").value(std::uint64_t{1});
+      // Per-transfer keys are registration on demand; pool keys are not.
+      j.key("map_on_demand").value(std::uint64_t{setup_.o2ib_transfer_keys ? 1u : 0u});
       j.key("concurrent_sends").value(static_cast<std::uint64_t>(t.concurrent_sends));
       j.key("ntx").value(static_cast<std::uint64_t>(t.ntx));
       j.key("conns_per_peer").value(static_cast<std::uint64_t>(t.conns_per_peer));

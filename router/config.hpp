@@ -80,7 +80,8 @@ struct LndTunables {
   Field<std::int32_t> tos{-1};            // -1 (none) or 0..255
   // o2iblnd (ko2iblnd module defaults, lnetctl.md §4.3)
   Field<std::int32_t> peercredits_hiw{0};
-  Field<std::int32_t> map_on_demand{1};  // newer lnetctl prints true/false: 1/0
+  // (map_on_demand: obsolete, always 1 in ko2iblnd and lnetr; read and
+  // checked, not kept.)
   Field<std::int32_t> concurrent_sends{0};
   Field<std::int32_t> fmr_pool_size{512};
   Field<std::int32_t> fmr_flush_trigger{384};

@@ -560,10 +560,17 @@ void Loader::lnd_tunables(const Node& n, const std::string& path, LndType lnd, L
     if (k == "peercredits_hiw") {
       integer(e.value, p, 0, 255, out.peercredits_hiw);
     } else if (k == "map_on_demand") {
+      // Obsolete in ko2iblnd: memory is always registered per transfer,
+      // and 0 is forced to 1.  lnetr's keys are per transfer too (memory
+      // windows), so any value is what it does; 0 is said.
+      Field<std::int32_t> v;
       if (e.value.kind == Node::Kind::scalar && (e.value.text == "true" || e.value.text == "false"))
-        set(out.map_on_demand, e.value.text == "true" ? 1 : 0, e.value, p);
+        set(v, e.value.text == "true" ? 1 : 0, e.value, p);
       else
-        integer(e.value, p, 0, 256, out.map_on_demand);
+        integer(e.value, p, 0, 256, v);
+      if (v.given() && v.value == 0)
+        warn(e.value.mark, p,
+             "map_on_demand 0 is taken as 1, as ko2iblnd takes it: memory is opened to a peer per transfer");
     } else if (k == "concurrent_sends") {
       integer(e.value, p, 0, kI32Max, out.concurrent_sends);
     } else if (k == "fmr_pool_size" || k == "fmr_flush_trigger" || k == "fmr_cache") {

@@ -294,7 +294,6 @@ TEST(ConfigVectors, O2ibLndTunables) {
   const auto& t = c.nets[0].nis[0].lnd_tunables;
   EXPECT_EQ(t.peercredits_hiw.value, 4);
   EXPECT_EQ(t.concurrent_sends.value, 8);
-  EXPECT_EQ(t.map_on_demand.value, 1);  // printed as `true`
   EXPECT_EQ(t.fmr_pool_size.value, 512);
   EXPECT_EQ(t.ntx.value, 512);
   EXPECT_EQ(t.timeout.value, 50);
@@ -1159,6 +1158,22 @@ TEST(ConfigErrors, YamlSyntaxErrorLocation) {
               ElementsAre(HasSubstr("lnetr.yaml:3:1: YAML syntax error: found a tab character that violates indentation")));
   EXPECT_THAT(load_errors(std::string("buffers: {tiny: 1}\n\x01", 20)),
               ElementsAre(HasSubstr("lnetr.yaml:2:1: YAML syntax error: control characters are not allowed")));
+}
+
+// map_on_demand is obsolete (ko2iblnd registers per transfer whatever it
+// says, and lnetr opens memory per transfer): `true` and 1 load quietly, 0
+// is said to be taken as 1, a bad value is an error.
+TEST(ConfigErrors, MapOnDemandIsAlwaysOn) {
+  auto o2ib = [](std::string_view v) {
+    return "net:\n  - net type: o2ib\n    local NI(s):\n      - interfaces: {0: ib0}\n"
+           "        lnd tunables: {map_on_demand: " + std::string(v) + "}\n";
+  };
+  EXPECT_THAT(strings(load_ok(o2ib("true")).warnings), ElementsAre());
+  EXPECT_THAT(strings(load_ok(o2ib("32")).warnings), ElementsAre());
+  EXPECT_THAT(strings(load_ok(o2ib("0")).warnings),
+              ElementsAre(StartsWith("lnetr.yaml:5:39: net[0].local NI(s)[0].lnd tunables.map_on_demand: "
+                                     "map_on_demand 0 is taken as 1")));
+  EXPECT_THAT(load_errors(o2ib("300")), ElementsAre(HasSubstr("expected an integer 0..256")));
 }
 
 TEST(ConfigErrors, WarningsForIgnoredKeys) {
