@@ -45,7 +45,7 @@ Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& share
     pool_state_[c].credits = Credits::of(static_cast<std::int32_t>(n));
   }
   ring_wait_.resize(ncpts_);
-  now_ns_ = sock::Clock::now().time_since_epoch().count();
+  now_ns_ = lnd::Clock::now().time_since_epoch().count();
 }
 
 void Forwarder::adopt(const RouteTableView& routes) {
@@ -141,7 +141,7 @@ unsigned Forwarder::send_pings() {
                          kPingSink);
     m->tx.payload = {};
     m->tx.cookie = m;
-    ping_sent_ns_[i] = sock::Clock::now().time_since_epoch().count();
+    ping_sent_ns_[i] = lnd::Clock::now().time_since_epoch().count();
     g.pings_sent.store(g.pings_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     ++n;
     // Not through the credit queues: a check must reach a gateway whose
@@ -215,7 +215,7 @@ void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info)
   r.outcome = outcome;
   // 0 when another worker sent it: only the sender knows when.
   r.sent_ns = ping_sent_[m->ping_slot] == m->ping_seq ? ping_sent_ns_[m->ping_slot] : 0;
-  r.done_ns = sock::Clock::now().time_since_epoch().count();
+  r.done_ns = lnd::Clock::now().time_since_epoch().count();
   if (outcome == shm::PingOutcome::answered) {
     auto pi = decode_ping_info(info);
     if (!pi) {
@@ -251,7 +251,7 @@ void Forwarder::tick() {
   for (std::size_t i = 0; i < ni_nids_.size(); ++i)
     if (auto slot = routes_.local_slot(ni_nids_[i].net()))
       nets_up_.set(*slot, shared_.ni[i].link_up.load(std::memory_order_relaxed));
-  const std::int64_t now = sock::Clock::now().time_since_epoch().count();
+  const std::int64_t now = lnd::Clock::now().time_since_epoch().count();
   now_ns_ = now;
   if (now >= next_expiry_ns_) {
     next_expiry_ns_ = now + std::chrono::nanoseconds(std::chrono::seconds(1)).count();
@@ -365,7 +365,7 @@ void Forwarder::forget(PeerNi* p) {
 // The clock starts at a message's first wait: moving from one credit queue
 // to the next does not restart it.
 void Forwarder::wait_in(MsgQueue& q, RouterMsg* m) noexcept {
-  if (m->queued_ns == 0) m->queued_ns = sock::Clock::now().time_since_epoch().count();
+  if (m->queued_ns == 0) m->queued_ns = lnd::Clock::now().time_since_epoch().count();
   q.push(m);
 }
 
@@ -521,7 +521,7 @@ std::uint32_t Forwarder::ni_index(const Nid& nid) const noexcept {
 
 void Forwarder::note_ping(const lnd::Rx& rx) {
   if (!is_ping(rx.hdr) || locals_.is_local(rx.hdr.src_nid)) return;
-  const std::int64_t now = sock::Clock::now().time_since_epoch().count();
+  const std::int64_t now = lnd::Clock::now().time_since_epoch().count();
   for (std::size_t i = 0; i < ni_nids_.size(); ++i)
     if (ni_nids_[i].net() == rx.ni.net()) shared_.ni[i].last_ping_ns.store(now, std::memory_order_relaxed);
 }
@@ -575,7 +575,7 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   // corrupt act once a forwarded message is received.
   FaultEngine::Decision fault;
   if (!faults_.empty()) {
-    fault = faults_.judge(rx.hdr, rx.ni, sock::Clock::now().time_since_epoch().count(),
+    fault = faults_.judge(rx.hdr, rx.ni, lnd::Clock::now().time_since_epoch().count(),
                           v.what == Disposition::forward);
     if (fault.act && fault.kind == FaultKind::drop) {
       ++src.drop_count;
@@ -614,7 +614,7 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
     case Disposition::for_us:
       counters().recv_count.add();
       if (is_ping(rx.hdr)) {
-        src.pinged_ns = sock::Clock::now().time_since_epoch().count();
+        src.pinged_ns = lnd::Clock::now().time_since_epoch().count();
         answer_ping(rx);
         return discard(rx, false);
       }
@@ -623,7 +623,7 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
         return discard(rx, !rx.hdr.put().ack_wmd.is_none());
       }
       if (rx.hdr.type == MsgType::ack && rx.hdr.ack().dst_wmd.interface_cookie == kPushAckCookie) {
-        src.push_acked_ns = sock::Clock::now().time_since_epoch().count();
+        src.push_acked_ns = lnd::Clock::now().time_since_epoch().count();
         return discard(rx, false);  // a peer took our push
       }
       if (rx.hdr.type == MsgType::reply && rx.hdr.reply().dst_wmd.interface_cookie == kGatewayPingCookie)
@@ -647,7 +647,7 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
   ++src.src_of;
   if (fault.act) {
     if (fault.kind == FaultKind::delay) {
-      m->fault_until_ns = sock::Clock::now().time_since_epoch().count() + std::max<std::int64_t>(fault.latency_ns, 1);
+      m->fault_until_ns = lnd::Clock::now().time_since_epoch().count() + std::max<std::int64_t>(fault.latency_ns, 1);
       m->fault_rule = fault.rule;
     }
     m->fault_corrupt = fault.kind == FaultKind::corrupt;
@@ -856,7 +856,7 @@ void Forwarder::on_peer_down(const Nid& nid) {
 
 // Our ping info as a ping reply or a push carries it.
 std::size_t Forwarder::own_ping_info(MutableByteSpan out) const {
-  const std::int64_t now = sock::Clock::now().time_since_epoch().count();
+  const std::int64_t now = lnd::Clock::now().time_since_epoch().count();
   const std::int64_t timeout = std::chrono::nanoseconds(setup_.alive_router_check_interval + setup_.router_ping_timeout).count();
   PingNi nis[32];
   std::size_t n = 0;

@@ -34,7 +34,7 @@
 
 #include "dataplane/buffer_ref.hpp"
 #include "dataplane/shm/abi.hpp"
-#include "lnd/socklnd/engine.hpp"
+#include "lnd/message.hpp"
 #include "lnd/ref_chain.hpp"
 #include "router/forward.hpp"
 

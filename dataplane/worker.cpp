@@ -236,7 +236,7 @@ bool Worker::init_o2ib(std::string& err) {
   }
   if (nis.empty()) return true;
   // One incarnation for the router (Linux: microseconds at NI start).
-  o2ib_ = std::make_unique<o2ib::Node>(setup_.o2ib, nis, incarnation_ / 1000, forwarder_, &sock::Clock::now, fabric_.n);
+  o2ib_ = std::make_unique<o2ib::Node>(setup_.o2ib, nis, incarnation_ / 1000, forwarder_, &lnd::Clock::now, fabric_.n);
   for (std::size_t i = 0; i < verbs_.size(); ++i) {
     if (!verbs_[i]) continue;
     o2ib::VerbsTransport& t = *verbs_[i];
@@ -326,7 +326,7 @@ int Worker::run() {
   if (!lanes_.empty()) device_reader.emplace(index_);
   WorkerCounters& c = shared_.counters[index_];
   std::uint64_t tsc = rte_rdtsc();
-  clock_.sync(sock::Clock::now(), tsc);
+  clock_.sync(lnd::Clock::now(), tsc);
   count_cpu_time();
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     const unsigned work = iterate(clock_.at(tsc));
@@ -353,7 +353,7 @@ int Worker::run() {
 // One turn of the loop, sleeping aside: returns the work it found.  Kept a
 // function of its own (not inlined) so that a profile shows the turns
 // apart from the sleeps.
-[[gnu::noinline]] unsigned Worker::iterate(sock::Clock::time_point now) {
+[[gnu::noinline]] unsigned Worker::iterate(lnd::Clock::time_point now) {
   node_->set_turn_time(now);
   if (routes_.poll()) forwarder_.adopt(routes_.view());  // a new route table
   // The epoll set: every turn while it holds kernel sockets (connections,
@@ -391,7 +391,7 @@ int Worker::run() {
 }
 
 void Worker::tick() {
-  const auto now = sock::Clock::now();
+  const auto now = lnd::Clock::now();
   clock_.sync(now, rte_rdtsc());
   count_cpu_time();
   next_tick_ = now + kTickPeriod;
@@ -479,7 +479,7 @@ bool Worker::sleep_if_idle(unsigned work) {
 
 // Frames in, to each lane's stack; then the readiness that produced, to
 // socklnd (which reads, and queues replies and forwards).
-unsigned Worker::poll_ports(sock::Clock::time_point turn) {
+unsigned Worker::poll_ports(lnd::Clock::time_point turn) {
   if (lanes_.empty()) return 0;
   const tcp::Time now = turn.time_since_epoch();
   unsigned work = 0;

@@ -159,13 +159,13 @@ class Worker final : public ForwarderPorts {
 
  private:
   bool push(std::uint32_t to, RingItem item);
-  unsigned iterate(sock::Clock::time_point now);
+  unsigned iterate(lnd::Clock::time_point now);
   unsigned drain_rings();
   unsigned run_commands();
   unsigned fill_status_page();
   void tick();
   bool sleep_if_idle(unsigned work);
-  unsigned poll_ports(sock::Clock::time_point now);
+  unsigned poll_ports(lnd::Clock::time_point now);
   unsigned flush_ports();
   // o2ib: the transports' completions in bursts; connection requests taken
   // by worker 0's listeners, judged by the peer's owner.
@@ -191,20 +191,20 @@ class Worker final : public ForwarderPorts {
   // the steady clock at every tick and never going back.
   class TscClock {
    public:
-    void sync(sock::Clock::time_point now, std::uint64_t tsc) noexcept {
+    void sync(lnd::Clock::time_point now, std::uint64_t tsc) noexcept {
       base_ = now;
       base_tsc_ = tsc;
       if (ns_per_cycle_ == 0) ns_per_cycle_ = 1e9 / static_cast<double>(rte_get_tsc_hz());
     }
-    sock::Clock::time_point at(std::uint64_t tsc) noexcept {
+    lnd::Clock::time_point at(std::uint64_t tsc) noexcept {
       const auto ns = static_cast<std::int64_t>(static_cast<double>(tsc - base_tsc_) * ns_per_cycle_);
-      const sock::Clock::time_point t = base_ + std::chrono::nanoseconds(ns);
+      const lnd::Clock::time_point t = base_ + std::chrono::nanoseconds(ns);
       if (t > last_) last_ = t;
       return last_;
     }
 
    private:
-    sock::Clock::time_point base_{}, last_{};
+    lnd::Clock::time_point base_{}, last_{};
     std::uint64_t base_tsc_ = 0;
     double ns_per_cycle_ = 0;
   } clock_;
@@ -261,7 +261,7 @@ class Worker final : public ForwarderPorts {
   std::atomic<std::uint64_t> page_wanted_{0};
   std::atomic<std::uint64_t> page_filled_{0};
   std::uint64_t page_seen_ = 0;  // the worker's: page_wanted_ when it last filled the page
-  sock::Clock::time_point next_tick_{};
+  lnd::Clock::time_point next_tick_{};
 };
 
 }  // namespace lnetr::dp

@@ -56,7 +56,7 @@ class VerbsTransport;
 
 namespace lnetr::peer {
 
-using Clock = sock::Clock;
+using Clock = lnd::Clock;
 
 struct EndpointConfig {
   Nid nid;  // our one NI (IPv4, on a socklnd or an o2iblnd net)

@@ -28,7 +28,7 @@ using Bytes = std::vector<std::uint8_t>;
 const Nid kA = *parse_nid("10.0.0.1@tcp");
 const Nid kB = *parse_nid("10.0.0.2@tcp");
 
-Time now() { return sock::Clock::now().time_since_epoch(); }
+Time now() { return lnd::Clock::now().time_since_epoch(); }
 
 Bytes pattern(std::size_t n, std::uint8_t seed) {
   Bytes b(n);
@@ -199,8 +199,8 @@ struct Wire {
       h.stack->tick(t);
       if (!h.node) continue;
       h.node->flush();
-      h.node->tick(sock::Clock::now());
-      h.acceptor->tick(sock::Clock::now());
+      h.node->tick(lnd::Clock::now());
+      h.acceptor->tick(lnd::Clock::now());
       h.node->reap();
       h.acceptor->reap();
     }
@@ -209,8 +209,8 @@ struct Wire {
   // (which replaces its socklnd transport): {client, server}, or nulls.
   std::pair<std::unique_ptr<sock::Stream>, std::unique_ptr<sock::Stream>> stream_pair(std::uint16_t port);
   bool pump(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
-    const auto end = sock::Clock::now() + limit;
-    while (sock::Clock::now() < end) {
+    const auto end = lnd::Clock::now() + limit;
+    while (lnd::Clock::now() < end) {
       spin();
       if (done()) return true;
     }
@@ -588,9 +588,9 @@ TEST(SockTransport, AMessageUnacknowledgedForTheTimeoutClosesTheConnection) {
   ASSERT_EQ(a.node->send(kB, tx), 0);
   ASSERT_TRUE(w.pump([&] { return lent_to_b(a) > 0; }));
   w.up = false;  // B is gone: nothing more crosses
-  const auto start = sock::Clock::now();
+  const auto start = lnd::Clock::now();
   ASSERT_TRUE(w.pump([&] { return a.upper.sent.count(&tx) == 1; }, 8s));
-  EXPECT_GE(sock::Clock::now() - start, 1s);
+  EXPECT_GE(lnd::Clock::now() - start, 1s);
   EXPECT_GE(a.node->stats().closed[static_cast<std::size_t>(sock::CloseReason::timeout)], 1u);
   EXPECT_EQ(lent_to_b(a), 0u);
 }
