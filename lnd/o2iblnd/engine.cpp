@@ -1189,7 +1189,7 @@ void Node::on_completion(const WorkCompletion& wc) {
       // pair): the transfer finishes as it would have without the wait.
       auto* d = static_cast<TxDesc*>(ptr);
       Conn* c = d->conn;
-      if (!d->in_use || d->list != &c->unmapping) break;  // (abandoned at shutdown)
+      if (!d->in_use || c == nullptr || d->list != &c->unmapping) break;  // (abandoned at shutdown)
       c->unmapping.remove(d);
       --d->sending;
       tx_done(d);
