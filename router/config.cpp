@@ -268,30 +268,8 @@ class Checker {
   // the kernel's defaults are what lnetr does anyway, and every kernel
   // export lists them): nothing is accepted and silently ignored.
   void check_in_force() {
-    const GlobalConfig& g = cfg_.global;
-    const GlobalConfig dflt;
-    auto global = [&](const Field<std::uint32_t>& f, std::uint32_t d, const char* name, const std::string& why) {
-      if (f.given() && f.value != d)
-        warn(f.source, std::string(name) + " " + std::to_string(f.value) + " is not in force: " + why);
-    };
-    global(g.numa_range, dflt.numa_range.value, "numa_range",
-           "lnetr does not choose among NIs by NUMA distance");
-    global(g.max_interfaces, dflt.max_interfaces.value, "max_interfaces",
-           "lnetr reads ping answers whole and lists all its NIs in its own");
-    global(g.retry_count, dflt.retry_count.value, "retry_count",
-           "a router resends nothing (only originators do); LND timeouts are dataplane.socklnd.sock_timeout and "
-           "dataplane.o2iblnd's timeout");
-    global(g.router_sensitivity, dflt.router_sensitivity.value, "router_sensitivity",
-           "a gateway's failures cost health_sensitivity");
-    global(g.response_tracking, dflt.response_tracking.value, "response_tracking",
-           "a router tracks no responses to the messages it forwards; its gateway checks time out after "
-           "router_ping_timeout");
-    global(g.recovery_limit, dflt.recovery_limit.value, "recovery_limit",
-           "lnetr sends no recovery pings to unhealthy peer NIs; gateways are checked every "
-           "alive_router_check_interval");
-    global(g.max_recovery_ping_interval, dflt.max_recovery_ping_interval.value, "max_recovery_ping_interval",
-           "lnetr sends no recovery pings to unhealthy peer NIs; gateways are checked every "
-           "alive_router_check_interval");
+    // (The global keys lnetr does not apply are warned about by the loader,
+    // from the settings table.)
     for (const NetConfig& net : cfg_.nets) {
       for (const NiConfig& ni : net.nis) {
         const auto& cpts = ni.cpts;

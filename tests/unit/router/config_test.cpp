@@ -1290,7 +1290,7 @@ TEST(ConfigErrors, O2ibRegistrationPoolTunablesWarnedWhenNotDefault) {
   const auto w = load_ok("net:\n  - net type: o2ib\n    local NI(s):\n      - nid: 10.1.0.1@o2ib\n"
                          "        lnd tunables: {fmr_pool_size: 1024, ntx: 2048}\n");
   EXPECT_THAT(strings(w.warnings),
-              ElementsAre("lnetr.yaml:5:24: net[0].local NI(s)[0].lnd tunables.fmr_pool_size: fmr_pool_size 1024 not "
+              ElementsAre("lnetr.yaml:5:24: net[0].local NI(s)[0].lnd tunables.fmr_pool_size: fmr_pool_size 1024 is not "
                           "in force: lnetr registers router buffers once per pool and opens them to peers through memory "
                           "windows, so it keeps no "
                           "registration pool"));
