@@ -1,0 +1,50 @@
+// What the pieces of Service (service.cpp and the commands_*.cpp,
+// config_io.cpp, metrics.cpp beside it) share: the request-argument helpers
+// every command checks its arguments with, and route and peer helpers used
+// by more than one file.  Private to lnetr-control; defined in service.cpp
+// unless said.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "control/service.hpp"
+#include "router/config.hpp"
+#include "router/forward.hpp"
+#include "router/route_table.hpp"
+
+namespace lnetr::control {
+
+std::string route_name(const Route& r);
+
+// A configured route's own health_sensitivity, or the global one's mark.
+std::uint16_t route_sensitivity(const config::RouteConfig& r);
+
+// ---- request arguments ---------------------------------------------------------
+
+[[noreturn]] void bad(const std::string& descr);
+
+// Only the keys a command knows: a misspelt one must not be ignored.
+void only(const Json& args, std::initializer_list<const char*> keys);
+
+std::optional<std::string> opt_text(const Json& args, const char* key);
+std::optional<std::int64_t> opt_int(const Json& args, const char* key, std::int64_t lo, std::int64_t hi);
+std::optional<Net> opt_net(const Json& args, const char* key);
+std::optional<Nid> opt_nid(const Json& args, const char* key);
+
+template <class T>
+T required(std::optional<T> v, const char* key) {
+  if (!v) bad(std::string("argument '") + key + "' is required");
+  return *v;
+}
+
+// ---- peers -------------------------------------------------------------------------
+
+// A peer's counters summed over the workers that account for it; credits
+// from the worker that owns it (its connections' CPT).
+// (control/commands_peers.cpp)
+Json merged_peers(const Json& status, const Placement& placement);
+
+}  // namespace lnetr::control
