@@ -8,15 +8,14 @@
 
 namespace lnetr::control {
 
-namespace {
-
-// Every CPT: each worker serves the peers its hash gives it, on every NI.
 // As lnetctl prints a CPT list: "[0,1]".
 std::string cpt_list(const Json& cpts) {
   std::string t = "[";
   for (const Json& c : cpts) t += (t.size() > 1 ? "," : "") + std::to_string(c.get<std::uint32_t>());
   return t + "]";
 }
+
+namespace {
 
 }  // namespace
 

@@ -49,7 +49,17 @@ Json Service::export_config(const Json& args) {
     out["global"].erase("router_ping_timeout");
     return out;
   }
-  Json routing = dataplane("status")["routing"];
+  // Every key lnetctl's backup writes, with the value in force (an NI's
+  // lnd tunables and CPTs as the dataplane reports them, the global keys as
+  // `global show` gives them), so that importing it back changes nothing
+  // and says nothing.  Not written: `peer` (lnetr has no configured peers:
+  // it learns them) and the o2ib fmr_* keys (not in force: they import as
+  // their defaults).
+  const Json st = dataplane("status");
+  const Json& routing = st["routing"];
+  Json global = global_show({})["global"];
+  global.erase("alive_router_check_interval");
+  global.erase("router_ping_timeout");
   std::lock_guard lock(mu_);
   Json nets = Json::array();
   for (const config::NetConfig& n : cfg_.nets) {
@@ -62,6 +72,14 @@ Json Service::export_config(const Json& args) {
                        {"peer_credits", ni.tunables.peer_credits.value},
                        {"peer_buffer_credits", ni.tunables.peer_buffer_credits.value},
                        {"credits", ni.tunables.credits.value}};
+      for (const Json& s : st["nis"]) {
+        const bool same = ni.interface ? s.value("interface", "") == ni.interface->value
+                                       : ni.nid && s.value("nid", "") == to_string(ni.nid->value);
+        if (!same) continue;
+        j["lnd tunables"] = s["lnd_tunables"];
+        j["CPT"] = cpt_list(s["cpts"]);
+        break;
+      }
       nis.push_back(j);
     }
     nets.push_back({{"net type", to_string(n.net.value)}, {"local NI(s)", nis}});
@@ -80,7 +98,7 @@ Json Service::export_config(const Json& args) {
           {"route", routes},
           {"routing", {{"enable", routing.value("enable", 1) == 1 || routing.value("enable", 1) == 3 ? 1 : 0}}},
           {"buffers", {{"tiny", b.tiny.value}, {"small", b.small.value}, {"large", b.large.value}}},
-          {"global", {{"health_sensitivity", params_.sensitivity}}}};
+          {"global", global}};
 }
 
 namespace {
@@ -270,6 +288,9 @@ Json Service::import_config(const Json& args) {
       auto differs = [](const auto& field, const Json& v) {
         return field.given() && v.is_number_integer() && v.get<std::int64_t>() != field.value;
       };
+      // (o2iblnd's 0 asks for the value derived from the others, which is
+      // what the dataplane reports.)
+      auto derived_differs = [&](const auto& field, const Json& v) { return field.value != 0 && differs(field, v); };
       const Json& lnd = (*in_force)["lnd_tunables"];
       for (const config::NiConfig& ni : n.nis) {
         const config::Tunables& a = ni.tunables;
@@ -277,10 +298,18 @@ Json Service::import_config(const Json& args) {
         if (differs(a.peer_timeout, (*in_force)["peer_timeout"]) || differs(a.peer_credits, (*in_force)["peer_credits"]) ||
             differs(a.peer_buffer_credits, (*in_force)["peer_buffer_credits"]) ||
             differs(a.credits, (*in_force)["credits"]) || differs(l.conns_per_peer, lnd.value("conns_per_peer", Json())) ||
-            differs(l.timeout, lnd.value("timeout", Json())) || differs(l.tos, lnd.value("tos", Json())))
+            differs(l.timeout, lnd.value("timeout", Json())) || differs(l.tos, lnd.value("tos", Json())) ||
+            derived_differs(l.peercredits_hiw, lnd.value("peercredits_hiw", Json())) ||
+            derived_differs(l.concurrent_sends, lnd.value("concurrent_sends", Json())) ||
+            derived_differs(l.ntx, lnd.value("ntx", Json())))
           warnings.push_back(config::to_string(ni.source) + ": net " + to_string(n.net.value) +
                              ": its NI's tunables are not changed at run time (they are read when the dataplane "
                              "starts: edit its configuration file)");
+        if (ni.cpts.given() && !in.dataplane.cores.given() &&
+            cpt_list(Json(config::cpt_list(ni))) != cpt_list((*in_force)["cpts"]))
+          warnings.push_back(config::to_string(ni.cpts.source) +
+                             ": CPT list is not in force: an NI's CPTs are set when the dataplane starts (edit its "
+                             "configuration file)");
       }
     }
     const config::BufferConfig& b = in.buffers;

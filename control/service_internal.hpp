@@ -40,6 +40,9 @@ T required(std::optional<T> v, const char* key) {
   return *v;
 }
 
+// A CPT list as lnetctl prints it: "[0,1]".  (control/commands_nets.cpp)
+std::string cpt_list(const Json& cpts);
+
 // ---- peers -------------------------------------------------------------------------
 
 // A peer's counters summed over the workers that account for it; credits

@@ -289,10 +289,12 @@ class Checker {
         // (A fragment without dataplane.cores: applied to a running router,
         // whose NIs keep the CPTs they have.)
         if (!cpts.given() || cpts.value.empty()) continue;
+        // (In a fragment without dataplane.cores, applied to a running
+        // router, a list other than the NI's in force is warned about by
+        // the applier, which knows it.)
         if (opt_.fragment && !cfg_.dataplane.cores.given())
-          warn(cpts.source, "CPT list is not in force: an NI's CPTs are set when the dataplane starts (edit its "
-                            "configuration file)");
-        else if (const PortConfig* port = port_of(cfg_, ni)) {
+          continue;
+        if (const PortConfig* port = port_of(cfg_, ni)) {
           // Queue q of the port is served by the list's q-th CPT.
           const std::vector<std::uint32_t> list = cpt_list(ni);
           const std::uint32_t queues = port->queues.value;
