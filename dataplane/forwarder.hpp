@@ -16,7 +16,6 @@
 #include "dataplane/message.hpp"
 #include "dataplane/setup.hpp"
 #include "dataplane/shared.hpp"
-#include "lnd/socklnd/engine.hpp"
 #include "router/lnet_fault.hpp"
 #include "router/route_table.hpp"
 
