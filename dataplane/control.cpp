@@ -914,8 +914,8 @@ std::string Control::status() {
   // over the workers serving them).
   j.key("ports").begin_array();
   for (std::size_t i = 0; i < fabric_.ports.size(); ++i) {
-    const EthPort& p = *fabric_.ports[i];
-    PortStats ps;
+    const tcp::EthPort& p = *fabric_.ports[i];
+    tcp::PortStats ps;
     tcp::StackStats ss;
     std::uint64_t copied = 0, conns = 0, rx_referenced = 0, half_open = 0;
     tcp::Conn::Stats ts{};

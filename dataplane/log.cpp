@@ -13,7 +13,7 @@ namespace lnetr::dp {
 
 namespace {
 
-const char* g_program = "lnetr-dataplane";
+constexpr const char* kProgram = "lnetr-dataplane";
 thread_local WorkerLog* t_log = nullptr;
 
 struct Registered {
@@ -40,12 +40,10 @@ void write_line(const char* level, const char* msg) noexcept {
   tm t{};
   gmtime_r(&ts.tv_sec, &t);
   std::fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: %s\n", t.tm_year + 1900, t.tm_mon + 1,
-               t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000, g_program, level, msg);
+               t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000, kProgram, level, msg);
 }
 
 }  // namespace
-
-void set_log_program(const char* name) noexcept { g_program = name; }
 
 void log_line(const char* level, const char* fmt, std::va_list ap) noexcept {
   if (t_log != nullptr) {

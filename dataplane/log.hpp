@@ -19,8 +19,6 @@
 namespace lnetr::dp {
 
 void log_line(const char* level, const char* fmt, std::va_list ap) noexcept;
-// The program named in each line (lnetr-dataplane unless set; a static string).
-void set_log_program(const char* name) noexcept;
 
 [[gnu::format(printf, 1, 2)]] inline void log_info(const char* fmt, ...) noexcept {
   std::va_list ap;

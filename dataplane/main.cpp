@@ -26,7 +26,8 @@
 #include "dataplane/setup.hpp"
 #include "dataplane/shared.hpp"
 #include "dataplane/systemd.hpp"
-#include "dataplane/unmap_guard.hpp"
+#include "dataplane/tcp/log.hpp"
+#include "dataplane/tcp/unmap_guard.hpp"
 #include "dataplane/worker.hpp"
 #include "lnd/o2iblnd/verbs.hpp"
 
@@ -116,7 +117,7 @@ unsigned pool_memory_mb(const Setup& s, bool huge) {
     // mempool's own header and padding; a data-less one.
     const std::uint64_t frame = in_pages(std::max<std::uint64_t>(RTE_MBUF_DEFAULT_BUF_SIZE, p.mtu + 226u) + 384, huge);
     const std::uint64_t attach = in_pages(256, huge);
-    const std::uint64_t steered = p.queues > 1 ? EthPort::kSteerRing : 0;  // frames in steering rings
+    const std::uint64_t steered = p.queues > 1 ? tcp::EthPort::kSteerRing : 0;  // frames in steering rings
     bytes += std::uint64_t{kPortMbufs} * p.queues * (frame + 3 * attach) + steered * p.queues * frame +
              std::uint64_t{kept_frames(s, p)} * p.queues * frame;
   }
@@ -139,10 +140,10 @@ std::vector<std::string> eal_args(const Setup& s) {
   // devices are created by their drivers at start.
   bool pci = false;
   for (const PortSetup& p : s.ports) {
-    if (is_pci_address(p.device)) {
+    if (tcp::is_pci_address(p.device)) {
       pci = true;
       a.push_back("-a");
-      a.push_back(device_name(p.device) + p.device.substr(std::min(p.device.find(','), p.device.size())));
+      a.push_back(tcp::device_name(p.device) + p.device.substr(std::min(p.device.find(','), p.device.size())));
     } else {
       a.push_back("--vdev=" + p.device);
     }
@@ -301,20 +302,22 @@ int run(const Setup& setup) {
     fabric.commands.push_back(rte_ring_create(cname.c_str(), 64, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ));
   }
 
-  // DPDK ports: probed by the EAL (--vdev / -a above), configured here.
-  // Their drivers may unmap device memory on the interrupt thread: guarded
-  // against the workers' bursts from before the first port starts.
-  std::vector<std::unique_ptr<EthPort>> ports;
+  // DPDK ports: probed by the EAL (--vdev / -a above), configured here
+  // (what opening one finds is logged as our own lines).  Their drivers may
+  // unmap device memory on the interrupt thread: guarded against the
+  // workers' bursts from before the first port starts.
+  tcp::set_log(&log_line);
+  std::vector<std::unique_ptr<tcp::EthPort>> ports;
   if (!setup.ports.empty()) {
     std::string gerr;
-    if (!unmap_guard::install(n, gerr)) {
+    if (!tcp::unmap_guard::install(n, gerr)) {
       log_error("%s", gerr.c_str());
       return 1;
     }
   }
   for (const PortSetup& ps : setup.ports) {
     std::string perr;
-    auto p = EthPort::open(ps, kPortMbufs, kept_frames(setup, ps), perr);
+    auto p = tcp::EthPort::open(ps, kPortMbufs, kept_frames(setup, ps), perr);
     if (!p) {
       log_error("%s", perr.c_str());
       return 1;

@@ -32,8 +32,8 @@
 #include <mutex>
 #include <vector>
 
-#include "dataplane/buffer_ref.hpp"
 #include "dataplane/shm/abi.hpp"
+#include "dataplane/tcp/buffer_ref.hpp"
 #include "lnd/message.hpp"
 #include "lnd/ref_chain.hpp"
 #include "router/forward.hpp"
@@ -76,7 +76,7 @@ struct RouterMsg {
   std::uint64_t ping_seq = 0;   // ping, ping_reply: the request it answers
   Nid next_hop;
   std::uint8_t* buf = nullptr;  // router buffer, nullptr for tiny
-  BufferRef buf_ref;            // buf's device reference: frames chained from it
+  tcp::BufferRef buf_ref;            // buf's device reference: frames chained from it
   // A large payload received by reference: runs of it left in the frames
   // they arrived in (ref_chain.hpp), the rest in buf.  Let go at home.
   lnd::RefChain chain;

@@ -34,7 +34,8 @@ SetupResult make_setup(const config::Config& cfg) {
     ps.vlan = p.vlan.value;
     ps.zero_copy = p.zero_copy.value;
     if (p.tso.given()) ps.tso = p.tso.value;
-    ps.impair = p.impair;
+    ps.impair = {p.impair.seed.value, p.impair.loss.value, p.impair.duplicate.value, p.impair.reorder.value,
+                 p.impair.delay_us.value};
     s.ports.push_back(std::move(ps));
   }
   // The NI each port serves (one at most).

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/tcp/port_config.hpp"
 #include "lnd/o2iblnd/engine.hpp"
 #include "lnd/socklnd/engine.hpp"
 #include "router/config.hpp"
@@ -18,14 +19,9 @@
 
 namespace lnetr::dp {
 
-// A DPDK port, resolved from config::PortConfig.
-struct PortSetup {
-  std::string name;
-  std::string device;
-  std::uint32_t ip = 0;  // host order
-  std::uint32_t prefix_len = 24;
-  std::uint16_t mtu = 1500;
-  std::uint16_t queues = 1;
+// A DPDK port, resolved from config::PortConfig: what the TCP/IP library
+// opens it with, and which workers poll its queues.
+struct PortSetup : tcp::PortConfig {
   std::vector<std::uint32_t> cpts;  // queue q is polled by CPT cpts[q]'s worker (empty: CPT q's)
   // The queue CPT `cpt`'s worker polls, or -1.
   int queue_of(std::uint32_t cpt) const noexcept {
@@ -33,12 +29,6 @@ struct PortSetup {
       if ((q < cpts.size() ? cpts[q] : q) == cpt) return static_cast<int>(q);
     return -1;
   }
-  std::optional<std::uint16_t> vlan;
-  bool zero_copy = true;
-  // Segmentation offload: on, off, or (unset) on where the device cuts
-  // segments in hardware.
-  std::optional<bool> tso;
-  config::ImpairConfig impair;
 };
 
 struct NiSetup {

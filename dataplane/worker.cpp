@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "dataplane/log.hpp"
-#include "dataplane/unmap_guard.hpp"
+#include "dataplane/tcp/unmap_guard.hpp"
 #include "lnd/o2iblnd/verbs.hpp"
 #include "lnd/socklnd/socket.hpp"
 #include "router/local_msgs.hpp"
@@ -115,8 +115,8 @@ bool Worker::init(std::string& err) {
   // The DPDK ports' queues this worker serves, each with its own stack.
   lanes_.resize(fabric_.ports.size());
   for (std::size_t i = 0; i < fabric_.ports.size(); ++i) {
-    EthPort& port = *fabric_.ports[i];
-    const PortSetup& ps = port.config();
+    tcp::EthPort& port = *fabric_.ports[i];
+    const PortSetup& ps = setup_.ports[i];
     const int queue = ps.queue_of(index_);
     if (queue < 0) continue;
     tcp::StackConfig sc;
@@ -131,7 +131,7 @@ bool Worker::init(std::string& err) {
     auto lane = std::make_unique<Lane>(port, static_cast<std::uint16_t>(queue), sc);
     // Connections accepted on the port go through the acceptor as kernel
     // sockets' do (request and HELLO read there, then the owning Node).
-    lane->transport = std::make_unique<tcp::SockTransport>(
+    lane->transport = std::make_unique<SockTransport>(
         lane->stack, setup_.sock.accept == sock::AcceptMode::none ? 0 : setup_.sock.port,
         [this](std::unique_ptr<sock::Stream> st) {
           if (acceptor_) acceptor_->take(std::move(st));
@@ -322,7 +322,7 @@ int Worker::run() {
   log_info("worker %u running on lcore %u (CPT %u)", index_, rte_lcore_id(), index_);
   // A worker serving DPDK ports is a reader of their device memory: between
   // two loop iterations it is in none of their bursts (unmap_guard.hpp).
-  std::optional<unmap_guard::Poller> device_reader;
+  std::optional<tcp::unmap_guard::Poller> device_reader;
   if (!lanes_.empty()) device_reader.emplace(index_);
   WorkerCounters& c = shared_.counters[index_];
   std::uint64_t tsc = rte_rdtsc();

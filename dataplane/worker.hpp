@@ -22,10 +22,10 @@
 #include "dataplane/forwarder.hpp"
 #include "dataplane/log.hpp"
 #include "dataplane/message.hpp"
-#include "dataplane/port.hpp"
-#include "dataplane/tcp/transport.hpp"
 #include "dataplane/setup.hpp"
 #include "dataplane/shared.hpp"
+#include "dataplane/sock_transport.hpp"
+#include "dataplane/tcp/port.hpp"
 #include "lnd/socklnd/acceptor.hpp"
 #include "lnd/socklnd/engine.hpp"
 #include "dataplane/shm/region.hpp"
@@ -67,7 +67,7 @@ struct Fabric {
   std::uint32_t message_room = 0;
   // DPDK ports (Setup::ports order); worker i serves queue i of each port
   // that has that many.
-  std::vector<EthPort*> ports;
+  std::vector<tcp::EthPort*> ports;
   // RDMA devices of the o2ib NIs (Setup::nis order; null for tcp NIs), with
   // the router buffer and mbuf pools registered on them before the workers
   // start; each worker has its own transport on each.
@@ -118,10 +118,10 @@ class Worker final : public ForwarderPorts {
   struct LaneStats {
     bool served = false;
     std::uint16_t queue = 0;
-    PortStats port;
+    tcp::PortStats port;
     tcp::StackStats stack;
     tcp::Conn::Stats tcp;
-    tcp::TransportStats transport;
+    SockTransportStats transport;
     std::size_t connections = 0;
     std::size_t half_open = 0;  // of them in SYN-RECEIVED
   };
@@ -219,10 +219,10 @@ class Worker final : public ForwarderPorts {
 
   // One port queue, the TCP/IP stack on it and socklnd's transport on that.
   struct Lane {
-    Lane(EthPort& port, std::uint16_t queue, const tcp::StackConfig& cfg) : rxtx(port, queue), stack(cfg, rxtx) {}
-    PortQueue rxtx;
+    Lane(tcp::EthPort& port, std::uint16_t queue, const tcp::StackConfig& cfg) : rxtx(port, queue), stack(cfg, rxtx) {}
+    tcp::PortQueue rxtx;
     tcp::Stack stack;
-    std::unique_ptr<tcp::SockTransport> transport;
+    std::unique_ptr<SockTransport> transport;
   };
   std::vector<std::unique_ptr<Lane>> lanes_;  // by Setup::ports index; null where not served here
   // A port's NI on a worker that does not poll the port: connects fail.

@@ -5,12 +5,12 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <ctime>
 
-#include "dataplane/log.hpp"
-#include "dataplane/port.hpp"
-#include "dataplane/setup.hpp"
-#include "dataplane/unmap_guard.hpp"
+#include "dataplane/tcp/log.hpp"
+#include "dataplane/tcp/port.hpp"
+#include "dataplane/tcp/unmap_guard.hpp"
 
 namespace lnetr::peer {
 
@@ -34,20 +34,27 @@ std::string lcores(const DpdkOptions& o) {
   return cpus.empty() ? "0@0" : "0@(" + cpus + ")";
 }
 
+// The port's own lines (what opening it found), as ours.
+void log_line(const char* level, const char* fmt, std::va_list ap) noexcept {
+  char msg[512];
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  std::fprintf(stderr, "lnetr-peer: %s: %s\n", level, msg);
+}
+
 }  // namespace
 
 std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkOptions& o, std::uint32_t ip, std::uint16_t port,
-                                         tcp::SockTransport::Accept accept, std::string& err) {
+                                         dp::SockTransport::Accept accept, std::string& err) {
   std::unique_ptr<DpdkLink> l(new DpdkLink);
   l->opts_ = o;
-  dp::set_log_program("lnetr-peer");  // (the port's own messages)
+  tcp::set_log(&log_line);
   std::vector<std::string> args = {"lnetr-peer", "--lcores=" + lcores(o), "--main-lcore=0", "--no-huge",
                                    "--no-shconf", "-m", "256", "--log-level=lib.eal:warning",
                                    "--file-prefix=lnetr-peer" + std::to_string(getpid())};
-  if (dp::is_pci_address(o.device)) {
+  if (tcp::is_pci_address(o.device)) {
     const std::size_t comma = o.device.find(',');
     args.push_back("-a");
-    args.push_back(dp::device_name(o.device) + o.device.substr(std::min(comma, o.device.size())));
+    args.push_back(tcp::device_name(o.device) + o.device.substr(std::min(comma, o.device.size())));
   } else {
     args.push_back("--no-pci");
     args.push_back("--vdev=" + o.device);
@@ -61,26 +68,26 @@ std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkOptions& o, std::uint32_t ip,
   l->eal_ = true;
   // The device may unmap its memory on the EAL's interrupt thread (memif,
   // when the other side goes): not while this thread is in a burst.
-  if (!dp::unmap_guard::install(1, err)) return nullptr;
-  l->reader_ = std::make_unique<dp::unmap_guard::Poller>(0);
+  if (!tcp::unmap_guard::install(1, err)) return nullptr;
+  l->reader_ = std::make_unique<tcp::unmap_guard::Poller>(0);
 
-  dp::PortSetup ps;
+  tcp::PortConfig ps;
   ps.name = "peer";
   ps.device = o.device;
   ps.ip = ip;
   ps.prefix_len = o.prefix_len;
   ps.mtu = o.mtu;
   ps.zero_copy = false;  // payloads are copied into our sinks: keep no received frame
-  l->port_ = dp::EthPort::open(ps, kMbufs, 0, err);
+  l->port_ = tcp::EthPort::open(ps, kMbufs, 0, err);
   if (!l->port_) return nullptr;
-  l->queue_ = std::make_unique<dp::PortQueue>(*l->port_, 0);
+  l->queue_ = std::make_unique<tcp::PortQueue>(*l->port_, 0);
   tcp::StackConfig sc;
   sc.mac = l->port_->mac();
   sc.ip = ip;
   sc.prefix_len = o.prefix_len;
   sc.mtu = o.mtu;
   l->stack_ = std::make_unique<tcp::Stack>(sc, *l->queue_);
-  l->transport_ = std::make_unique<tcp::SockTransport>(*l->stack_, port, std::move(accept), kReceiveBuffer);
+  l->transport_ = std::make_unique<dp::SockTransport>(*l->stack_, port, std::move(accept), kReceiveBuffer);
   return l;
 }
 
@@ -123,7 +130,7 @@ std::size_t DpdkLink::connections() const noexcept { return transport_->links();
 
 DpdkCounters DpdkLink::counters() const {
   DpdkCounters c;
-  const dp::PortStats& p = queue_->stats();
+  const tcp::PortStats& p = queue_->stats();
   c.rx_frames = p.rx_frames;
   c.tx_frames = p.tx_frames;
   c.tx_dropped = p.tx_dropped;

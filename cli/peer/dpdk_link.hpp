@@ -1,5 +1,6 @@
 // lnetr-peer on a DPDK port: its NI's TCP connections on lnetr's own TCP/IP
-// stack (dataplane/tcp) over one queue of a DPDK device, the same code the
+// library (dataplane/tcp: the stack over one queue of a DPDK device) and
+// socklnd's transport on it (dataplane/sock_transport), the same code the
 // router's ports run.  With a net_memif device on both sides, a peer and
 // the router exchange frames through shared memory with no kernel on the
 // path: the benchmark of lnetr's own cost (tests/bench/memif_bench.py).
@@ -15,16 +16,16 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/tcp/transport.hpp"
+#include "dataplane/sock_transport.hpp"
 #include "lnd/socklnd/stream.hpp"
 
-namespace lnetr::dp {
+namespace lnetr::tcp {
 class EthPort;
 class PortQueue;
 namespace unmap_guard {
 class Poller;
 }
-}  // namespace lnetr::dp
+}  // namespace lnetr::tcp
 
 namespace lnetr::peer {
 
@@ -49,7 +50,7 @@ class DpdkLink {
   // address `ip` (host order).  Connections accepted on `port` (0: none)
   // go to `accept`.  nullptr with `err` for the operator.
   static std::unique_ptr<DpdkLink> open(const DpdkOptions& o, std::uint32_t ip, std::uint16_t port,
-                                        tcp::SockTransport::Accept accept, std::string& err);
+                                        dp::SockTransport::Accept accept, std::string& err);
   ~DpdkLink();
   DpdkLink(const DpdkLink&) = delete;
   DpdkLink& operator=(const DpdkLink&) = delete;
@@ -71,11 +72,11 @@ class DpdkLink {
   DpdkLink() = default;
   DpdkOptions opts_;
   bool eal_ = false;
-  std::unique_ptr<dp::EthPort> port_;
-  std::unique_ptr<dp::PortQueue> queue_;
+  std::unique_ptr<tcp::EthPort> port_;
+  std::unique_ptr<tcp::PortQueue> queue_;
   std::unique_ptr<tcp::Stack> stack_;
-  std::unique_ptr<tcp::SockTransport> transport_;
-  std::unique_ptr<dp::unmap_guard::Poller> reader_;
+  std::unique_ptr<dp::SockTransport> transport_;
+  std::unique_ptr<tcp::unmap_guard::Poller> reader_;
   unsigned idle_turns_ = 0;
 };
 

@@ -1,3 +1,4 @@
+// One TCP connection's state machine (conn.hpp).
 #include "dataplane/tcp/conn.hpp"
 
 #include <algorithm>

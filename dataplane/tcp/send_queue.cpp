@@ -1,3 +1,4 @@
+// A connection's send queue of copied and lent pieces (send_queue.hpp).
 #include "dataplane/tcp/send_queue.hpp"
 
 #include <algorithm>

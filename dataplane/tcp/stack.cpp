@@ -1,3 +1,4 @@
+// One TCP/IP stack on one Ethernet port (stack.hpp): ARP, ICMP, TCP demultiplexing.
 #include "dataplane/tcp/stack.hpp"
 
 #include <algorithm>

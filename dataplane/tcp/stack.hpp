@@ -6,8 +6,9 @@
 // receive() and go out through Port::send(); time moves by tick().
 //
 // Pure over a caller's port and clock (no DPDK here): the DPDK port layer
-// and the socklnd binding sit on top; the unit tests join two stacks by a
-// wire in memory.  IPv4 on one subnet (LNet peers are on the NI's own
+// (port.hpp) and, in the dataplane, the socklnd binding
+// (dataplane/sock_transport.hpp) sit on top; the unit tests join two
+// stacks by a wire in memory.  IPv4 on one subnet (LNet peers are on the NI's own
 // network).
 #pragma once
 

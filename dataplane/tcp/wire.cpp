@@ -1,3 +1,4 @@
+// The packet codecs of wire.hpp: Ethernet, ARP, IPv4, ICMP, TCP, checksums.
 #include "dataplane/tcp/wire.hpp"
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 // engine and the acceptor use it: non-blocking reads and gathered writes,
 // and edge-triggered readiness reported to an IoHandler with EPOLL* bits.
 // Two transports provide them: kernel sockets (KernelTransport, here) and
-// the dataplane's own TCP on a DPDK port (dataplane/tcp_transport), chosen
+// the dataplane's own TCP on a DPDK port (dataplane/sock_transport), chosen
 // per NI.  The engine's protocol code is the same over both; a stream that
 // lends() sends messages from the engine's memory without copying (the
 // dataplane's TCP keeps references until the peer acknowledges them; a

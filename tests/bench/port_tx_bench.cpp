@@ -20,20 +20,20 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/buffer_ref.hpp"
-#include "dataplane/port.hpp"
+#include "dataplane/tcp/buffer_ref.hpp"
+#include "dataplane/tcp/port.hpp"
 
 namespace {
 
 using namespace lnetr;
-using namespace lnetr::dp;
+using namespace lnetr::tcp;
 
 constexpr std::size_t kHeaders = 14 + 20 + 32;  // Ethernet, IPv4, TCP with timestamps
 
 std::unique_ptr<EthPort> g_copy, g_chain;  // net_ring0 (zero_copy: 0), net_ring1 (zero_copy: 1)
 
 std::unique_ptr<EthPort> open_port(const char* device, bool zero_copy) {
-  PortSetup cfg;
+  PortConfig cfg;
   cfg.name = device;
   cfg.device = device;
   cfg.ip = 0x0a000001;
@@ -76,7 +76,7 @@ void run(benchmark::State& state, EthPort* port, bool chain) {
     }
     std::memset(frame.data(), 0, kHeaders);
     if (chain) {
-      if (q.append_segment(piece, ref.handle()) != tcp::Port::Appended::referenced) {
+      if (q.append_segment(piece, ref.handle()) != Port::Appended::referenced) {
         state.SkipWithError("no mbuf to attach");
         break;
       }

@@ -13,7 +13,7 @@ router's cores), so that each pair is forwarded by its own worker.
 
 The dataplane and testpmd are the memif servers (they create the
 sockets); the peers connect as clients.  Frames up to the MTU fit one
-memif buffer (bsize), as net_memif needs (dataplane/port.cpp).
+memif buffer (bsize), as net_memif needs (dataplane/tcp/port.cpp).
 """
 
 import os

@@ -222,7 +222,7 @@ TEST(Forwarder, ABufferADeviceStillHoldsIsFreedOnlyOnceTheDeviceLetsGo) {
   Rig r(make_setup());
   lnd::Tx& tx = r.forward_to_b(65536);
   ASSERT_NE(tx.payload_dev, nullptr);  // a routed payload carries its buffer's reference
-  BufferRef* ref = BufferRef::of(tx.payload_dev);
+  tcp::BufferRef* ref = tcp::BufferRef::of(tx.payload_dev);
   EXPECT_EQ(ref->base, tx.payload.data());
   EXPECT_FALSE(ref->held_by_device());
   rte_mbuf_ext_refcnt_update(&ref->shinfo, 2);  // two frames chained from it, in the device

@@ -22,9 +22,9 @@
 
 #include <gtest/gtest.h>
 
-#include "dataplane/unmap_guard.hpp"
+#include "dataplane/tcp/unmap_guard.hpp"
 
-namespace lnetr::dp {
+namespace lnetr::tcp {
 namespace {
 
 using namespace std::chrono_literals;
@@ -162,7 +162,7 @@ TEST(UnmapGuard, APollerThatHasStoppedIsNotWaitedFor) {
 }
 
 }  // namespace
-}  // namespace lnetr::dp
+}  // namespace lnetr::tcp
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string err;
-  if (!lnetr::dp::unmap_guard::install(4, err)) {
+  if (!lnetr::tcp::unmap_guard::install(4, err)) {
     std::fprintf(stderr, "unit-unmap-guard: %s\n", err.c_str());
     return 1;
   }

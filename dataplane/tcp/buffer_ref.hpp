@@ -1,12 +1,14 @@
-// A router buffer's device reference (lnd::Tx::payload_dev): DPDK's shared
-// info of an external buffer, whose count of references is the buffer's
-// owner (one) plus every frame a port has chained from the buffer and the
-// device has not freed yet.  A port with chained frames sends a large
-// message's payload from the router buffer itself (port.hpp); the buffer
-// goes back to its pool only once no frame points into it any more.
+// The device reference of memory a port may chain frames from (the `dev`
+// of a lent send-queue piece, Port::append_segment; in lnetr a router
+// buffer's, lnd::Tx::payload_dev): DPDK's shared info of an external
+// buffer, whose count of references is the memory's owner (one) plus every
+// frame a port has chained from it and the device has not freed yet.  A
+// port with chained frames sends a large message's payload from that
+// memory itself (port.hpp); the owner reuses it only once no frame points
+// into it any more (held_by_device()).
 //
-// A received frame kept by reference (ref_chain.hpp) has one too, in its
-// mbuf's private area: its count is the chains and the frames sent that
+// A received frame kept by reference (lnd/ref_chain.hpp) has one too, in
+// its mbuf's private area: its count is the chains and the frames sent that
 // point into it, and the last to let go frees the mbuf.
 #pragma once
 
@@ -14,7 +16,7 @@
 
 #include <cstdint>
 
-namespace lnetr::dp {
+namespace lnetr::tcp {
 
 struct BufferRef {
   rte_mbuf_ext_shared_info shinfo;  // first: the device reference is its address
@@ -62,4 +64,4 @@ struct BufferRef {
   static void free_frame(void*, void* m) noexcept { rte_pktmbuf_free(static_cast<rte_mbuf*>(m)); }
 };
 
-}  // namespace lnetr::dp
+}  // namespace lnetr::tcp

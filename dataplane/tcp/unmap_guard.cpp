@@ -1,4 +1,6 @@
-#include "dataplane/unmap_guard.hpp"
+// The guard of device memory against unmaps on DPDK's interrupt thread
+// (unmap_guard.hpp), and the munmap() that waits for it.
+#include "dataplane/tcp/unmap_guard.hpp"
 
 #include <dlfcn.h>
 #include <rte_interrupts.h>
@@ -11,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace lnetr::dp::unmap_guard {
+namespace lnetr::tcp::unmap_guard {
 namespace {
 
 using MunmapFn = int (*)(void*, std::size_t);
@@ -64,13 +66,13 @@ void Poller::quiescent() noexcept {
   if (qsbr_ != nullptr) rte_rcu_qsbr_quiescent(qsbr_, id_);
 }
 
-}  // namespace lnetr::dp::unmap_guard
+}  // namespace lnetr::tcp::unmap_guard
 
 // The interposed munmap (see the header).  Exported from the executable by
-// the link (meson: --export-dynamic-symbol=munmap), so DPDK's drivers, loaded
-// as plugins, call this one.
+// the link (meson: --export-dynamic-symbol=munmap, in tcp_dep), so DPDK's
+// drivers, loaded as plugins, call this one.
 extern "C" int munmap(void* addr, std::size_t len) noexcept {
-  using namespace lnetr::dp::unmap_guard;
+  using namespace lnetr::tcp::unmap_guard;
   rte_rcu_qsbr* v = g_qsbr.load(std::memory_order_acquire);
   if (v != nullptr && rte_thread_is_intr()) rte_rcu_qsbr_synchronize(v, RTE_QSBR_THRID_INVALID);
   if (g_next != nullptr) return g_next(addr, len);

@@ -1,4 +1,6 @@
-#include "dataplane/tcp/transport.hpp"
+// socklnd's streams on a TCP/IP stack (sock_transport.hpp): the receive
+// queues, loans and gathered writes between a connection and socklnd.
+#include "dataplane/sock_transport.hpp"
 
 #include <sys/epoll.h>
 
@@ -9,7 +11,14 @@
 #include "lnd/socklnd/engine.hpp"
 #include "lnd/socklnd/socket.hpp"
 
-namespace lnetr::tcp {
+namespace lnetr::dp {
+
+using tcp::Conn;
+using tcp::End;
+using tcp::Endpoints;
+using tcp::Stack;
+using tcp::Time;
+using tcp::Upper;
 
 namespace {
 
@@ -544,4 +553,4 @@ std::size_t SockTransport::poll(Time now) {
   return delivered;
 }
 
-}  // namespace lnetr::tcp
+}  // namespace lnetr::dp

@@ -1,12 +1,13 @@
-// A DPDK Ethernet port under one worker's TCP/IP stack (issue 6): any
-// ethdev (a PCI NIC, or a virtual device such as net_af_packet, net_af_xdp,
-// net_tap or net_memif), probed at start, with one RX/TX queue pair per
-// worker that serves it.  Frames are read in bursts and handed to the stack
-// in place (no copy); frames the stack sends are built in mbufs and sent in
-// bursts at flush().  Where the device takes chained frames, a segment's
-// payload from a router buffer is not copied: the frame is a header mbuf
-// followed by mbufs attached to the buffer's memory (DPDK external
-// buffers), counted in the buffer's BufferRef until the device frees them.
+// A DPDK Ethernet port under TCP/IP stacks (issue 6): any ethdev (a PCI
+// NIC, or a virtual device such as net_af_packet, net_af_xdp, net_tap or
+// net_memif), probed by the EAL, with one RX/TX queue pair per thread that
+// serves it (one stack each).  Frames are read in bursts and handed to the
+// stack in place (no copy); frames the stack sends are built in mbufs and
+// sent in bursts at flush().  Where the device takes chained frames, a
+// segment's payload from the caller's memory (a router buffer) is not
+// copied: the frame is a header mbuf followed by mbufs attached to that
+// memory (DPDK external buffers), counted in its BufferRef until the device
+// frees them.
 //
 // A test-only impairment stage (config `impair:`) can drop, duplicate,
 // reorder and delay received frames, seeded so that a run repeats.
@@ -24,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/setup.hpp"
+#include "dataplane/tcp/port_config.hpp"
 #include "dataplane/tcp/stack.hpp"
 #include "lnd/ref_chain.hpp"
 
-namespace lnetr::dp {
+namespace lnetr::tcp {
 
 // The ethdev name of a configured device: a virtual device's driver and
 // index ("net_af_xdp0"), or a PCI address with its domain.
@@ -65,20 +66,20 @@ class EthPort {
   // device and what failed.
   // Of which, with zero_copy on, `kept` may be kept by payloads received by
   // reference.
-  static std::unique_ptr<EthPort> open(const PortSetup& cfg, std::uint32_t mbufs, std::uint32_t kept,
+  static std::unique_ptr<EthPort> open(const PortConfig& cfg, std::uint32_t mbufs, std::uint32_t kept,
                                        std::string& err);
   ~EthPort();
   EthPort(const EthPort&) = delete;
   EthPort& operator=(const EthPort&) = delete;
 
-  const PortSetup& config() const noexcept { return cfg_; }
-  const tcp::Mac& mac() const noexcept { return mac_; }
+  const PortConfig& config() const noexcept { return cfg_; }
+  const Mac& mac() const noexcept { return mac_; }
   std::uint16_t port_id() const noexcept { return port_id_; }
   rte_mempool* pool() const noexcept { return pool_; }
   bool link_up() const noexcept;
   // The checksum offloads the device has and lnetr turned on: IPv4 and TCP
   // checksums filled in on transmit, and verified on receive.
-  const tcp::Offloads& tx_offloads() const noexcept { return tx_offloads_; }
+  const Offloads& tx_offloads() const noexcept { return tx_offloads_; }
   bool rx_checksum() const noexcept { return rx_checksum_; }
   // Whether frames are sent chained from router buffers (the device takes
   // multi-segment frames and the port's zero_copy is on), and the most
@@ -112,14 +113,14 @@ class EthPort {
   rte_ring* steer_ring(std::uint16_t queue) const noexcept { return steer_[queue]; }
 
  private:
-  EthPort(const PortSetup& cfg, std::uint16_t port_id, rte_mempool* pool) : cfg_(cfg), port_id_(port_id), pool_(pool) {}
+  EthPort(const PortConfig& cfg, std::uint16_t port_id, rte_mempool* pool) : cfg_(cfg), port_id_(port_id), pool_(pool) {}
 
-  PortSetup cfg_;
+  PortConfig cfg_;
   std::uint16_t port_id_;
   rte_mempool* pool_;
-  tcp::Mac mac_{};
+  Mac mac_{};
   bool started_ = false;
-  tcp::Offloads tx_offloads_;
+  Offloads tx_offloads_;
   bool rx_checksum_ = false;
   std::uint16_t max_segments_ = 1;
   rte_mempool* attach_pool_ = nullptr;
@@ -132,7 +133,7 @@ class EthPort {
 
 // One queue pair of a port: what one worker's stack sends and receives
 // through.  Used by that worker only.
-class PortQueue final : public tcp::Port, public lnd::FrameRefs {
+class PortQueue final : public Port, public lnd::FrameRefs {
  public:
   PortQueue(EthPort& port, std::uint16_t queue);
   ~PortQueue() override;
@@ -141,14 +142,14 @@ class PortQueue final : public tcp::Port, public lnd::FrameRefs {
 
   // Receive a burst and give each frame to `stack` (through the impairment
   // stage if configured).  Returns the frames received.
-  unsigned poll(tcp::Stack& stack, tcp::Time now);
-  // tcp::Port: copy the frame into an mbuf for the next flush().
+  unsigned poll(Stack& stack, Time now);
+  // Port: copy the frame into an mbuf for the next flush().
   void send(ByteSpan frame) override;
-  // tcp::Port: an mbuf's data to build a frame in, sent by send_built().
+  // Port: an mbuf's data to build a frame in, sent by send_built().
   MutableByteSpan alloc_frame(std::size_t len) override;
   void send_built(std::size_t len, std::size_t l2_len, std::size_t tso_seg = 0) override;
-  tcp::Offloads offloads() const override { return port_.tx_offloads(); }
-  // tcp::Port: chained frames, where the device takes them.  A segment with
+  Offloads offloads() const override { return port_.tx_offloads(); }
+  // Port: chained frames, where the device takes them.  A segment with
   // a device reference (a BufferRef) is attached to that memory.
   std::size_t max_segments() const override { return port_.max_segments(); }
   Appended append_segment(ByteSpan data, void* dev) override;
@@ -173,9 +174,9 @@ class PortQueue final : public tcp::Port, public lnd::FrameRefs {
 
  private:
   void queue_tx(rte_mbuf* m);
-  void take(rte_mbuf* m, tcp::Stack& stack, tcp::Time now);
-  void deliver(rte_mbuf* m, tcp::Stack& stack, tcp::Time now);
-  void impair(rte_mbuf* m, tcp::Stack& stack, tcp::Time now);
+  void take(rte_mbuf* m, Stack& stack, Time now);
+  void deliver(rte_mbuf* m, Stack& stack, Time now);
+  void impair(rte_mbuf* m, Stack& stack, Time now);
 
   EthPort& port_;
   std::uint16_t queue_;
@@ -196,7 +197,7 @@ class PortQueue final : public tcp::Port, public lnd::FrameRefs {
   std::mt19937_64 rng_;
   rte_mbuf* held_ = nullptr;  // reorder: delivered after the next frame
   std::vector<rte_mbuf*> impair_next_;  // duplicates, delivered after their original
-  std::deque<std::pair<tcp::Time, rte_mbuf*>> delayed_;
+  std::deque<std::pair<Time, rte_mbuf*>> delayed_;
 };
 
-}  // namespace lnetr::dp
+}  // namespace lnetr::tcp

@@ -1,9 +1,9 @@
-// socklnd over the dataplane's own TCP (dataplane/tcp/transport.hpp): two
+// socklnd over the dataplane's own TCP (dataplane/sock_transport.hpp): two
 // socklnd Nodes with their acceptors, each on a tcp::Stack, the stacks
 // joined by an Ethernet link in memory.  The engine is the one that runs on
 // kernel sockets; here it handshakes, types its connections, carries PUTs
 // of every size both ways intact, and sees a peer's death.
-#include "dataplane/tcp/transport.hpp"
+#include "dataplane/sock_transport.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/epoll.h>
@@ -24,6 +24,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using Bytes = std::vector<std::uint8_t>;
+using dp::SockTransport;
+using dp::SockTransportStats;
 
 const Nid kA = *parse_nid("10.0.0.1@tcp");
 const Nid kB = *parse_nid("10.0.0.2@tcp");
@@ -82,7 +84,7 @@ class Recorder final : public lnd::Upper {
   void on_peer_down(const Nid& peer) override { down.push_back(peer); }
 };
 
-// Received frames as a DPDK port keeps them (dataplane/port.hpp), on the
+// Received frames as a DPDK port keeps them (dataplane/tcp/port.hpp), on the
 // heap: each is freed by its last reference, at most `budget` references
 // are taken by retain(), and `live` counts the frames not yet freed.
 struct KeptFrames final : lnd::FrameRefs {
@@ -688,7 +690,7 @@ TEST(SockTransport, APayloadLentWithAChainStaysInItsFrames) {
   const Bytes data = pattern(1 << 20, 3);
   ASSERT_TRUE(t.receive_by_reference(data));
   EXPECT_EQ(whole(chain), data);
-  const TransportStats& st = t.w.hosts[1].transport->stats();
+  const SockTransportStats& st = t.w.hosts[1].transport->stats();
   EXPECT_EQ(st.bytes_referenced, chain.referenced());
   EXPECT_GT(chain.referenced(), data.size() * 99 / 100);
   EXPECT_EQ(st.bytes_copied + st.bytes_referenced, data.size());

@@ -6,13 +6,13 @@
 // disconnected, then unmaps the shared rings and buffers.  A worker that
 // read "connected" at the start of an RX or TX burst just before that, and
 // is still in the burst (preempted, or just slower), then reads unmapped
-// memory and the whole router dies.  The PMD has no hook between the two
-// steps, so the dataplane defines munmap() itself (exported from the
-// executable, it wins over the C library's for every shared object): an
-// unmap made on the interrupt thread first waits until every worker serving
-// a DPDK port has gone once through the quiescent point at the end of its
-// loop iteration (DPDK's RCU, QSBR flavour), which no worker reaches while
-// inside a burst.  After that every burst sees "disconnected" and returns
+// memory and the whole process dies.  The PMD has no hook between the two
+// steps, so the library defines munmap() itself (exported from the
+// executable by the link, meson's tcp_dep: it wins over the C library's
+// for every shared object): an unmap made on the interrupt thread first
+// waits until every thread polling a DPDK port (a Poller) has gone once
+// through the quiescent point at the end of its loop iteration (DPDK's
+// RCU, QSBR flavour), which no poller reaches while inside a burst.  After that every burst sees "disconnected" and returns
 // without touching the rings.  Unmaps on any other thread, and every unmap
 // before install(), go straight to the C library.
 //
@@ -26,10 +26,10 @@
 
 struct rte_rcu_qsbr;
 
-namespace lnetr::dp::unmap_guard {
+namespace lnetr::tcp::unmap_guard {
 
 // Start guarding, for pollers numbered 0 .. max_pollers-1 (main thread,
-// before the workers start; once per process).
+// before the polling threads start; once per process).
 bool install(unsigned max_pollers, std::string& err);
 // Whether install() succeeded (for status and tests).
 bool installed() noexcept;
@@ -49,4 +49,4 @@ class Poller {
   unsigned id_;
 };
 
-}  // namespace lnetr::dp::unmap_guard
+}  // namespace lnetr::tcp::unmap_guard

@@ -1,6 +1,7 @@
 // socklnd over the dataplane's own TCP (issue 6): a sock::Transport whose
-// streams are connections of one worker's tcp::Stack.  The socklnd engine
-// and acceptor run on these streams unchanged.
+// streams are connections of one worker's tcp::Stack (the TCP/IP library,
+// dataplane/tcp).  The socklnd engine and acceptor run on these streams
+// unchanged; the workers and lnetr-peer's DPDK link use it.
 //
 // Readiness is queued, never called back from inside the stack: the stack
 // delivers data and state changes while it handles a frame, and an engine
@@ -9,7 +10,8 @@
 // acceptor, after the worker has fed the stack its frames.
 //
 // Pure (no DPDK): the unit tests run socklnd Nodes over two stacks joined
-// in memory.
+// in memory.  Its own static library (meson: sock_transport_dep), so that
+// lnetr-peer links it without the rest of the dataplane.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +22,9 @@
 #include "dataplane/tcp/stack.hpp"
 #include "lnd/socklnd/stream.hpp"
 
-namespace lnetr::tcp {
+namespace lnetr::dp {
 
-struct TransportStats {
+struct SockTransportStats {
   std::uint64_t connects = 0;   // streams opened by this side
   std::uint64_t accepted = 0;   // streams handed to the acceptor
   std::uint64_t bytes_copied = 0;  // payload bytes copied between the stack and socklnd
@@ -35,7 +37,7 @@ class SockTransport final : public sock::Transport {
   // Listen on `port` of `stack` (0: do not listen); each connection, once
   // established, goes to `accept`.  `rx_buffer`: bytes received and not yet
   // read by socklnd, per connection (the receive window it advertises).
-  SockTransport(Stack& stack, std::uint16_t port, Accept accept, std::uint32_t rx_buffer = 4u << 20);
+  SockTransport(tcp::Stack& stack, std::uint16_t port, Accept accept, std::uint32_t rx_buffer = 4u << 20);
   ~SockTransport() override;
   SockTransport(const SockTransport&) = delete;
   SockTransport& operator=(const SockTransport&) = delete;
@@ -49,12 +51,12 @@ class SockTransport final : public sock::Transport {
   void set_frame_refs(lnd::FrameRefs* frames) noexcept { frames_ = frames; }
 
   // The worker's clock for what streams do until the next poll().
-  void set_now(Time now) noexcept { now_ = now; }
+  void set_now(tcp::Time now) noexcept { now_ = now; }
   // Hand out queued readiness and new connections; free finished ones.
   // Returns the number of events delivered.
-  std::size_t poll(Time now);
+  std::size_t poll(tcp::Time now);
 
-  const TransportStats& stats() const noexcept { return stats_; }
+  const SockTransportStats& stats() const noexcept { return stats_; }
   std::size_t links() const noexcept { return links_.size(); }
 
  private:
@@ -68,13 +70,13 @@ class SockTransport final : public sock::Transport {
   Link* add(std::unique_ptr<Link> l);
   void maybe_finished(Link* l);
 
-  Stack& stack_;
+  tcp::Stack& stack_;
   std::uint16_t port_;
   Accept accept_;
   std::uint32_t rx_buffer_;
-  Time now_{0};
+  tcp::Time now_{0};
   lnd::FrameRefs* frames_ = nullptr;
-  TransportStats stats_;
+  SockTransportStats stats_;
   std::vector<std::unique_ptr<Link>> links_;
   std::vector<Link*> ready_;     // links with events to deliver
   std::vector<Link*> incoming_;  // accepted and established, for accept_
@@ -84,4 +86,4 @@ class SockTransport final : public sock::Transport {
   std::vector<Link*> scratch_;    // the batch poll() hands out
 };
 
-}  // namespace lnetr::tcp
+}  // namespace lnetr::dp

@@ -1,7 +1,9 @@
-#include "dataplane/port.hpp"
+// DPDK ports (port.hpp): opening a device for the stack, and each queue's
+// bursts, chained frames, kept frames and impairment.
+#include "dataplane/tcp/port.hpp"
 
-#include "dataplane/buffer_ref.hpp"
-#include "dataplane/log.hpp"
+#include "dataplane/tcp/buffer_ref.hpp"
+#include "dataplane/tcp/log.hpp"
 #include "router/forward.hpp"
 
 #include <rte_errno.h>
@@ -16,7 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace lnetr::dp {
+namespace lnetr::tcp {
 
 namespace {
 
@@ -100,7 +102,7 @@ rte_mempool* create_pool(const std::string& name, std::uint32_t n, std::uint16_t
 
 }  // namespace
 
-std::unique_ptr<EthPort> EthPort::open(const PortSetup& cfg, std::uint32_t mbufs, std::uint32_t kept,
+std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbufs, std::uint32_t kept,
                                        std::string& err) {
   const std::string name = device_name(cfg.device);
   auto fail = [&](const std::string& what, int rc) {
@@ -294,7 +296,7 @@ EthPort::~EthPort() {
 }
 
 int EthPort::owner_of(const rte_mbuf* m) const noexcept {
-  const auto from = tcp::sender_address(ByteSpan(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m)));
+  const auto from = sender_address(ByteSpan(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m)));
   return from ? static_cast<int>(steer_queue(*from, cfg_.ip, cfg_.queues)) : -1;
 }
 
@@ -306,7 +308,7 @@ bool EthPort::link_up() const noexcept {
 // ---- PortQueue ----------------------------------------------------------------------
 
 PortQueue::PortQueue(EthPort& port, std::uint16_t queue)
-    : port_(port), queue_(queue), rng_(port.config().impair.seed.value + queue) {
+    : port_(port), queue_(queue), rng_(port.config().impair.seed + queue) {
   tx_.reserve(kTxBacklog);
   tx_len_.reserve(kTxBacklog);
 }
@@ -319,7 +321,7 @@ PortQueue::~PortQueue() {
   for (auto& d : delayed_) rte_pktmbuf_free(d.second);
 }
 
-void PortQueue::deliver(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
+void PortQueue::deliver(rte_mbuf* m, Stack& stack, Time now) {
   // A driver that took the 802.1Q tag out of the frame (af_packet does,
   // from the kernel's metadata): put it back, the stack reads it there.
   if ((m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) && rte_vlan_insert(&m) != 0) {
@@ -374,26 +376,26 @@ void PortQueue::release(void* frame) noexcept {
   BufferRef::of(frame)->release_frame();
 }
 
-void PortQueue::impair(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
-  const config::ImpairConfig& im = port_.config().impair;
+void PortQueue::impair(rte_mbuf* m, Stack& stack, Time now) {
+  const Impairment& im = port_.config().impair;
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  if (u(rng_) < im.loss.value) {
+  if (u(rng_) < im.loss) {
     ++stats_.impair_dropped;
     rte_pktmbuf_free(m);
     return;
   }
-  if (u(rng_) < im.duplicate.value) {
+  if (u(rng_) < im.duplicate) {
     if (rte_mbuf* copy = rte_pktmbuf_copy(m, port_.pool(), 0, UINT32_MAX)) {
       ++stats_.impair_duplicated;
       impair_next_.push_back(copy);
     }
   }
-  if (!held_ && u(rng_) < im.reorder.value) {
+  if (!held_ && u(rng_) < im.reorder) {
     ++stats_.impair_reordered;
     held_ = m;  // goes after the next frame
     return;
   }
-  const tcp::Time delay = std::chrono::microseconds(im.delay_us.value);
+  const Time delay = std::chrono::microseconds(im.delay_us);
   auto out = [&](rte_mbuf* f) {
     if (delay.count() > 0) {
       ++stats_.impair_delayed;
@@ -410,7 +412,7 @@ void PortQueue::impair(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
   }
 }
 
-void PortQueue::take(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
+void PortQueue::take(rte_mbuf* m, Stack& stack, Time now) {
   if (!port_.config().impair.active()) return deliver(m, stack, now);
   impair(m, stack, now);
   while (!impair_next_.empty()) {  // duplicates go straight after their original
@@ -420,7 +422,7 @@ void PortQueue::take(rte_mbuf* m, tcp::Stack& stack, tcp::Time now) {
   }
 }
 
-unsigned PortQueue::poll(tcp::Stack& stack, tcp::Time now) {
+unsigned PortQueue::poll(Stack& stack, Time now) {
   while (!delayed_.empty() && delayed_.front().first <= now) {
     rte_mbuf* m = delayed_.front().second;
     delayed_.pop_front();
@@ -529,7 +531,7 @@ MutableByteSpan PortQueue::alloc_frame(std::size_t len) {
   return {reinterpret_cast<std::uint8_t*>(p), len};
 }
 
-tcp::Port::Appended PortQueue::append_segment(ByteSpan data, void* dev) {
+Port::Appended PortQueue::append_segment(ByteSpan data, void* dev) {
   if (!building_ || data.size() > UINT16_MAX) return Appended::none;
   // Memory the device cannot address is copied into the frame.
   if (dev && port_.needs_iova() && BufferRef::of(dev)->iova_of(data.data()) == RTE_BAD_IOVA) dev = nullptr;
@@ -590,7 +592,7 @@ void PortQueue::send_built(std::size_t len, std::size_t l2_len, std::size_t tso_
   m->pkt_len -= cut;
   if (chained) ++stats_.tx_chained;
   if (l2_len > 0) {  // an IPv4/TCP frame whose checksums the device fills in
-    const tcp::Offloads& off = port_.tx_offloads();
+    const Offloads& off = port_.tx_offloads();
     m->l2_len = static_cast<std::uint64_t>(l2_len) & 0x7f;
     m->l3_len = 20;
     const std::uint8_t* tcp = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, l2_len + 20);
@@ -649,4 +651,4 @@ unsigned PortQueue::flush() {
   return sent;
 }
 
-}  // namespace lnetr::dp
+}  // namespace lnetr::tcp
