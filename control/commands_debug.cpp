@@ -44,8 +44,8 @@ Json Service::fault(const std::string& op, const Json& args) {
     word("latency", "latency");
     if (rule.find(" src=") == std::string::npos) rule += " src=*";
     if (rule.find(" dst=") == std::string::npos) rule += " dst=*";
-    const Json r = dataplane("lnet_fault add " + rule);
-    log("warning", "fault rule " + std::to_string(r.value("id", 0)) + " added: " + r.value("rule", rule));
+    const auto r = dataplane<status::FaultAdded>("lnet_fault add " + rule);
+    log("warning", "fault rule " + std::to_string(r.id) + " added: " + r.rule);
     return {{"fault", r}};
   }
   if (op == "del") {
@@ -53,12 +53,12 @@ Json Service::fault(const std::string& op, const Json& args) {
     const auto id = opt_int(args, "id", 1, 0xffffffffLL);
     const bool all = opt_int(args, "all", 0, 1).value_or(0) == 1;
     if (id.has_value() == all) bad("give --id ID or --all");
-    const Json r = dataplane("lnet_fault del " + (all ? std::string("all") : std::to_string(*id)));
+    const auto r = dataplane<status::FaultsDeleted>("lnet_fault del " + (all ? std::string("all") : std::to_string(*id)));
     log("info", "fault rule(s) deleted: " + (all ? std::string("all") : std::to_string(*id)));
     return {{"fault", r}};
   }
   only(args, {});
-  const Json r = dataplane(op == "show" ? "lnet_fault list" : "lnet_fault reset");
+  const auto r = dataplane<status::FaultList>(op == "show" ? "lnet_fault list" : "lnet_fault reset");
   return {{"fault", r}};
 }
 

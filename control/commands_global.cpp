@@ -22,22 +22,22 @@ Json Service::system_show(const Json& args) {
   only(args, {});
   Json dp = Json::object();
   try {
-    const Json st = dataplane("status");
+    const auto st = dataplane<status::Status>("status");
     dp["state"] = "up";
-    dp["routing"] = st["routing"]["state"];
+    dp["routing"] = st.routing.state;
     std::size_t up = 0;
-    for (const Json& ni : st["nis"]) up += ni["status"] == "up" ? 1 : 0;
-    dp["nis"] = st["nis"].size();
+    for (const status::Ni& ni : st.nis) up += ni.status == "up" ? 1 : 0;
+    dp["nis"] = st.nis.size();
     dp["nis_up"] = up;
     // What a drain waits for: no router buffer held, nothing forwarded.
     std::int64_t held = 0;
-    for (const Json& cpt : st["buffers"])
-      for (const char* p : {"tiny", "small", "large"})
-        held += cpt[p]["nbuffers"].get<std::int64_t>() - std::max<std::int64_t>(cpt[p]["credits"].get<std::int64_t>(), 0);
+    for (const status::Buffers& cpt : st.buffers)
+      for (const status::Pool* p : {&cpt.tiny, &cpt.small, &cpt.large})
+        held += static_cast<std::int64_t>(p->nbuffers) - std::max<std::int64_t>(p->credits, 0);
     dp["buffers_held"] = held;
-    dp["forwarded"] = st["statistics"]["route_count"];
-    dp["routing_since_s"] = st["routing"].value("since_s", std::int64_t{0});
-    if (st["routing"].contains("peers_unaware")) dp["peers_unaware"] = st["routing"]["peers_unaware"];
+    dp["forwarded"] = st.statistics.route_count;
+    dp["routing_since_s"] = st.routing.since_s;
+    if (st.routing.peers_unaware) dp["peers_unaware"] = *st.routing.peers_unaware;
     // How long peers may take to notice routing disabled: their checks.
     dp["alive_router_check_interval"] =
         std::chrono::duration_cast<std::chrono::seconds>(params_.check_interval).count();
@@ -67,7 +67,7 @@ Json Service::global_show(const Json& args) {
   // run time, or read from its own file), else as configured.
   std::optional<int> asym;
   try {
-    asym = dataplane("drop_asym_route").value("drop_asym_route", 0);
+    asym = dataplane<status::DropAsymRoute>("drop_asym_route").drop_asym_route;
   } catch (const ApiError&) {
   }
   std::lock_guard lock(mu_);
@@ -116,7 +116,7 @@ Json Service::set_tunable(const Json& args) {
   std::unique_lock asym_lock(asym_mu_, std::defer_lock);
   if (asym) {
     asym_lock.lock();
-    dataplane(*asym ? "drop_asym_route 1" : "drop_asym_route 0");
+    dataplane<status::DropAsymRoute>(*asym ? "drop_asym_route 1" : "drop_asym_route 0");
   }
   std::lock_guard lock(mu_);
   if (asym) {

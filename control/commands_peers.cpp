@@ -15,24 +15,27 @@ namespace lnetr::control {
 
 // A peer's counters summed over the workers that account for it; credits
 // from the worker that owns it (its connections' CPT).
-Json merged_peers(const Json& status, const Placement& placement) {
-  Json out = Json::array();
+std::vector<status::Peer> merged_peers(const status::Status& st, const Placement& placement) {
+  std::vector<status::Peer> out;
   std::unordered_map<std::string, std::size_t> at;  // nid -> its entry in out
-  for (const Json& p : status["peers"]) {
-    const auto [pos, fresh] = at.emplace(p["nid"].get<std::string>(), out.size());
+  for (const status::Peer& p : st.peers) {
+    const auto [pos, fresh] = at.emplace(p.nid, out.size());
     if (fresh) {
       out.push_back(p);
       continue;
     }
-    Json* it = &out[pos->second];
-    for (const char* k : {"send_count", "recv_count", "drop_count", "send_bytes", "recv_bytes"})
-      (*it)[k] = (*it)[k].get<std::uint64_t>() + p[k].get<std::uint64_t>();
-    const auto n = parse_nid(p["nid"].get<std::string>());
-    if (n && placement.of(*n, static_cast<std::uint32_t>(status["workers"].size())) == p["cpt"].get<std::uint32_t>())
-      for (const char* k : {"cpt", "state", "multi_rail", "max_ni_tx_credits", "available_tx_credits", "min_tx_credits",
-                            "max_rtr_credits", "available_rtr_credits", "min_rtr_credits", "tx_q_num_of_buf",
-                            "rtr_q_num_of_buf"})
-        (*it)[k] = p[k];
+    status::Peer& m = out[pos->second];
+    const auto n = parse_nid(p.nid);
+    if (n && placement.of(*n, static_cast<std::uint32_t>(st.workers.size())) == p.cpt) {
+      // The owner's entry, with the traffic of those before it.
+      const status::Peer before = m;
+      m = p;
+      m.send_count += before.send_count, m.recv_count += before.recv_count, m.drop_count += before.drop_count;
+      m.send_bytes += before.send_bytes, m.recv_bytes += before.recv_bytes;
+    } else {
+      m.send_count += p.send_count, m.recv_count += p.recv_count, m.drop_count += p.drop_count;
+      m.send_bytes += p.send_bytes, m.recv_bytes += p.recv_bytes;
+    }
   }
   return out;
 }
@@ -41,37 +44,44 @@ Json Service::peer_show(const Json& args) {
   only(args, {"nid", "verbose"});
   const auto nid = opt_nid(args, "nid");
   const auto verbose = opt_int(args, "verbose", 0, 4).value_or(0);
-  const Json st = dataplane("status");
+  const auto st = dataplane<status::Status>("status");
   Json peers = Json::array();
-  const Json merged = merged_peers(st, placement_);
+  const std::vector<status::Peer> merged = merged_peers(st, placement_);
   // lnetr's own at -v 2: the o2ib peers' connections and their credits, in
   // one request for all.
   std::map<std::string, Json> ib_conns;
-  if (verbose >= 2 && st.contains("o2iblnd")) {
+  if (verbose >= 2 && st.o2iblnd) {
     std::set<std::string> wanted;
-    for (const Json& p : merged) {
-      const std::string n = p["nid"].get<std::string>();
-      const auto pn = parse_nid(n);
-      if ((!nid || n == to_string(*nid)) && pn && pn->lnd() == LndType::o2ib) wanted.insert(n);
+    for (const status::Peer& p : merged) {
+      const auto pn = parse_nid(p.nid);
+      if ((!nid || p.nid == to_string(*nid)) && pn && pn->lnd() == LndType::o2ib) wanted.insert(p.nid);
     }
-    for (const Json& c : o2ib_connections(wanted))
-      ib_conns[c["peer"].get<std::string>()].push_back(
-          {{"queue_depth", c["queue_depth"]}, {"credits", c["credits"]}, {"outstanding_credits", c["outstanding_credits"]},
-           {"reserved_credits", c["reserved_credits"]}, {"queued", c["queued"]}, {"rx_held", c["rx_held"]},
-           {"version", c["version"]}});
+    for (const status::O2ibConnection& c : o2ib_connections(wanted))
+      ib_conns[c.peer].push_back({{"queue_depth", c.queue_depth},
+                                  {"credits", c.credits},
+                                  {"outstanding_credits", c.outstanding_credits},
+                                  {"reserved_credits", c.reserved_credits},
+                                  {"queued", c.queued},
+                                  {"rx_held", c.rx_held},
+                                  {"version", c.version}});
   }
-  for (const Json& p : merged) {
-    if (nid && p["nid"].get<std::string>() != to_string(*nid)) continue;
-    Json ni = {{"nid", p["nid"]}, {"state", p["state"]}};
+  for (const status::Peer& p : merged) {
+    if (nid && p.nid != to_string(*nid)) continue;
+    Json ni = {{"nid", p.nid}, {"state", p.state}};
     if (verbose) {
-      for (const char* k : {"max_ni_tx_credits", "available_tx_credits", "min_tx_credits", "tx_q_num_of_buf",
-                            "max_rtr_credits", "available_rtr_credits", "min_rtr_credits", "rtr_q_num_of_buf", "cpt"})
-        ni[k] = p[k];
-      ni["statistics"] = {{"send_count", p["send_count"]}, {"recv_count", p["recv_count"]}, {"drop_count", p["drop_count"]}};
-      if (auto it = ib_conns.find(p["nid"].get<std::string>()); it != ib_conns.end())
-        ni["o2ib connections"] = it->second;
+      ni["max_ni_tx_credits"] = p.max_ni_tx_credits;
+      ni["available_tx_credits"] = p.available_tx_credits;
+      ni["min_tx_credits"] = p.min_tx_credits;
+      ni["tx_q_num_of_buf"] = p.tx_q_num_of_buf;
+      ni["max_rtr_credits"] = p.max_rtr_credits;
+      ni["available_rtr_credits"] = p.available_rtr_credits;
+      ni["min_rtr_credits"] = p.min_rtr_credits;
+      ni["rtr_q_num_of_buf"] = p.rtr_q_num_of_buf;
+      ni["cpt"] = p.cpt;
+      ni["statistics"] = {{"send_count", p.send_count}, {"recv_count", p.recv_count}, {"drop_count", p.drop_count}};
+      if (auto it = ib_conns.find(p.nid); it != ib_conns.end()) ni["o2ib connections"] = it->second;
     }
-    peers.push_back({{"primary nid", p["nid"]}, {"Multi-Rail", p["multi_rail"]}, {"peer ni", Json::array({ni})}});
+    peers.push_back({{"primary nid", p.nid}, {"Multi-Rail", p.multi_rail}, {"peer ni", Json::array({ni})}});
   }
   if (nid && peers.empty()) throw ApiError{ENOENT, "no peer " + to_string(*nid) + " (the router has not exchanged a message with it)"};
   return {{"peer", peers}};
@@ -80,12 +90,11 @@ Json Service::peer_show(const Json& args) {
 // The o2iblnd connections of `peers` (their credits, queues), asked of the
 // dataplane's workers: only those peers' (all of them past what fits in one
 // request line).
-Json Service::o2ib_connections(const std::set<std::string>& peers) const {
-  Json out = Json::array();
+std::vector<status::O2ibConnection> Service::o2ib_connections(const std::set<std::string>& peers) const {
+  std::vector<status::O2ibConnection> out;
   auto ask = [&](const std::string& line) {
-    Json r = dataplane(line);
-    if (r.contains("errno")) throw ApiError{-r["errno"].get<int>(), r.value("descr", std::string("o2ib connections"))};
-    for (Json& c : r["connections"]) out.push_back(std::move(c));
+    auto r = dataplane<status::O2ibConnections>(line);
+    for (status::O2ibConnection& c : r.connections) out.push_back(std::move(c));
   };
   // As many NIDs to a request as its line takes.
   const std::string head = "o2ib connections";

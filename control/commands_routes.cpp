@@ -120,28 +120,26 @@ Json Service::gateway_show(const Json& args) {
 
 Json Service::routing_show(const Json& args) {
   only(args, {});
-  const Json st = dataplane("status");
+  const auto st = dataplane<status::Status>("status");
   Json routing = Json::array();
-  Json totals = {{"tiny", 0}, {"small", 0}, {"large", 0}};
-  for (const Json& cpt : st["buffers"]) {
-    Json pools;
-    for (const char* p : {"tiny", "small", "large"}) {
-      pools[p] = {{"npages", cpt[p]["npages"]}, {"nbuffers", cpt[p]["nbuffers"]}, {"credits", cpt[p]["credits"]},
-                  {"mincredits", cpt[p]["mincredits"]}};
-      totals[p] = totals[p].get<std::int64_t>() + cpt[p]["nbuffers"].get<std::int64_t>();
-    }
-    routing.push_back({{"cpt[" + std::to_string(cpt["cpt"].get<int>()) + "]", pools}});
+  std::int64_t tiny = 0, small = 0, large = 0;
+  for (const status::Buffers& cpt : st.buffers) {
+    routing.push_back({{"cpt[" + std::to_string(cpt.cpt) + "]",
+                        {{"tiny", cpt.tiny}, {"small", cpt.small}, {"large", cpt.large}}}});
+    tiny += static_cast<std::int64_t>(cpt.tiny.nbuffers);
+    small += static_cast<std::int64_t>(cpt.small.nbuffers);
+    large += static_cast<std::int64_t>(cpt.large.nbuffers);
   }
-  routing.push_back({{"enable", st["routing"]["enable"]}});
-  return {{"routing", routing}, {"buffers", totals}};
+  routing.push_back({{"enable", st.routing.enable}});
+  return {{"routing", routing}, {"buffers", {{"tiny", tiny}, {"small", small}, {"large", large}}}};
 }
 
 Json Service::set_routing(const Json& args) {
   only(args, {"enable"});
   const auto on = required(opt_int(args, "enable", 0, 1), "enable");
-  const Json r = dataplane(on ? "routing 1" : "routing 0");
-  log("info", std::string("routing ") + (on ? "enabled" : "disabled") + " by request: now " + r.value("routing", ""));
-  return {{"routing", {{"enable", r["enable"]}, {"state", r["routing"]}}}};
+  const auto r = dataplane<status::RoutingSet>(on ? "routing 1" : "routing 0");
+  log("info", std::string("routing ") + (on ? "enabled" : "disabled") + " by request: now " + r.routing);
+  return {{"routing", {{"enable", r.enable}, {"state", r.routing}}}};
 }
 
 }  // namespace lnetr::control

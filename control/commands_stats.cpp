@@ -13,10 +13,10 @@ namespace lnetr::control {
 // were at the last `stats reset` of the same dataplane run (the dataplane's
 // own counters and the Prometheus series never go back).
 Json Service::stats_now() const {
-  const Json st = dataplane("status");
-  Json s = st["statistics"];
-  s["drops"] = st["drops"];
-  s["socklnd"] = st["socklnd"];
+  const auto st = dataplane<status::Status>("status");
+  Json s = st.statistics;
+  s["drops"] = st.drops;
+  s["socklnd"] = st.socklnd;
   return s;
 }
 
@@ -54,65 +54,83 @@ void Service::subtract(Json& now, const Json& base) {
 // The dataplane's workers, ports and rings (lnetr's own).
 Json Service::dataplane_show(const Json& args) {
   only(args, {});
-  const Json st = dataplane("status");
+  const auto st = dataplane<status::Status>("status");
   Json workers = Json::array();
-  for (const Json& w : st["workers"]) {
-    const auto cycles = w["cycles"].get<std::uint64_t>(), busy = w["busy_cycles"].get<std::uint64_t>();
-    workers.push_back({{"cpt", w["cpt"]},
-                       {"core", w["core"]},
-                       {"busy_ratio", cycles ? static_cast<double>(busy) / static_cast<double>(cycles) : 0.0},
-                       {"loops", w["loops"]},
-                       {"busy_loops", w["busy_loops"]},
-                       {"cycles", cycles},
-                       {"busy_cycles", busy},
-                       {"ring_size", w["ring_size"]},
-                       {"ring_backlog", w["ring_backlog"]},
-                       {"conns_opened", w["conns_opened"]},
-                       {"rx_msgs", w["rx_msgs"]},
-                       {"tx_msgs", w["tx_msgs"]},
-                       {"route_version", w["route_version"]}});
+  for (const status::Worker& w : st.workers) {
+    workers.push_back({{"cpt", w.cpt},
+                       {"core", w.core},
+                       {"busy_ratio", w.cycles ? static_cast<double>(w.busy_cycles) / static_cast<double>(w.cycles) : 0.0},
+                       {"loops", w.loops},
+                       {"busy_loops", w.busy_loops},
+                       {"cycles", w.cycles},
+                       {"busy_cycles", w.busy_cycles},
+                       {"ring_size", w.ring_size},
+                       {"ring_backlog", w.ring_backlog},
+                       {"conns_opened", w.conns_opened},
+                       {"rx_msgs", w.rx_msgs},
+                       {"tx_msgs", w.tx_msgs},
+                       {"route_version", w.route_version}});
   }
   // Each NI's port: kernel sockets on its interface, or a DPDK port (with
   // what lnetr's own TCP/IP counted there).
   Json ports = Json::array();
-  for (const Json& ni : st["nis"]) {
-    const std::string transport = ni.contains("transport") ? ni["transport"].get<std::string>() : "socket";
-    Json p = {{"nid", ni["nid"]}, {"interface", ni["interface"]}, {"transport", transport}, {"link", ni["link"]},
-              {"status", ni["status"]}};
-    if (st.contains("ports"))
-      for (const Json& dp : st["ports"])
-        if (dp["name"] == ni["interface"])
-          for (const char* k : {"device", "mac", "mtu", "rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "tx_dropped",
-                                "tcp_connections", "bytes_copied", "bytes_referenced", "rx_bytes_referenced", "zero_copy", "tso", "tso_frames", "resets_out",
-                                "dropped_malformed"})
-            p[k] = dp[k];
-    if (ni.contains("device")) p["device"] = ni["device"];  // an o2ib NI's RDMA device
+  for (const status::Ni& ni : st.nis) {
+    Json p = {{"nid", ni.nid}, {"interface", ni.interface}, {"transport", ni.transport}, {"link", ni.link},
+              {"status", ni.status}};
+    for (const status::Port& dp : st.ports) {
+      if (dp.name != ni.interface) continue;
+      p["device"] = dp.device;
+      p["mac"] = dp.mac;
+      p["mtu"] = dp.mtu;
+      p["rx_frames"] = dp.rx_frames;
+      p["tx_frames"] = dp.tx_frames;
+      p["rx_bytes"] = dp.rx_bytes;
+      p["tx_bytes"] = dp.tx_bytes;
+      p["tx_dropped"] = dp.tx_dropped;
+      p["tcp_connections"] = dp.tcp_connections;
+      p["bytes_copied"] = dp.bytes_copied;
+      p["bytes_referenced"] = dp.bytes_referenced;
+      p["rx_bytes_referenced"] = dp.rx_bytes_referenced;
+      p["zero_copy"] = dp.zero_copy;
+      p["tso"] = dp.tso;
+      p["tso_frames"] = dp.tso_frames;
+      p["resets_out"] = dp.resets_out;
+      p["dropped_malformed"] = dp.dropped_malformed;
+    }
+    if (ni.device) p["device"] = *ni.device;  // an o2ib NI's RDMA device
     ports.push_back(std::move(p));
   }
   std::lock_guard lock(mu_);
   Json out = {{"shm_name", cfg_.dataplane.shm_name.value},
               {"incarnation", incarnation_locked()},
-              {"routing", st["routing"]["state"]},
+              {"routing", st.routing.state},
               {"workers", workers},
               {"ports", ports}};
-  if (st.contains("o2iblnd")) {
+  if (st.o2iblnd) {
     // o2iblnd over verbs: the workers' engines summed.
-    const Json& ib = st["o2iblnd"];
-    Json o = Json::object();
-    o["connections"] = ib["connections"];
-    for (const char* k : {"remote_keys", "conns_accepted", "conns_connected", "rdma_bytes_written", "rdma_bytes_received",
-                          "bytes_copied", "bytes_bounced", "sink_windows", "sink_windows_refused", "sink_registrations",
-                          "tx_timeouts", "post_failures", "cq_errors"})
-      o[k] = ib[k];
-    out["o2iblnd"] = std::move(o);
+    const status::O2iblnd& ib = *st.o2iblnd;
+    out["o2iblnd"] = {{"connections", ib.connections},
+                      {"remote_keys", ib.remote_keys},
+                      {"conns_accepted", ib.conns_accepted},
+                      {"conns_connected", ib.conns_connected},
+                      {"rdma_bytes_written", ib.rdma_bytes_written},
+                      {"rdma_bytes_received", ib.rdma_bytes_received},
+                      {"bytes_copied", ib.bytes_copied},
+                      {"bytes_bounced", ib.bytes_bounced},
+                      {"sink_windows", ib.sink_windows},
+                      {"sink_windows_refused", ib.sink_windows_refused},
+                      {"sink_registrations", ib.sink_registrations},
+                      {"tx_timeouts", ib.tx_timeouts},
+                      {"post_failures", ib.post_failures},
+                      {"cq_errors", ib.cq_errors}};
   }
   return {{"dataplane", std::move(out)}};
 }
 
 Json Service::buffers_show(const Json& args) {
   only(args, {});
-  const Json st = dataplane("status");
-  return {{"buffers", st["buffers"]}, {"workers", st["workers"]}};
+  const auto st = dataplane<status::Status>("status");
+  return {{"buffers", st.buffers}, {"workers", st.workers}};
 }
 
 }  // namespace lnetr::control

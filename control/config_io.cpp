@@ -55,8 +55,8 @@ Json Service::export_config(const Json& args) {
   // and says nothing.  Not written: `peer` (lnetr has no configured peers:
   // it learns them) and the o2ib fmr_* keys (not in force: they import as
   // their defaults).
-  const Json st = dataplane("status");
-  const Json& routing = st["routing"];
+  const auto st = dataplane<status::Status>("status");
+  const int enable = st.routing.enable;
   Json global = global_show({})["global"];
   global.erase("alive_router_check_interval");
   global.erase("router_ping_timeout");
@@ -72,12 +72,12 @@ Json Service::export_config(const Json& args) {
                        {"peer_credits", ni.tunables.peer_credits.value},
                        {"peer_buffer_credits", ni.tunables.peer_buffer_credits.value},
                        {"credits", ni.tunables.credits.value}};
-      for (const Json& s : st["nis"]) {
-        const bool same = ni.interface ? s.value("interface", "") == ni.interface->value
-                                       : ni.nid && s.value("nid", "") == to_string(ni.nid->value);
+      for (const status::Ni& s : st.nis) {
+        const bool same = ni.interface ? s.interface == ni.interface->value
+                                       : ni.nid && s.nid == to_string(ni.nid->value);
         if (!same) continue;
-        j["lnd tunables"] = s["lnd_tunables"];
-        j["CPT"] = cpt_list(s["cpts"]);
+        j["lnd tunables"] = s.lnd_tunables;
+        j["CPT"] = cpt_list(s.cpts);
         break;
       }
       nis.push_back(j);
@@ -96,7 +96,7 @@ Json Service::export_config(const Json& args) {
   const config::BufferConfig& b = cfg_.buffers;
   return {{"net", nets},
           {"route", routes},
-          {"routing", {{"enable", routing.value("enable", 1) == 1 || routing.value("enable", 1) == 3 ? 1 : 0}}},
+          {"routing", {{"enable", enable == 1 || enable == 3 ? 1 : 0}}},
           {"buffers", {{"tiny", b.tiny.value}, {"small", b.small.value}, {"large", b.large.value}}},
           {"global", global}};
 }
@@ -265,8 +265,8 @@ Json Service::import_config(const Json& args) {
   Json warnings = Json::array();
   for (const auto& w : loaded->warnings) warnings.push_back(w.to_string());
   Json done = Json::array(), errors = Json::array();
-  Json running_nis = Json::array();
-  if (!in.nets.empty()) running_nis = dataplane("status")["nis"];
+  std::vector<status::Ni> running_nis;
+  if (!in.nets.empty()) running_nis = dataplane<status::Status>("status").nis;
   {
     std::lock_guard lock(mu_);
     if (!builder_) throw ApiError{EAGAIN, "not attached to a dataplane yet: no route table to change"};
@@ -281,32 +281,32 @@ Json Service::import_config(const Json& args) {
       // An NI's tunables are read when the dataplane starts: ones here that
       // differ from those in force (as the dataplane reports them, which is
       // what an export of it says) change nothing, and are said to.
-      const Json* in_force = nullptr;
-      for (const Json& s : running_nis)
-        if (auto nid = parse_nid(s.value("nid", "")); nid && nid->net() == n.net.value) in_force = &s;
+      const status::Ni* in_force = nullptr;
+      for (const status::Ni& s : running_nis)
+        if (auto nid = parse_nid(s.nid); nid && nid->net() == n.net.value) in_force = &s;
       if (!in_force) continue;
-      auto differs = [](const auto& field, const Json& v) {
-        return field.given() && v.is_number_integer() && v.get<std::int64_t>() != field.value;
+      auto differs = [](const auto& field, auto v) {
+        return field.given() && static_cast<std::int64_t>(v) != static_cast<std::int64_t>(field.value);
       };
       // (o2iblnd's 0 asks for the value derived from the others, which is
-      // what the dataplane reports.)
-      auto derived_differs = [&](const auto& field, const Json& v) { return field.value != 0 && differs(field, v); };
-      const Json& lnd = (*in_force)["lnd_tunables"];
+      // what the dataplane reports; socklnd NIs report none.)
+      auto derived_differs = [&](const auto& field, const std::optional<std::uint64_t>& v) {
+        return field.value != 0 && v && differs(field, *v);
+      };
+      const status::LndTunables& lnd = in_force->lnd_tunables;
       for (const config::NiConfig& ni : n.nis) {
         const config::Tunables& a = ni.tunables;
         const config::LndTunables& l = ni.lnd_tunables;
-        if (differs(a.peer_timeout, (*in_force)["peer_timeout"]) || differs(a.peer_credits, (*in_force)["peer_credits"]) ||
-            differs(a.peer_buffer_credits, (*in_force)["peer_buffer_credits"]) ||
-            differs(a.credits, (*in_force)["credits"]) || differs(l.conns_per_peer, lnd.value("conns_per_peer", Json())) ||
-            differs(l.timeout, lnd.value("timeout", Json())) || differs(l.tos, lnd.value("tos", Json())) ||
-            derived_differs(l.peercredits_hiw, lnd.value("peercredits_hiw", Json())) ||
-            derived_differs(l.concurrent_sends, lnd.value("concurrent_sends", Json())) ||
-            derived_differs(l.ntx, lnd.value("ntx", Json())))
+        if (differs(a.peer_timeout, in_force->peer_timeout) || differs(a.peer_credits, in_force->peer_credits) ||
+            differs(a.peer_buffer_credits, in_force->peer_buffer_credits) || differs(a.credits, in_force->credits) ||
+            differs(l.conns_per_peer, lnd.conns_per_peer) || differs(l.timeout, lnd.timeout) || differs(l.tos, lnd.tos) ||
+            derived_differs(l.peercredits_hiw, lnd.peercredits_hiw) ||
+            derived_differs(l.concurrent_sends, lnd.concurrent_sends) || derived_differs(l.ntx, lnd.ntx))
           warnings.push_back(config::to_string(ni.source) + ": net " + to_string(n.net.value) +
                              ": its NI's tunables are not changed at run time (they are read when the dataplane "
                              "starts: edit its configuration file)");
         if (ni.cpts.given() && !in.dataplane.cores.given() &&
-            cpt_list(Json(config::cpt_list(ni))) != cpt_list((*in_force)["cpts"]))
+            cpt_list(config::cpt_list(ni)) != cpt_list(in_force->cpts))
           warnings.push_back(config::to_string(ni.cpts.source) +
                              ": CPT list is not in force: an NI's CPTs are set when the dataplane starts (edit its "
                              "configuration file)");
@@ -357,8 +357,8 @@ Json Service::import_config(const Json& args) {
     }
   }
   if (in.routing.enable.given() && !del) {
-    const Json r = dataplane(in.routing.enable.value ? "routing 1" : "routing 0");
-    if (r.contains("routing")) done.push_back("routing " + r["routing"].get<std::string>());
+    const auto r = dataplane<status::RoutingSet>(in.routing.enable.value ? "routing 1" : "routing 0");
+    done.push_back("routing " + r.routing);
   }
   if (in.global.health_sensitivity.given() && !del) {
     std::lock_guard lock(mu_);
@@ -379,7 +379,7 @@ Json Service::import_config(const Json& args) {
   if (in.global.drop_asym_route.given() && !del) {
     const bool on = in.global.drop_asym_route.value;
     std::lock_guard asym_lock(asym_mu_);  // sent and recorded as one
-    dataplane(on ? "drop_asym_route 1" : "drop_asym_route 0");
+    dataplane<status::DropAsymRoute>(on ? "drop_asym_route 1" : "drop_asym_route 0");
     {
       std::lock_guard lock(mu_);
       cfg_.global.drop_asym_route.value = on;

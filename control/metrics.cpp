@@ -188,9 +188,9 @@ void Service::collect(Families& f) {
   }
 
   // What only the dataplane knows, from its status document.
-  Json st;
+  status::Status st;
   try {
-    st = dataplane("status");
+    st = dataplane<status::Status>("status");
   } catch (const ApiError&) {
     f.gauge("lnetr_dataplane_up", "1 if the dataplane answers on its control socket; 0 means it is down or hung", {}, 0);
     return;
@@ -199,28 +199,28 @@ void Service::collect(Families& f) {
   try {
     f.gauge("lnetr_routing_enabled",
             "1 while the router forwards and advertises it; 0 while routing is disabled, starting or draining", {},
-            st["routing"]["state"] == "enabled" ? 1 : 0);
-    for (const Json& ni : st["nis"]) {
-      const std::string nid = ni["nid"];
-      const L l{{"nid", nid}, {"net", nid.substr(nid.find('@') + 1)}};
+            st.routing.state == "enabled" ? 1 : 0);
+    for (const status::Ni& ni : st.nis) {
+      const L l{{"nid", ni.nid}, {"net", ni.nid.substr(ni.nid.find('@') + 1)}};
       f.gauge("lnetr_ni_up",
               "1 if the NI is UP in the router's ping info; 0 means its link is down or no node of its net pinged it "
               "within alive_router_check_interval + router_ping_timeout, so clients avoid routes through it",
-              l, ni["advertised"] == "up" ? 1 : 0);
-      f.gauge("lnetr_ni_link_up", "1 if the NI's interface is up; 0 is a link failure", l, ni["link"] == "up" ? 1 : 0);
+              l, ni.advertised == "up" ? 1 : 0);
+      f.gauge("lnetr_ni_link_up", "1 if the NI's interface is up; 0 is a link failure", l, ni.link == "up" ? 1 : 0);
     }
-    for (const Json& cpt : st["buffers"]) {
-      for (const char* pool : {"tiny", "small", "large"}) {
-        const L l{{"cpt", std::to_string(cpt["cpt"].get<int>())}, {"pool", pool}};
-        const Json& p = cpt[pool];
+    for (const status::Buffers& cpt : st.buffers) {
+      const std::pair<const char*, const status::Pool&> pools[] = {
+          {"tiny", cpt.tiny}, {"small", cpt.small}, {"large", cpt.large}};
+      for (const auto& [pool, p] : pools) {
+        const L l{{"cpt", std::to_string(cpt.cpt)}, {"pool", pool}};
         f.gauge("lnetr_router_buffers", "Router buffers of the pool on this CPT (configured)", l,
-                p["nbuffers"].get<double>());
+                static_cast<double>(p.nbuffers));
         f.gauge("lnetr_router_buffers_available",
                 "Router buffer credits available now; negative means messages wait for a buffer (back-pressure)", l,
-                p["credits"].get<double>());
+                static_cast<double>(p.credits));
         f.gauge("lnetr_router_buffers_min",
                 "Lowest router buffer credits seen; at or below 0 the pool ran out: consider more buffers", l,
-                p["mincredits"].get<double>());
+                static_cast<double>(p.mincredits));
       }
     }
     // Peers: per net always; per peer only for the busiest metrics_peers
@@ -232,19 +232,19 @@ void Service::collect(Families& f) {
       bool any = false;
     };
     std::map<std::string, NetPeers> per_net;
-    std::vector<const Json*> ranked;
-    const Json peers = merged_peers(st, placement_);  // one entry per peer
-    for (const Json& p : peers) {
-      const std::string nid = p["nid"].get<std::string>();
-      NetPeers& n = per_net[nid.substr(nid.find('@') + 1)];
+    std::vector<const status::Peer*> ranked;
+    const std::vector<status::Peer> peers = merged_peers(st, placement_);  // one entry per peer
+    for (const status::Peer& p : peers) {
+      NetPeers& n = per_net[p.nid.substr(p.nid.find('@') + 1)];
       n.peers += 1;
-      n.down += p["state"] == "up" ? 0 : 1;
-      n.sent += p["send_count"].get<double>();
-      n.received += p["recv_count"].get<double>();
-      n.sent_bytes += p["send_bytes"].get<double>();
-      n.received_bytes += p["recv_bytes"].get<double>();
-      n.tx_min = n.any ? std::min(n.tx_min, p["min_tx_credits"].get<double>()) : p["min_tx_credits"].get<double>();
-      n.rtr_min = n.any ? std::min(n.rtr_min, p["min_rtr_credits"].get<double>()) : p["min_rtr_credits"].get<double>();
+      n.down += p.state == "up" ? 0 : 1;
+      n.sent += static_cast<double>(p.send_count);
+      n.received += static_cast<double>(p.recv_count);
+      n.sent_bytes += static_cast<double>(p.send_bytes);
+      n.received_bytes += static_cast<double>(p.recv_bytes);
+      const auto tx_min = static_cast<double>(p.min_tx_credits), rtr_min = static_cast<double>(p.min_rtr_credits);
+      n.tx_min = n.any ? std::min(n.tx_min, tx_min) : tx_min;
+      n.rtr_min = n.any ? std::min(n.rtr_min, rtr_min) : rtr_min;
       n.any = true;
       ranked.push_back(&p);
     }
@@ -266,119 +266,117 @@ void Service::collect(Families& f) {
               "Lowest router credits any peer of the net has reached; at or below 0 a peer's messages waited", l,
               n.rtr_min);
     }
-    auto traffic = [](const Json* p) {
-      return (*p)["send_count"].get<std::uint64_t>() + (*p)["recv_count"].get<std::uint64_t>();
-    };
+    auto traffic = [](const status::Peer* p) { return p->send_count + p->recv_count; };
     const std::size_t keep = std::min<std::size_t>(ranked.size(), metrics_peers_);
     std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end(),
-                      [&](const Json* a, const Json* b) {
+                      [&](const status::Peer* a, const status::Peer* b) {
                         const auto ta = traffic(a), tb = traffic(b);
-                        return ta != tb ? ta > tb : (*a)["nid"].get<std::string>() < (*b)["nid"].get<std::string>();
+                        return ta != tb ? ta > tb : a->nid < b->nid;
                       });
     ranked.resize(keep);
     std::set<std::string> exported;
-    for (const Json* pp : ranked) {
-      const Json& p = *pp;
-      exported.insert(p["nid"].get<std::string>());
-      const L l{{"peer", p["nid"].get<std::string>()}, {"cpt", std::to_string(p["cpt"].get<int>())}};
+    for (const status::Peer* pp : ranked) {
+      const status::Peer& p = *pp;
+      exported.insert(p.nid);
+      const L l{{"peer", p.nid}, {"cpt", std::to_string(p.cpt)}};
       f.gauge("lnetr_peer_up", "1 while the peer is considered alive; 0 after all connections to it failed", l,
-              p["state"] == "up" ? 1 : 0);
+              p.state == "up" ? 1 : 0);
       f.gauge("lnetr_peer_tx_credits",
               "Transmit credits to the peer available now; negative means messages queue for it", l,
-              p["available_tx_credits"].get<double>());
+              static_cast<double>(p.available_tx_credits));
       f.gauge("lnetr_peer_tx_credits_min", "Lowest transmit credits seen; at or below 0 the peer was a bottleneck", l,
-              p["min_tx_credits"].get<double>());
+              static_cast<double>(p.min_tx_credits));
       f.gauge("lnetr_peer_router_credits",
               "Router credits of the peer available now (its messages the router may buffer); negative means its "
               "messages wait (back-pressure on it)",
-              l, p["available_rtr_credits"].get<double>());
+              l, static_cast<double>(p.available_rtr_credits));
       f.gauge("lnetr_peer_router_credits_min", "Lowest router credits seen for the peer", l,
-              p["min_rtr_credits"].get<double>());
+              static_cast<double>(p.min_rtr_credits));
     }
     // DPDK ports (lnetr's own TCP/IP): frames, drops, TCP repair work.
-    if (st.contains("ports")) {
-      for (const Json& p : st["ports"]) {
-        const L l{{"port", p["name"].get<std::string>()}};
-        f.gauge("lnetr_port_link_up", "1 if the DPDK port's link is up", l, p["link"] == "up" ? 1 : 0);
-        f.counter("lnetr_port_rx_frames_total", "Frames received on the DPDK port", l, p["rx_frames"].get<double>());
-        f.counter("lnetr_port_tx_frames_total", "Frames sent on the DPDK port", l, p["tx_frames"].get<double>());
-        f.counter("lnetr_port_rx_bytes_total", "Bytes received on the DPDK port", l, p["rx_bytes"].get<double>());
-        f.counter("lnetr_port_tx_bytes_total", "Bytes sent on the DPDK port", l, p["tx_bytes"].get<double>());
-        f.counter("lnetr_port_tx_dropped_total",
-                  "Frames the port could not send (no mbuf, or its backlog of frames the device refused was full); "
-                  "TCP retransmits them",
-                  l, p["tx_dropped"].get<double>());
-        f.gauge("lnetr_port_tx_backlog", "Frames the device refused, waiting to be sent at the next poll", l,
-                p.value("tx_backlog", 0.0));
-        f.counter("lnetr_port_rx_malformed_total", "Received frames refused by lnetr's decoders", l,
-                  p["dropped_malformed"].get<double>());
-        f.gauge("lnetr_port_tcp_connections", "TCP connections of lnetr's stack on the port", l,
-                p["tcp_connections"].get<double>());
-        f.gauge("lnetr_port_tcp_half_open", "TCP connections of lnetr's stack on the port still in SYN-RECEIVED", l,
-                p.value("tcp_half_open", 0.0));
-        for (const char* what : {"sent", "accepted", "refused"}) {
-          L lw = l;
-          lw.emplace_back("result", what);
-          f.counter("lnetr_port_tcp_syncookies_total",
-                    "SYN cookies: sent (SYNs answered without keeping state, the port's half-open connections at "
-                    "their bound), accepted (connections made from one returned), refused (a wrong or expired one: "
-                    "reset)",
-                    lw, p.value(std::string("syncookies_") + what, 0.0));
-        }
-        f.counter("lnetr_port_tcp_retransmits_total",
-                  "TCP segments lnetr's stack sent again on the port; rising means loss on the link", l,
-                  p["tcp"]["retransmits"].get<double>());
-        f.counter("lnetr_port_tcp_timeouts_total",
-                  "Retransmission timeouts on the port's connections; each stalls a connection for an RTO", l,
-                  p["tcp"]["timeouts"].get<double>());
-        f.counter("lnetr_port_tcp_resets_sent_total", "TCP resets lnetr's stack sent on the port", l,
-                  p["resets_out"].get<double>());
-        f.counter("lnetr_port_tso_frames_total",
-                  "Frames sent for the device to cut into TCP segments (segmentation offload)", l,
-                  p.value("tso_frames", 0.0));
-        f.counter("lnetr_port_tso_segments_total", "TCP segments the device cut those frames into", l,
-                  p.value("tso_segments", 0.0));
-        f.counter("lnetr_port_rx_steered_total",
-                  "Frames a queue received for a peer another queue owns, passed to that queue's worker (the "
-                  "device's RSS does not place them, or it has none)",
-                  l, p.value("rx_steered", 0.0));
-        f.counter("lnetr_port_rx_steer_dropped_total",
-                  "Frames dropped because the owning queue's steering ring was full (its worker is overloaded)", l,
-                  p.value("rx_steer_dropped", 0.0));
-        for (const Json& q : p.value("per_queue", Json::array())) {
-          const L ql{{"port", p["name"].get<std::string>()}, {"queue", std::to_string(q["queue"].get<int>())}};
-          f.counter("lnetr_port_queue_rx_frames_total", "Frames the device delivered to the queue", ql,
-                    q["rx_frames"].get<double>());
-          f.counter("lnetr_port_queue_tx_frames_total", "Frames sent on the queue", ql, q["tx_frames"].get<double>());
-        }
+    for (const status::Port& p : st.ports) {
+      const L l{{"port", p.name}};
+      f.gauge("lnetr_port_link_up", "1 if the DPDK port's link is up", l, p.link == "up" ? 1 : 0);
+      f.counter("lnetr_port_rx_frames_total", "Frames received on the DPDK port", l, static_cast<double>(p.rx_frames));
+      f.counter("lnetr_port_tx_frames_total", "Frames sent on the DPDK port", l, static_cast<double>(p.tx_frames));
+      f.counter("lnetr_port_rx_bytes_total", "Bytes received on the DPDK port", l, static_cast<double>(p.rx_bytes));
+      f.counter("lnetr_port_tx_bytes_total", "Bytes sent on the DPDK port", l, static_cast<double>(p.tx_bytes));
+      f.counter("lnetr_port_tx_dropped_total",
+                "Frames the port could not send (no mbuf, or its backlog of frames the device refused was full); "
+                "TCP retransmits them",
+                l, static_cast<double>(p.tx_dropped));
+      f.gauge("lnetr_port_tx_backlog", "Frames the device refused, waiting to be sent at the next poll", l,
+              static_cast<double>(p.tx_backlog));
+      f.counter("lnetr_port_rx_malformed_total", "Received frames refused by lnetr's decoders", l,
+                static_cast<double>(p.dropped_malformed));
+      f.gauge("lnetr_port_tcp_connections", "TCP connections of lnetr's stack on the port", l,
+              static_cast<double>(p.tcp_connections));
+      f.gauge("lnetr_port_tcp_half_open", "TCP connections of lnetr's stack on the port still in SYN-RECEIVED", l,
+              static_cast<double>(p.tcp_half_open));
+      const std::pair<const char*, std::uint64_t> syncookies[] = {
+          {"sent", p.syncookies_sent}, {"accepted", p.syncookies_accepted}, {"refused", p.syncookies_refused}};
+      for (const auto& [what, n] : syncookies) {
+        L lw = l;
+        lw.emplace_back("result", what);
+        f.counter("lnetr_port_tcp_syncookies_total",
+                  "SYN cookies: sent (SYNs answered without keeping state, the port's half-open connections at "
+                  "their bound), accepted (connections made from one returned), refused (a wrong or expired one: "
+                  "reset)",
+                  lw, static_cast<double>(n));
+      }
+      f.counter("lnetr_port_tcp_retransmits_total",
+                "TCP segments lnetr's stack sent again on the port; rising means loss on the link", l,
+                static_cast<double>(p.tcp.retransmits));
+      f.counter("lnetr_port_tcp_timeouts_total",
+                "Retransmission timeouts on the port's connections; each stalls a connection for an RTO", l,
+                static_cast<double>(p.tcp.timeouts));
+      f.counter("lnetr_port_tcp_resets_sent_total", "TCP resets lnetr's stack sent on the port", l,
+                static_cast<double>(p.resets_out));
+      f.counter("lnetr_port_tso_frames_total",
+                "Frames sent for the device to cut into TCP segments (segmentation offload)", l,
+                static_cast<double>(p.tso_frames));
+      f.counter("lnetr_port_tso_segments_total", "TCP segments the device cut those frames into", l,
+                static_cast<double>(p.tso_segments));
+      f.counter("lnetr_port_rx_steered_total",
+                "Frames a queue received for a peer another queue owns, passed to that queue's worker (the "
+                "device's RSS does not place them, or it has none)",
+                l, static_cast<double>(p.rx_steered));
+      f.counter("lnetr_port_rx_steer_dropped_total",
+                "Frames dropped because the owning queue's steering ring was full (its worker is overloaded)", l,
+                static_cast<double>(p.rx_steer_dropped));
+      for (const status::PortQueue& q : p.per_queue) {
+        const L ql{{"port", p.name}, {"queue", std::to_string(q.queue)}};
+        f.counter("lnetr_port_queue_rx_frames_total", "Frames the device delivered to the queue", ql,
+                  static_cast<double>(q.rx_frames));
+        f.counter("lnetr_port_queue_tx_frames_total", "Frames sent on the queue", ql, static_cast<double>(q.tx_frames));
       }
     }
-    const Json& sock = st["socklnd"];
-    for (auto it = sock["closed"].begin(); it != sock["closed"].end(); ++it)
+    const status::Socklnd& sock = st.socklnd;
+    for (const auto& [reason, n] : sock.closed.by_name)
       f.counter("lnetr_socklnd_connections_closed_total",
                 "socklnd connections closed, by reason; protocol or timeout reasons point at a bad or stuck peer",
-                {{"reason", it.key()}}, it.value().get<double>());
-    for (auto it = sock["refused"].begin(); it != sock["refused"].end(); ++it)
+                {{"reason", reason}}, static_cast<double>(n));
+    for (const auto& [reason, n] : sock.refused.by_name)
       f.counter("lnetr_socklnd_connections_refused_total",
                 "Incoming connections the acceptor refused, by reason (e.g. bad magic, insecure port)",
-                {{"reason", it.key()}}, it.value().get<double>());
+                {{"reason", reason}}, static_cast<double>(n));
     // Zero-copy sends on kernel sockets (MSG_ZEROCOPY).
     f.counter("lnetr_socklnd_zero_copy_sends_total",
               "sendmsg calls on kernel sockets that sent payload with MSG_ZEROCOPY", {},
-              sock["zc_sends"].get<double>());
+              static_cast<double>(sock.zc_sends));
     f.counter("lnetr_socklnd_zero_copy_copied_total",
               "Of those, calls the kernel reported it copied anyway (a route to a local socket, a device without "
               "scatter-gather, a packet capture)",
-              {}, sock["zc_copied"].get<double>());
+              {}, static_cast<double>(sock.zc_copied));
     f.counter("lnetr_socklnd_zero_copy_fallbacks_total",
               "Times a kernel-socket connection went back to copying because the kernel copied anyway or refused "
               "(ENOBUFS); it tries zero copy again after 64 MiB",
-              {}, sock["zc_fallbacks"].get<double>());
+              {}, static_cast<double>(sock.zc_fallbacks));
     f.gauge("lnetr_socklnd_zero_copy_draining",
             "Kernel-socket connections closed while the kernel still held zero-copy sends, kept until it lets go "
             "of them (their buffers and credits held meanwhile); lasting non-zero is a fault to report",
-            {}, sock["zc_draining"].get<double>());
-    if (st.contains("o2iblnd")) o2iblnd_metrics(f, st["o2iblnd"], exported);
+            {}, static_cast<double>(sock.zc_draining));
+    if (st.o2iblnd) o2iblnd_metrics(f, *st.o2iblnd, exported);
   } catch (const std::exception& e) {
     log("warning", std::string("metrics: unexpected dataplane status document: ") + e.what());
   }
@@ -387,96 +385,96 @@ void Service::collect(Families& f) {
 // o2iblnd (verbs NIs): connections, rejects and closes by reason, messages
 // by type, RDMA and copied bytes, completions, and every connection's
 // credits.
-void Service::o2iblnd_metrics(Families& f, const Json& ib, const std::set<std::string>& peers) const {
+void Service::o2iblnd_metrics(Families& f, const status::O2iblnd& ib, const std::set<std::string>& peers) const {
   using L = Families::Labels;
   f.counter("lnetr_o2iblnd_connections_total",
             "o2iblnd connections established, by who connected (active: the router connected)",
-            L{{"side", "active"}}, ib["conns_connected"].get<double>());
+            L{{"side", "active"}}, static_cast<double>(ib.conns_connected));
   f.counter("lnetr_o2iblnd_connections_total",
             "o2iblnd connections established, by who connected (active: the router connected)",
-            L{{"side", "passive"}}, ib["conns_accepted"].get<double>());
-  for (auto it = ib["connect_failed"].begin(); it != ib["connect_failed"].end(); ++it)
+            L{{"side", "passive"}}, static_cast<double>(ib.conns_accepted));
+  for (const auto& [name, n] : ib.connect_failed.by_name)
     f.counter("lnetr_o2iblnd_connect_failures_total",
               "Attempts to connect to an o2ib peer that failed, by reason; unreachable or no_listener means the "
               "peer's address or its o2iblnd is down, rejected: see lnetr_o2iblnd_rejects_received_total",
-              L{{"reason", it.key()}}, it.value().get<double>());
-  for (auto it = ib["closed"].begin(); it != ib["closed"].end(); ++it)
+              L{{"reason", name}}, static_cast<double>(n));
+  for (const auto& [name, n] : ib.closed.by_name)
     f.counter("lnetr_o2iblnd_connections_closed_total",
               "o2iblnd connections closed, by reason; bad_message, bad_credits, stale_message or "
               "unmatched_completion point at a misbehaving peer, timeout at a stuck one, tx_failed at the fabric",
-              L{{"reason", it.key()}}, it.value().get<double>());
-  for (auto it = ib["rejects_sent"].begin(); it != ib["rejects_sent"].end(); ++it)
+              L{{"reason", name}}, static_cast<double>(n));
+  for (const auto& [name, n] : ib.rejects_sent.by_name)
     f.counter("lnetr_o2iblnd_rejects_sent_total",
               "Connection requests the router refused, by o2iblnd reason (CONN_RACE and CONN_STALE are normal "
               "after restarts and races; FATAL and MSG_QUEUE_SIZE mean a peer's settings do not match)",
-              L{{"reason", it.key()}}, it.value().get<double>());
-  for (auto it = ib["rejects_received"].begin(); it != ib["rejects_received"].end(); ++it)
+              L{{"reason", name}}, static_cast<double>(n));
+  for (const auto& [name, n] : ib.rejects_received.by_name)
     f.counter("lnetr_o2iblnd_rejects_received_total",
               "The router's connection requests peers refused, by o2iblnd reason (the router retries for "
               "CONN_RACE, CONN_STALE, MSG_QUEUE_SIZE, RDMA_FRAGS and version fallback, not for the others)",
-              L{{"reason", it.key()}}, it.value().get<double>());
-  for (auto it = ib["tx_msgs"].begin(); it != ib["tx_msgs"].end(); ++it)
+              L{{"reason", name}}, static_cast<double>(n));
+  for (const auto& [name, n] : ib.tx_msgs.by_name)
     f.counter("lnetr_o2iblnd_tx_messages_total", "o2iblnd messages sent, by type (NOOP: credit returns and keepalives)",
-              L{{"type", it.key()}}, it.value().get<double>());
-  for (auto it = ib["rx_msgs"].begin(); it != ib["rx_msgs"].end(); ++it)
-    f.counter("lnetr_o2iblnd_rx_messages_total", "o2iblnd messages received, by type", L{{"type", it.key()}},
-              it.value().get<double>());
+              L{{"type", name}}, static_cast<double>(n));
+  for (const auto& [name, n] : ib.rx_msgs.by_name)
+    f.counter("lnetr_o2iblnd_rx_messages_total", "o2iblnd messages received, by type", L{{"type", name}},
+              static_cast<double>(n));
   f.counter("lnetr_o2iblnd_rdma_bytes_total",
             "Payload bytes moved by RDMA write: out, the router wrote into peers' sinks; in, peers wrote into "
             "router buffers",
-            L{{"direction", "out"}}, ib["rdma_bytes_written"].get<double>());
+            L{{"direction", "out"}}, static_cast<double>(ib.rdma_bytes_written));
   f.counter("lnetr_o2iblnd_rdma_bytes_total",
             "Payload bytes moved by RDMA write: out, the router wrote into peers' sinks; in, peers wrote into "
             "router buffers",
-            L{{"direction", "in"}}, ib["rdma_bytes_received"].get<double>());
+            L{{"direction", "in"}}, static_cast<double>(ib.rdma_bytes_received));
   f.counter("lnetr_o2iblnd_bytes_copied_total",
             "Payload bytes o2iblnd copied: IMMEDIATE payloads (up to 3,976 bytes each, as Linux copies them) and, "
             "in lnetr_o2iblnd_bytes_bounced_total, memory that was not registered",
-            {}, ib["bytes_copied"].get<double>());
+            {}, static_cast<double>(ib.bytes_copied));
   f.counter("lnetr_o2iblnd_bytes_bounced_total",
             "Payload bytes copied through o2iblnd's own buffers because their memory was not registered with the "
             "device; non-zero on the router means a zero-copy path failed",
-            {}, ib["bytes_bounced"].get<double>());
+            {}, static_cast<double>(ib.bytes_bounced));
   f.counter("lnetr_o2iblnd_sink_windows_total",
             "Memory windows bound to one router buffer for one transfer (remote_keys: transfer): the keys peers "
             "were given",
-            {}, ib.value("sink_windows", 0.0));
+            {}, static_cast<double>(ib.sink_windows));
   f.counter("lnetr_o2iblnd_sink_windows_refused_total",
             "Transfers refused (PUT_NAK, or the GET failed) because the connection or the worker had every "
             "memory window in use",
-            {}, ib.value("sink_windows_refused", 0.0));
+            {}, static_cast<double>(ib.sink_windows_refused));
   f.counter("lnetr_o2iblnd_completions_total", "Work completions the workers polled from their completion queues", {},
-            ib["completions"].get<double>());
+            static_cast<double>(ib.completions));
   f.counter("lnetr_o2iblnd_post_failures_total",
             "Work requests the device refused; non-zero closes connections: check the device", {},
-            ib["post_failures"].get<double>());
+            static_cast<double>(ib.post_failures));
   f.counter("lnetr_o2iblnd_tx_timeouts_total",
             "Messages failed after waiting longer than the connect timeout for a connection to their peer", {},
-            ib["tx_timeouts"].get<double>());
+            static_cast<double>(ib.tx_timeouts));
   f.counter("lnetr_o2iblnd_connections_refused_total",
             "Connection requests rejected, or connects not made, because a worker held "
             "dataplane.limits.connections",
-            {}, ib.value("conns_refused", 0.0));
+            {}, static_cast<double>(ib.conns_refused));
   f.counter("lnetr_o2iblnd_connreqs_rate_limited_total",
             "Connection requests rejected because their address sent more than dataplane.limits.connect_rate a "
             "second",
-            {}, ib.value("connreqs_rate_limited", 0.0));
+            {}, static_cast<double>(ib.connreqs_rate_limited));
   if (peers.empty()) return;
   std::map<std::string, int> nth;  // a peer's connections (conns_per_peer), numbered
-  for (const Json& c : o2ib_connections(peers)) {
-    const std::string peer = c["peer"].get<std::string>();
+  for (const status::O2ibConnection& c : o2ib_connections(peers)) {
+    const std::string& peer = c.peer;
     if (!peers.contains(peer)) continue;  // per-peer series for the exported peers only
-    const L l{{"peer", peer}, {"cpt", std::to_string(c["cpt"].get<int>())}, {"conn", std::to_string(nth[peer]++)}};
+    const L l{{"peer", peer}, {"cpt", std::to_string(c.cpt)}, {"conn", std::to_string(nth[peer]++)}};
     f.gauge("lnetr_o2iblnd_connection_credits",
             "Credits of the o2iblnd connection to the peer (receive buffers it has posted for us); 0 with "
             "messages queued means the peer is slow to return them",
-            l, c["credits"].get<double>());
+            l, static_cast<double>(c.credits));
     f.gauge("lnetr_o2iblnd_connection_queued", "Messages waiting on the connection for credits or send slots", l,
-            c["queued"].get<double>());
+            static_cast<double>(c.queued));
     f.gauge("lnetr_o2iblnd_connection_rx_held",
             "The peer's messages the router holds without a router buffer (their credits are withheld: "
             "back-pressure on the peer)",
-            l, c["rx_held"].get<double>());
+            l, static_cast<double>(c.rx_held));
   }
 }
 

@@ -205,7 +205,7 @@ void Service::reapply_runtime_settings() {
     on = *runtime_asym_;
   }
   try {
-    dataplane(on ? "drop_asym_route 1" : "drop_asym_route 0");
+    dataplane<status::DropAsymRoute>(on ? "drop_asym_route 1" : "drop_asym_route 0");
   } catch (const ApiError&) {
     return;  // its control socket is not up yet: on a later step
   }
@@ -281,7 +281,7 @@ Json Service::handle(const std::string& command, const Json& args) {
 
 // ---- the dataplane's control socket ---------------------------------------------
 
-Json Service::dataplane(const std::string& line) const {
+Json Service::dataplane_answer(const std::string& line) const {
   const std::string& path = cfg_.dataplane.control_socket.value;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un a{};
@@ -309,7 +309,17 @@ Json Service::dataplane(const std::string& line) const {
   Json j = Json::parse(reply, nullptr, false);
   if (!ok || j.is_discarded() || !j.is_object())
     throw ApiError{EPROTO, "the dataplane's answer on " + path + " was not a JSON document"};
-  if (j.contains("errno")) throw ApiError{-j["errno"].get<int>(), j.value("descr", std::string("dataplane error"))};
+  // Of another status version: refused whole (said once in the log, until
+  // a dataplane of ours answers again).
+  if (auto mismatch = status::version_error(j)) {
+    if (!version_mismatch_said_.exchange(true)) log("error", *mismatch);
+    throw ApiError{EPROTO, *mismatch};
+  }
+  version_mismatch_said_.store(false);
+  if (j.contains("errno")) {
+    const auto e = read_answer<status::Error>(j, line);
+    throw ApiError{-e.err, e.descr};
+  }
   return j;
 }
 

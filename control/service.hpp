@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -23,6 +24,7 @@
 #include "control/health.hpp"
 #include "control/request.hpp"
 #include "dataplane/shm/region.hpp"
+#include "dataplane/status.hpp"
 #include "router/config.hpp"
 #include "router/forward.hpp"
 #include "router/route_table.hpp"
@@ -73,8 +75,8 @@ class Service {
   Json handle(const std::string& command, const Json& args);
   // Every metric series, at scrape time (control/metrics.hpp).
   void collect(class Families& f);
-  void o2iblnd_metrics(class Families& f, const Json& ib, const std::set<std::string>& peers) const;
-  Json o2ib_connections(const std::set<std::string>& peers) const;
+  void o2iblnd_metrics(class Families& f, const status::O2iblnd& ib, const std::set<std::string>& peers) const;
+  std::vector<status::O2ibConnection> o2ib_connections(const std::set<std::string>& peers) const;
 
   // The commands handle() knows, for help and errors.
   static const std::vector<std::string>& commands();
@@ -112,7 +114,26 @@ class Service {
   // Under the lock: the route table changed; publish it (if attached).
   void routes_changed();
   Json route_json(const Route& r) const;
-  Json dataplane(const std::string& line) const;  // a request on its control socket
+  // A request on the dataplane's control socket, and its answer as the
+  // record dataplane/status.hpp defines for it (Answer).  An answer of
+  // another status version, one that is not its record, or a refusal is
+  // thrown as an ApiError.
+  template <class Answer>
+  Answer dataplane(const std::string& line) const {
+    return read_answer<Answer>(dataplane_answer(line), line);
+  }
+  Json dataplane_answer(const std::string& line) const;  // its version checked
+  template <class Answer>
+  static Answer read_answer(const Json& answer, const std::string& line) {
+    try {
+      return answer.get<Answer>();
+    } catch (const nlohmann::json::exception& e) {
+      throw ApiError{EPROTO, "the dataplane's answer to '" + line.substr(0, line.find(' ', 20)) +
+                                 "' is not the record status version " + std::to_string(status::kStatusVersion) +
+                                 " says: " + e.what()};
+    }
+  }
+  mutable std::atomic<bool> version_mismatch_said_{false};
 
   std::atomic<bool> stopping_{false};
   // `stats reset`: the counters then, and of which dataplane run.

@@ -9,8 +9,10 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "control/service.hpp"
+#include "dataplane/status.hpp"
 #include "router/config.hpp"
 #include "router/forward.hpp"
 #include "router/route_table.hpp"
@@ -41,13 +43,13 @@ T required(std::optional<T> v, const char* key) {
 }
 
 // A CPT list as lnetctl prints it: "[0,1]".  (control/commands_nets.cpp)
-std::string cpt_list(const Json& cpts);
+std::string cpt_list(const std::vector<std::uint32_t>& cpts);
 
 // ---- peers -------------------------------------------------------------------------
 
 // A peer's counters summed over the workers that account for it; credits
 // from the worker that owns it (its connections' CPT).
 // (control/commands_peers.cpp)
-Json merged_peers(const Json& status, const Placement& placement);
+std::vector<status::Peer> merged_peers(const status::Status& st, const Placement& placement);
 
 }  // namespace lnetr::control

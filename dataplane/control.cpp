@@ -22,10 +22,10 @@
 #include <memory>
 #include <mutex>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "dataplane/log.hpp"
+#include "dataplane/status.hpp"
 
 namespace lnetr::dp {
 namespace {
@@ -61,55 +61,8 @@ bool link_is_up(const std::string& interface) {
   return state == "up" || state == "unknown";  // veth/lo report "unknown" when usable
 }
 
-// A minimal JSON writer: the control socket answers JSON, which is also
-// YAML, so both lnetr-control and a human can read it.
-class Json {
- public:
-  Json& key(const std::string& k) {
-    sep();
-    quote(k);
-    out_ << ':';
-    pending_value_ = true;
-    return *this;
-  }
-  Json& value(const std::string& v) { sep(); quote(v); return *this; }
-  Json& value(const char* v) { return value(std::string(v)); }
-  Json& value(std::uint64_t v) { sep(); out_ << v; return *this; }
-  Json& value(std::int64_t v) { sep(); out_ << v; return *this; }
-  Json& value(int v) { return value(static_cast<std::int64_t>(v)); }
-  Json& value(bool v) { sep(); out_ << (v ? "true" : "false"); return *this; }
-  Json& begin_object() { sep(); out_ << '{'; first_ = true; return *this; }
-  Json& end_object() { out_ << '}'; first_ = false; return *this; }
-  Json& begin_array() { sep(); out_ << '['; first_ = true; return *this; }
-  Json& end_array() { out_ << ']'; first_ = false; return *this; }
-  std::string str() const { return out_.str() + "\n"; }
-
- private:
-  void sep() {
-    if (pending_value_) {
-      pending_value_ = false;
-      return;
-    }
-    if (!first_) out_ << ',';
-    first_ = false;
-  }
-  void quote(const std::string& s) {
-    out_ << '"';
-    for (char c : s) {
-      if (c == '"' || c == '\\') out_ << '\\';
-      out_ << c;
-    }
-    out_ << '"';
-  }
-  std::ostringstream out_;
-  bool first_ = true;
-  bool pending_value_ = false;
-};
-
-void credits(Json& j, const char* prefix, const Credits& c) {
-  j.key(std::string("available_") + prefix + "_credits").value(static_cast<std::int64_t>(c.cur));
-  j.key(std::string("min_") + prefix + "_credits").value(static_cast<std::int64_t>(c.min));
-}
+// A refused request's answer.
+std::string error(int err, const std::string& why) { return status::encode(status::Error{-err, why}); }
 
 }  // namespace
 
@@ -164,10 +117,7 @@ constexpr std::size_t kMaxClients = 32;
 constexpr std::size_t kMaxRequest = shm::kControlRequestMax;
 
 std::string too_long() {
-  Json e;
-  e.begin_object().key("errno").value(-E2BIG).key("descr").value(
-      "request line longer than " + std::to_string(kMaxRequest - 1) + " bytes").end_object();
-  return e.str();
+  return error(E2BIG, "request line longer than " + std::to_string(kMaxRequest - 1) + " bytes");
 }
 
 constexpr auto kTickPeriod = 100ms;
@@ -366,7 +316,7 @@ void Control::tick() {
 }
 
 std::string Control::handle(const std::string& request) {
-  if (request == "status") return status();
+  if (request == "status") return status_answer();
   if (request == "o2ib connections" || request.starts_with("o2ib connections "))
     return o2ib_connections(request.substr(std::min<std::size_t>(request.size(), 17)));
   if (request == "routing 1") return set_routing(true);
@@ -376,19 +326,13 @@ std::string Control::handle(const std::string& request) {
       const bool on = request.back() == '1';
       if (shared_.drop_asym_route.exchange(on) != on) log_info("drop_asym_route %d", on ? 1 : 0);
     }
-    Json j;
-    j.begin_object().key("drop_asym_route").value(shared_.drop_asym_route.load() ? 1 : 0).end_object();
-    return j.str();
+    return status::encode(status::DropAsymRoute{shared_.drop_asym_route.load() ? 1 : 0});
   }
   if (faults_ && request.starts_with("fault ")) return fault(request.substr(6));
   if (request.starts_with("lnet_fault ")) return lnet_fault(request.substr(11));
-  Json j;
-  j.begin_object().key("errno").value(-EINVAL).key("descr").value(
-      "unknown request '" + request +
-      "': expected 'status', 'o2ib connections [NID...]', 'routing 0|1', 'drop_asym_route [0|1]' or "
-      "'lnet_fault add|del|list|reset'");
-  j.end_object();
-  return j.str();
+  return error(EINVAL, "unknown request '" + request +
+                           "': expected 'status', 'o2ib connections [NID...]', 'routing 0|1', 'drop_asym_route [0|1]' "
+                           "or 'lnet_fault add|del|list|reset'");
 }
 
 // Every o2iblnd connection with its credits, or those of the peers listed
@@ -402,11 +346,7 @@ std::string Control::o2ib_connections(const std::string& args) {
     if (end > at) {
       const std::string word = args.substr(at, end - at);
       const auto nid = parse_nid(word);
-      if (!nid) {
-        Json e;
-        e.begin_object().key("errno").value(-EINVAL).key("descr").value("'" + word + "' is not a NID").end_object();
-        return e.str();
-      }
+      if (!nid) return error(EINVAL, "'" + word + "' is not a NID");
       only.push_back(*nid);
     }
     at = end + 1;
@@ -417,54 +357,30 @@ std::string Control::o2ib_connections(const std::string& args) {
   const bool answered = on_workers([found, only](Worker& w) {
     if (const o2ib::Node* ib = w.o2ib()) (*found)[w.index()] = ib->peers(only);
   });
-  Json j;
-  j.begin_object();
-  if (!answered) {
-    j.key("errno").value(-ETIMEDOUT).key("descr").value("a worker did not answer within 2 s").end_object();
-    return j.str();
-  }
-  j.key("connections").begin_array();
+  if (!answered) return error(ETIMEDOUT, "a worker did not answer within 2 s");
+  status::O2ibConnections a;
   for (std::uint32_t w = 0; w < found->size(); ++w)
     for (const o2ib::Node::PeerInfo& p : (*found)[w])
-      for (const o2ib::Node::ConnInfo& c : p.conns) {
-        j.begin_object().key("peer").value(to_string(p.nid)).key("cpt").value(static_cast<std::uint64_t>(w));
-        j.key("version").value(static_cast<std::uint64_t>(c.version));
-        j.key("active").value(c.active);
-        j.key("queue_depth").value(static_cast<std::uint64_t>(c.queue_depth));
-        j.key("max_frags").value(static_cast<std::uint64_t>(c.max_frags));
-        j.key("credits").value(static_cast<std::int64_t>(c.credits));
-        j.key("reserved_credits").value(static_cast<std::int64_t>(c.reserved_credits));
-        j.key("outstanding_credits").value(static_cast<std::int64_t>(c.outstanding_credits));
-        j.key("sends_posted").value(static_cast<std::int64_t>(c.sends_posted));
-        j.key("queued").value(static_cast<std::uint64_t>(c.queued)).key("waiting").value(static_cast<std::uint64_t>(c.waiting));
-        j.key("rx_held").value(static_cast<std::uint64_t>(c.rx_held));
-        j.key("tx_msgs").value(c.tx_msgs).key("rx_msgs").value(c.rx_msgs);
-        j.end_object();
-      }
-  j.end_array().end_object();
-  return j.str();
+      for (const o2ib::Node::ConnInfo& c : p.conns)
+        a.connections.push_back({to_string(p.nid), w, c.version, c.active, c.queue_depth, c.max_frags, c.credits,
+                                 c.reserved_credits, c.outstanding_credits, c.sends_posted, c.queued, c.waiting,
+                                 c.rx_held, c.tx_msgs, c.rx_msgs});
+  return status::encode(a);
 }
 
 std::string Control::set_routing(bool on) {
   const RoutingState s = shared_.routing.load(std::memory_order_relaxed);
-  Json j;
-  j.begin_object();
-  if (on && s == RoutingState::stopping) {
-    // As Linux: enabling while stopping is refused (EBUSY).
-    j.key("errno").value(-EBUSY).key("descr").value("routing is stopping; enable it again once it has stopped");
-  } else {
-    RoutingState next = s;
-    if (on && s == RoutingState::disabled) next = RoutingState::starting;
-    if (!on && (s == RoutingState::enabled || s == RoutingState::starting)) next = RoutingState::stopping;
-    if (next != s) {
-      routing_since_ = std::chrono::steady_clock::now();
-      shared_.routing.store(next, std::memory_order_relaxed);
-      log_info("routing %s", routing_name(next));
-    }
-    j.key("routing").value(routing_name(next)).key("enable").value(routing_enable_value(next));
+  // As Linux: enabling while stopping is refused (EBUSY).
+  if (on && s == RoutingState::stopping) return error(EBUSY, "routing is stopping; enable it again once it has stopped");
+  RoutingState next = s;
+  if (on && s == RoutingState::disabled) next = RoutingState::starting;
+  if (!on && (s == RoutingState::enabled || s == RoutingState::starting)) next = RoutingState::stopping;
+  if (next != s) {
+    routing_since_ = std::chrono::steady_clock::now();
+    shared_.routing.store(next, std::memory_order_relaxed);
+    log_info("routing %s", routing_name(next));
   }
-  j.end_object();
-  return j.str();
+  return status::encode(status::RoutingSet{routing_name(next), routing_enable_value(next)});
 }
 
 // Test faults (LNETR_TEST_FAULTS=1 only): "stall WORKER SECONDS" blocks
@@ -472,24 +388,18 @@ std::string Control::set_routing(bool on) {
 std::string Control::fault(const std::string& args) {
   unsigned worker = 0, seconds = 0;
   char extra = 0;
-  Json j;
-  if (std::sscanf(args.c_str(), "stall %u %u %c", &worker, &seconds, &extra) != 2 || worker >= fabric_.n) {
-    j.begin_object().key("errno").value(-EINVAL).key("descr").value(
-        "expected 'fault stall WORKER SECONDS' with WORKER below " + std::to_string(fabric_.n)).end_object();
-    return j.str();
-  }
+  if (std::sscanf(args.c_str(), "stall %u %u %c", &worker, &seconds, &extra) != 2 || worker >= fabric_.n)
+    return error(EINVAL, "expected 'fault stall WORKER SECONDS' with WORKER below " + std::to_string(fabric_.n));
   auto* c = new Command;
   c->fn = [seconds](Worker&) { std::this_thread::sleep_for(std::chrono::seconds(seconds)); };
   if (rte_ring_enqueue(fabric_.commands[worker], c) != 0) {
     delete c;
-    j.begin_object().key("errno").value(-EAGAIN).key("descr").value("the worker's command ring is full").end_object();
-    return j.str();
+    return error(EAGAIN, "the worker's command ring is full");
   }
   fabric_.workers[worker]->kick();
   c->release();
   log_warn("fault: worker %u stalled for %u s on request", worker, seconds);
-  j.begin_object().key("stalled").value(std::uint64_t{worker}).key("seconds").value(std::uint64_t{seconds}).end_object();
-  return j.str();
+  return status::encode(status::Stalled{worker, seconds});
 }
 
 // LNet fault injection: the control thread keeps the rules; every change
@@ -497,11 +407,6 @@ std::string Control::fault(const std::string& args) {
 // of the rules that stay); a list sums the workers' counts.
 std::string Control::lnet_fault(const std::string& args) {
   constexpr std::size_t kMaxRules = 64;
-  Json j;
-  auto error = [&j](int err, const std::string& why) {
-    j.begin_object().key("errno").value(-err).key("descr").value(why).end_object();
-    return j.str();
-  };
   auto push = [this] {
     const std::vector<FaultRule> rules = fault_rules_;
     return on_workers([rules](Worker& w) { w.forwarder().set_faults(rules); });
@@ -515,10 +420,9 @@ std::string Control::lnet_fault(const std::string& args) {
     fault_rules_.push_back(r);
     const bool all = push();
     log_warn("fault rule %u added: %s", r.id, to_string(r).c_str());
-    j.begin_object().key("id").value(std::uint64_t{r.id}).key("rule").value(to_string(r));
-    if (!all) j.key("warning").value("a worker was slow to answer: it applies the rule when it gets to it");
-    j.end_object();
-    return j.str();
+    status::FaultAdded a{r.id, to_string(r), std::nullopt};
+    if (!all) a.warning = "a worker was slow to answer: it applies the rule when it gets to it";
+    return status::encode(a);
   }
   if (args.starts_with("del ")) {
     const std::string what = args.substr(4);
@@ -535,10 +439,9 @@ std::string Control::lnet_fault(const std::string& args) {
     }
     const bool all_told = push();
     log_info("fault rule(s) deleted: %s (%zu)", what.c_str(), removed);
-    j.begin_object().key("deleted").value(std::uint64_t{removed});
-    if (!all_told) j.key("warning").value("a worker was slow to answer: it stops applying the rule when it gets to it");
-    j.end_object();
-    return j.str();
+    status::FaultsDeleted a{removed, std::nullopt};
+    if (!all_told) a.warning = "a worker was slow to answer: it stops applying the rule when it gets to it";
+    return status::encode(a);
   }
   if (args == "list" || args == "reset") {
     // What the workers write is owned by the closure (a worker slow to
@@ -564,20 +467,23 @@ std::string Control::lnet_fault(const std::string& args) {
       if (reset) w.forwarder().faults().reset_counts();
     });
     std::lock_guard lock(tally->mu);
-    auto& sums = tally->sums;
-    const std::uint64_t held = tally->held;
     static constexpr const char* kTypes[] = {"ACK", "PUT", "GET", "REPLY"};
-    j.begin_object().key("faults").begin_array();
+    status::FaultList a;
     for (const FaultRule& r : fault_rules_) {
-      const FaultEngine::Counts c = sums[r.id];
-      j.begin_object().key("id").value(std::uint64_t{r.id}).key("kind").value(std::string(name(r.kind)));
-      j.key("rule").value(to_string(r)).key("matched").begin_object();
-      for (std::size_t t = 0; t < 4; ++t) j.key(kTypes[t]).value(c.matched[t]);
-      j.end_object().key(r.kind == FaultKind::drop ? "dropped" : r.kind == FaultKind::delay ? "delayed" : "corrupted");
-      j.value(c.acted).end_object();
+      const FaultEngine::Counts c = tally->sums[r.id];
+      status::FaultCounts& f = a.faults.emplace_back();
+      f.id = r.id;
+      f.kind = name(r.kind);
+      f.rule = to_string(r);
+      for (std::size_t t = 0; t < 4; ++t) f.matched.add(kTypes[t], c.matched[t]);
+      switch (r.kind) {
+        case FaultKind::drop: f.dropped = c.acted; break;
+        case FaultKind::delay: f.delayed = c.acted; break;
+        case FaultKind::corrupt: f.corrupted = c.acted; break;
+      }
     }
-    j.end_array().key("held").value(held).end_object();
-    return j.str();
+    a.held = tally->held;
+    return status::encode(a);
   }
   return error(EINVAL, "expected 'lnet_fault add RULE', 'del ID|all', 'list' or 'reset'");
 }
@@ -609,13 +515,13 @@ bool Control::on_workers(const std::function<void(Worker&)>& fn) {
   return ok;
 }
 
-std::string Control::status() {
-  Json j;
-  j.begin_object();
+std::string Control::status_answer() {
+  status::Status st;
   const RoutingState rs = shared_.routing.load(std::memory_order_relaxed);
-  j.key("routing").begin_object().key("state").value(routing_name(rs)).key("enable").value(routing_enable_value(rs));
+  st.routing.state = routing_name(rs);
+  st.routing.enable = routing_enable_value(rs);
   const auto since = std::chrono::steady_clock::now() - routing_since_;
-  j.key("since_s").value(static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(since).count()));
+  st.routing.since_s = std::chrono::duration_cast<std::chrono::seconds>(since).count();
   if (!forwards(rs) || rs == RoutingState::stopping) {
     // Peers that used us as a gateway (pinged us within the NI-status
     // timeout before routing was disabled) and have not learnt since that
@@ -630,62 +536,55 @@ std::string Control::status() {
         const std::int64_t pinged = p.pinged_ns.get();
         if (pinged != 0 && pinged < at && pinged >= at - window && p.push_acked_ns.get() < at) ++unaware;
       });
-    j.key("peers_unaware").value(unaware);
+    st.routing.peers_unaware = unaware;
   }
-  j.end_object();
-  j.key("drop_asym_route").value(shared_.drop_asym_route.load() ? 1 : 0);
-  j.key("control_clients_timed_out").value(clients_timed_out_);
-  j.key("tsc_hz").value(static_cast<std::uint64_t>(rte_get_tsc_hz()));  // the rate of the workers' "cycles"
+  st.drop_asym_route = shared_.drop_asym_route.load() ? 1 : 0;
+  st.control_clients_timed_out = clients_timed_out_;
+  st.tsc_hz = rte_get_tsc_hz();  // the rate of the workers' "cycles"
 
   const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   const std::int64_t timeout =
       std::chrono::nanoseconds(setup_.alive_router_check_interval + setup_.router_ping_timeout).count();
-  j.key("nis").begin_array();
   for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
     const NiSetup& ni = setup_.nis[i];
-    j.begin_object().key("nid").value(to_string(ni.nid)).key("interface").value(ni.interface);
-    j.key("transport").value(ni.port >= 0 ? "dpdk" : ni.is_o2ib() ? "verbs" : "socket");
+    status::Ni& n = st.nis.emplace_back();
+    n.nid = to_string(ni.nid);
+    n.interface = ni.interface;
+    n.transport = ni.port >= 0 ? "dpdk" : ni.is_o2ib() ? "verbs" : "socket";
     // As lnetctl's net show means it: up while the NI can send (its link is
     // up: the NI itself is up from the dataplane's start).  Our ping info
     // says more: also DOWN while no node of its net has pinged it for the
     // NI-status timeout (ping-discovery-health.md §6.2).
     const bool link = shared_.ni[i].link_up.load(std::memory_order_relaxed);
-    j.key("status").value(link ? "up" : "down");
-    j.key("link").value(link ? "up" : "down");
-    j.key("advertised").value(shared_.ni[i].up(now, timeout) ? "up" : "down");
-    j.key("credits").value(static_cast<std::uint64_t>(ni.credits));
-    j.key("peer_credits").value(static_cast<std::uint64_t>(ni.peer_credits));
-    j.key("peer_buffer_credits").value(static_cast<std::uint64_t>(ni.peer_buffer_credits));
-    j.key("peer_timeout").value(static_cast<std::uint64_t>(ni.peer_timeout));
-    j.key("cpts").begin_array();
-    for (std::uint32_t c : ni.cpts) j.value(static_cast<std::uint64_t>(c));
-    j.end_array();
+    n.status = link ? "up" : "down";
+    n.link = link ? "up" : "down";
+    n.advertised = shared_.ni[i].up(now, timeout) ? "up" : "down";
+    n.credits = ni.credits;
+    n.peer_credits = ni.peer_credits;
+    n.peer_buffer_credits = ni.peer_buffer_credits;
+    n.peer_timeout = ni.peer_timeout;
+    n.cpts = ni.cpts;
+    status::LndTunables& l = n.lnd_tunables;
     if (!ni.is_o2ib()) {
       // socklnd's settings in force for the NI (its own lnd tunables, else
       // dataplane.socklnd's).
-      j.key("lnd_tunables").begin_object();
-      j.key("conns_per_peer").value(static_cast<std::uint64_t>(ni.conns_per_peer));
-      j.key("timeout").value(static_cast<std::int64_t>(ni.sock_timeout.count()));
-      j.key("tos").value(static_cast<std::int64_t>(ni.tos));
-      j.end_object();
+      l.conns_per_peer = ni.conns_per_peer;
+      l.timeout = ni.sock_timeout.count();
+      l.tos = ni.tos;
     } else {
       // The o2iblnd tunables in force (clamped as Linux clamps them).
-      if (i < fabric_.verbs.size() && fabric_.verbs[i]) j.key("device").value(fabric_.verbs[i]->name());
+      if (i < fabric_.verbs.size() && fabric_.verbs[i]) n.device = fabric_.verbs[i]->name();
       const o2ib::NiTunables& t = ni.o2ib;
-      j.key("lnd_tunables").begin_object();
-      j.key("peercredits_hiw").value(static_cast<std::uint64_t>(t.peer_credits_hiw));
+      l.peercredits_hiw = t.peer_credits_hiw;
       // Per-transfer keys are registration on demand; pool keys are not.
-      j.key("map_on_demand").value(std::uint64_t{setup_.o2ib_transfer_keys ? 1u : 0u});
-      j.key("concurrent_sends").value(static_cast<std::uint64_t>(t.concurrent_sends));
-      j.key("ntx").value(static_cast<std::uint64_t>(t.ntx));
-      j.key("conns_per_peer").value(static_cast<std::uint64_t>(t.conns_per_peer));
-      j.key("timeout").value(static_cast<std::int64_t>(t.timeout.count()));
-      j.key("tos").value(static_cast<std::int64_t>(t.tos));
-      j.end_object();
+      l.map_on_demand = setup_.o2ib_transfer_keys ? 1 : 0;
+      l.concurrent_sends = t.concurrent_sends;
+      l.ntx = t.ntx;
+      l.conns_per_peer = t.conns_per_peer;
+      l.timeout = t.timeout.count();
+      l.tos = t.tos;
     }
-    j.end_object();
   }
-  j.end_array();
 
   // Per worker: its status page (counters that do not grow with the
   // peers, filled by the worker when asked), and what is read in place:
@@ -705,139 +604,105 @@ std::string Control::status() {
       slow_[w] = !fresh[w];
     }
   }
-  j.key("buffers").begin_array();
+  static_assert(kPoolClasses == 3 && kPoolNames[0] == "tiny" && kPoolNames[1] == "small" && kPoolNames[2] == "large",
+                "status::Buffers has a member per pool, named as the pool");
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
     const Forwarder& fw = fabric_.workers[w]->forwarder();
-    j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w));
+    status::Buffers& b = st.buffers.emplace_back();
+    b.cpt = w;
+    status::Pool* const pools[kPoolClasses] = {&b.tiny, &b.small, &b.large};
     for (std::size_t c = 0; c < kPoolClasses; ++c) {
       const auto& p = fw.pools()[c];
-      j.key(std::string(kPoolNames[c])).begin_object();
-      j.key("npages").value(static_cast<std::uint64_t>(kPoolPages[c]));
-      j.key("nbuffers").value(static_cast<std::uint64_t>(p.nbuffers));
-      j.key("credits").value(static_cast<std::int64_t>(p.credits.cur));
-      j.key("mincredits").value(static_cast<std::int64_t>(p.credits.min));
-      j.end_object();
+      *pools[c] = {kPoolPages[c], p.nbuffers, p.credits.cur, p.credits.min};
     }
-    j.key("ni_tx").begin_array();
     for (std::size_t i = 0; i < fw.ni_credits().size(); ++i) {
       const Credits& c = fw.ni_credits()[i];
-      j.begin_object().key("nid").value(to_string(setup_.nis[i].nid));
-      j.key("max_tx_credits").value(static_cast<std::int64_t>(c.max));
-      credits(j, "tx", c);
-      j.end_object();
+      b.ni_tx.push_back({to_string(setup_.nis[i].nid), c.max, c.cur, c.min});
     }
-    j.end_array().end_object();
   }
-  j.end_array();
 
-  j.key("peers").begin_array();
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
     fabric_.workers[w]->forwarder().peer_directory().for_each([&](const PeerNi& p) {
-      j.begin_object().key("nid").value(to_string(p.nid)).key("cpt").value(static_cast<std::uint64_t>(w));
-      j.key("state").value(p.alive ? "up" : "down");
-      j.key("multi_rail").value(p.multi_rail.get());
-      j.key("max_ni_tx_credits").value(static_cast<std::int64_t>(p.tx.max));
-      credits(j, "tx", p.tx);
-      j.key("max_rtr_credits").value(static_cast<std::int64_t>(p.rtr.max));
-      credits(j, "rtr", p.rtr);
-      j.key("tx_q_num_of_buf").value(static_cast<std::uint64_t>(p.tx_wait.count));
-      j.key("rtr_q_num_of_buf").value(static_cast<std::uint64_t>(p.rtr_wait.count));
-      j.key("send_count").value(p.send_count.get()).key("recv_count").value(p.recv_count.get());
-      j.key("drop_count").value(p.drop_count.get());
-      j.key("send_bytes").value(p.send_bytes.get()).key("recv_bytes").value(p.recv_bytes.get());
-      j.end_object();
+      status::Peer& s = st.peers.emplace_back();
+      s.nid = to_string(p.nid);
+      s.cpt = w;
+      s.state = p.alive ? "up" : "down";
+      s.multi_rail = p.multi_rail.get();
+      s.max_ni_tx_credits = p.tx.max, s.available_tx_credits = p.tx.cur, s.min_tx_credits = p.tx.min;
+      s.max_rtr_credits = p.rtr.max, s.available_rtr_credits = p.rtr.cur, s.min_rtr_credits = p.rtr.min;
+      s.tx_q_num_of_buf = p.tx_wait.count;
+      s.rtr_q_num_of_buf = p.rtr_wait.count;
+      s.send_count = p.send_count.get(), s.recv_count = p.recv_count.get(), s.drop_count = p.drop_count.get();
+      s.send_bytes = p.send_bytes.get(), s.recv_bytes = p.recv_bytes.get();
     });
   }
-  j.end_array();
 
-  std::uint64_t route_count = 0, route_length = 0, drop_count = 0, drop_length = 0, recv = 0, send = 0, reroutes = 0, pushes = 0,
-                ring_waits = 0;
   std::array<std::uint64_t, kDropReasonCount> drops{};
+  status::Statistics& sums = st.statistics;
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
     const WorkerCounters& c = shared_.counters[w];
-    route_count += c.route_count.get();
-    route_length += c.route_length.get();
-    drop_count += c.drop_count.get();
-    drop_length += c.drop_length.get();
-    recv += c.recv_count.get();
-    send += c.send_count.get();
-    reroutes += c.reroutes.get();
-    pushes += c.pushes.get();
-    ring_waits += c.ring_waits.get();
+    sums.route_count += c.route_count.get();
+    sums.route_length += c.route_length.get();
+    sums.drop_count += c.drop_count.get();
+    sums.drop_length += c.drop_length.get();
+    sums.recv_count += c.recv_count.get();
+    sums.send_count += c.send_count.get();
+    sums.reroute_count += c.reroutes.get();
+    sums.push_count += c.pushes.get();
+    sums.ring_waits += c.ring_waits.get();
     for (std::size_t r = 0; r < kDropReasonCount; ++r) drops[r] += c.drops[r].get();
   }
-  j.key("statistics").begin_object();
-  j.key("route_count").value(route_count).key("route_length").value(route_length);
-  j.key("drop_count").value(drop_count).key("drop_length").value(drop_length);
-  j.key("recv_count").value(recv).key("send_count").value(send);
-  j.key("reroute_count").value(reroutes);
-  j.key("push_count").value(pushes);
-  j.key("ring_waits").value(ring_waits);
-  j.end_object();
-  j.key("drops").begin_object();
-  for (std::size_t r = 0; r < kDropReasonCount; ++r) j.key(std::string(name(static_cast<DropReason>(r)))).value(drops[r]);
-  j.end_object();
+  for (std::size_t r = 0; r < kDropReasonCount; ++r) st.drops.add(std::string(name(static_cast<DropReason>(r))), drops[r]);
 
   // The peer tables a remote node can grow: their limit per worker, the
   // peers kept, refused while full and freed when idle (docs/operations.md).
-  j.key("peer_tables").begin_object();
-  j.key("limit_per_cpt").value(static_cast<std::uint64_t>(setup_.max_peers));
-  j.key("peer_idle_s").value(static_cast<std::uint64_t>(setup_.peer_idle.count()));
-  for (std::size_t t = 0; t < kPeerTableCount; ++t) {
-    std::uint64_t kept = 0, refused_peers = 0, freed = 0;
+  static_assert(kPeerTableCount == 3 && std::string_view(kPeerTableNames[0]) == "lnet" &&
+                    std::string_view(kPeerTableNames[1]) == "socklnd" && std::string_view(kPeerTableNames[2]) == "o2iblnd",
+                "status::PeerTables has a member per table, named as the table");
+  st.peer_tables.limit_per_cpt = setup_.max_peers;
+  st.peer_tables.peer_idle_s = static_cast<std::uint64_t>(setup_.peer_idle.count());
+  status::PeerTable* const tables[kPeerTableCount] = {&st.peer_tables.lnet, &st.peer_tables.socklnd,
+                                                      &st.peer_tables.o2iblnd};
+  for (std::size_t k = 0; k < kPeerTableCount; ++k)
     for (std::uint32_t w = 0; w < fabric_.n; ++w) {
-      const WorkerCounters::Table& c = shared_.counters[w].tables[t];
-      kept += c.peers.get();
-      refused_peers += c.refused.get();
-      freed += c.freed.get();
+      const WorkerCounters::Table& c = shared_.counters[w].tables[k];
+      tables[k]->peers += c.peers.get();
+      tables[k]->refused += c.refused.get();
+      tables[k]->freed += c.freed.get();
     }
-    j.key(kPeerTableNames[t]).begin_object().key("peers").value(kept).key("refused").value(refused_peers);
-    j.key("freed").value(freed).end_object();
-  }
-  j.end_object();
 
-  j.key("socklnd").begin_object();
-  std::uint64_t accepted = 0, connected = 0, failures = 0, tx_msgs = 0, tx_writes = 0;
-  sock::Stats zc;  // the kernel sockets' copies and zero-copy sends, summed
+  status::Socklnd& sk = st.socklnd;
   std::array<std::uint64_t, sock::kCloseReasonCount> closed{}, refused{};
   for (const Worker::StatusPage& v : views) {
-    tx_msgs += v.sock.tx_msgs;
-    tx_writes += v.sock.tx_writes;
-    zc.bytes_copied += v.sock.bytes_copied, zc.bytes_zero_copy += v.sock.bytes_zero_copy;
-    zc.zc_sends += v.sock.zc_sends, zc.zc_copied += v.sock.zc_copied, zc.zc_fallbacks += v.sock.zc_fallbacks;
-    zc.zc_unsupported += v.sock.zc_unsupported, zc.zc_nobufs += v.sock.zc_nobufs, zc.zc_drains += v.sock.zc_drains;
-    zc.zc_draining += v.sock.zc_draining, zc.zc_disconnect_failures += v.sock.zc_disconnect_failures;
-    accepted += v.sock.conns_accepted;
-    connected += v.sock.conns_connected;
-    failures += v.sock.connect_failures;
+    const sock::Stats& x = v.sock;
+    sk.tx_msgs += x.tx_msgs, sk.tx_writes += x.tx_writes;
+    // The kernel sockets' copies and zero-copy sends.
+    sk.bytes_copied += x.bytes_copied, sk.bytes_zero_copy += x.bytes_zero_copy;
+    sk.zc_sends += x.zc_sends, sk.zc_copied += x.zc_copied, sk.zc_fallbacks += x.zc_fallbacks;
+    sk.zc_unsupported += x.zc_unsupported, sk.zc_nobufs += x.zc_nobufs, sk.zc_drains += x.zc_drains;
+    sk.zc_draining += x.zc_draining, sk.zc_disconnect_failures += x.zc_disconnect_failures;
+    sk.conns_accepted += x.conns_accepted, sk.conns_connected += x.conns_connected;
+    sk.connect_failures += x.connect_failures;
     for (std::size_t r = 0; r < closed.size(); ++r) {
-      closed[r] += v.sock.closed[r];
+      closed[r] += x.closed[r];
       refused[r] += v.refused[r];
     }
   }
-  j.key("conns_accepted").value(accepted).key("conns_connected").value(connected);
-  j.key("connect_failures").value(failures);
-  j.key("tx_msgs").value(tx_msgs).key("tx_writes").value(tx_writes);
-  j.key("zero_copy_min_payload").value(static_cast<std::uint64_t>(setup_.sock.zc_min_payload));
-  j.key("bytes_copied").value(zc.bytes_copied).key("bytes_zero_copy").value(zc.bytes_zero_copy);
-  j.key("zc_sends").value(zc.zc_sends).key("zc_copied").value(zc.zc_copied);
-  j.key("zc_fallbacks").value(zc.zc_fallbacks).key("zc_unsupported").value(zc.zc_unsupported);
-  j.key("zc_nobufs").value(zc.zc_nobufs).key("zc_drains").value(zc.zc_drains);
-  j.key("zc_draining").value(zc.zc_draining).key("zc_disconnect_failures").value(zc.zc_disconnect_failures);
-  j.key("closed").begin_object();
-  for (std::size_t r = 0; r < closed.size(); ++r) j.key(std::string(sock::name(static_cast<sock::CloseReason>(r)))).value(closed[r]);
-  j.end_object();
-  j.key("refused").begin_object();
-  for (std::size_t r = 0; r < refused.size(); ++r) j.key(std::string(sock::name(static_cast<sock::CloseReason>(r)))).value(refused[r]);
-  j.end_object();
-  j.end_object();
+  sk.zero_copy_min_payload = setup_.sock.zc_min_payload;
+  for (std::size_t r = 0; r < closed.size(); ++r) {
+    sk.closed.add(std::string(sock::name(static_cast<sock::CloseReason>(r))), closed[r]);
+    sk.refused.add(std::string(sock::name(static_cast<sock::CloseReason>(r))), refused[r]);
+  }
 
   // o2iblnd: the engines' counters summed, the transports' (completions,
-  // CM events), and every connection with its credits.
+  // CM events); the connections by count (their credits with "o2ib
+  // connections").
   if (std::any_of(views.begin(), views.end(), [](const Worker::StatusPage& v) { return v.has_o2ib; })) {
     o2ib::Stats t;
     o2ib::VerbsStats vs;
+    std::uint64_t conns = 0;
     for (const Worker::StatusPage& v : views) {
+      conns += v.ib_connections;
       if (!v.has_o2ib) continue;
       const o2ib::Stats& x = v.ib;
       t.conns_accepted += x.conns_accepted, t.conns_connected += x.conns_connected, t.reconnects += x.reconnects;
@@ -870,58 +735,46 @@ std::string Control::status() {
                                                o2ib::MsgType::immediate, o2ib::MsgType::put_req, o2ib::MsgType::put_nak,
                                                o2ib::MsgType::put_ack,  o2ib::MsgType::put_done, o2ib::MsgType::get_req,
                                                o2ib::MsgType::get_done};
-    j.key("o2iblnd").begin_object();
-    j.key("conns_accepted").value(t.conns_accepted).key("conns_connected").value(t.conns_connected);
-    j.key("reconnects").value(t.reconnects);
-    j.key("connect_failed").begin_object();
+    status::O2iblnd& o = st.o2iblnd.emplace();
+    o.conns_accepted = t.conns_accepted, o.conns_connected = t.conns_connected, o.reconnects = t.reconnects;
     for (std::size_t r = 0; r < o2ib::kConnectFailureCount; ++r)
-      j.key(std::string(o2ib::name(static_cast<o2ib::ConnectFailure>(r)))).value(t.connect_failed[r]);
-    j.end_object().key("closed").begin_object();
+      o.connect_failed.add(std::string(o2ib::name(static_cast<o2ib::ConnectFailure>(r))), t.connect_failed[r]);
     for (std::size_t r = 0; r < o2ib::kCloseReasonCount; ++r)
-      j.key(std::string(o2ib::name(static_cast<o2ib::CloseReason>(r)))).value(t.closed[r]);
-    j.end_object().key("rejects_sent").begin_object();
-    for (std::size_t r = 1; r < o2ib::kRejectSlots; ++r)
-      j.key(std::string(o2ib::to_string(static_cast<o2ib::RejectReason>(r)))).value(t.rejects_sent[r]);
-    j.end_object().key("rejects_received").begin_object();
-    for (std::size_t r = 1; r < o2ib::kRejectSlots; ++r)
-      j.key(std::string(o2ib::to_string(static_cast<o2ib::RejectReason>(r)))).value(t.rejects_received[r]);
-    j.end_object().key("tx_msgs").begin_object();
-    for (o2ib::MsgType ty : kTypes) j.key(std::string(o2ib::to_string(ty))).value(t.tx_msgs[o2ib::type_slot(ty)]);
-    j.end_object().key("rx_msgs").begin_object();
-    for (o2ib::MsgType ty : kTypes) j.key(std::string(o2ib::to_string(ty))).value(t.rx_msgs[o2ib::type_slot(ty)]);
-    j.end_object();
-    j.key("rx_bytes").value(t.rx_bytes).key("tx_bytes").value(t.tx_bytes);
-    j.key("rdma_bytes_written").value(t.rdma_bytes_written).key("rdma_bytes_received").value(t.rdma_bytes_received);
-    j.key("bytes_copied").value(t.bytes_copied).key("bytes_gathered").value(t.bytes_gathered);
-    j.key("bytes_bounced").value(t.bytes_bounced);
-    j.key("completions").value(vs.completions).key("cq_polls").value(vs.polls).key("cm_events").value(vs.cm_events);
-    j.key("send_posts").value(vs.send_posts).key("recv_posts").value(vs.recv_posts);
-    j.key("post_failures").value(vs.post_failures).key("cq_errors").value(vs.cq_errors);
-    j.key("sink_registrations").value(vs.sink_registrations).key("sink_registration_ns").value(vs.sink_registration_ns);
-    j.key("sink_windows").value(vs.sink_windows).key("sink_windows_refused").value(vs.sink_windows_refused);
-    j.key("windows_allocated").value(vs.windows_allocated).key("windows_lost").value(vs.windows_lost);
-    j.key("remote_keys").value(setup_.o2ib_transfer_keys ? "transfer" : "pool");
-    j.key("tx_timeouts").value(t.tx_timeouts).key("tx_no_desc").value(t.tx_no_desc).key("tx_descs").value(t.tx_descs);
-    j.key("conns_refused").value(t.conns_refused).key("connreqs_rate_limited").value(t.connreqs_rate_limited);
-    // The connections by count; their credits with "o2ib connections".
-    std::uint64_t conns = 0;
-    for (const Worker::StatusPage& v : views) conns += v.ib_connections;
-    j.key("connections").value(conns);
-    j.end_object();
+      o.closed.add(std::string(o2ib::name(static_cast<o2ib::CloseReason>(r))), t.closed[r]);
+    for (std::size_t r = 1; r < o2ib::kRejectSlots; ++r) {
+      const std::string reason(o2ib::to_string(static_cast<o2ib::RejectReason>(r)));
+      o.rejects_sent.add(reason, t.rejects_sent[r]);
+      o.rejects_received.add(reason, t.rejects_received[r]);
+    }
+    for (o2ib::MsgType ty : kTypes) o.tx_msgs.add(std::string(o2ib::to_string(ty)), t.tx_msgs[o2ib::type_slot(ty)]);
+    for (o2ib::MsgType ty : kTypes) o.rx_msgs.add(std::string(o2ib::to_string(ty)), t.rx_msgs[o2ib::type_slot(ty)]);
+    o.rx_bytes = t.rx_bytes, o.tx_bytes = t.tx_bytes;
+    o.rdma_bytes_written = t.rdma_bytes_written, o.rdma_bytes_received = t.rdma_bytes_received;
+    o.bytes_copied = t.bytes_copied, o.bytes_gathered = t.bytes_gathered, o.bytes_bounced = t.bytes_bounced;
+    o.completions = vs.completions, o.cq_polls = vs.polls, o.cm_events = vs.cm_events;
+    o.send_posts = vs.send_posts, o.recv_posts = vs.recv_posts;
+    o.post_failures = vs.post_failures, o.cq_errors = vs.cq_errors;
+    o.sink_registrations = vs.sink_registrations, o.sink_registration_ns = vs.sink_registration_ns;
+    o.sink_windows = vs.sink_windows, o.sink_windows_refused = vs.sink_windows_refused;
+    o.windows_allocated = vs.windows_allocated, o.windows_lost = vs.windows_lost;
+    o.remote_keys = setup_.o2ib_transfer_keys ? "transfer" : "pool";
+    o.tx_timeouts = t.tx_timeouts, o.tx_no_desc = t.tx_no_desc, o.tx_descs = t.tx_descs;
+    o.conns_refused = t.conns_refused, o.connreqs_rate_limited = t.connreqs_rate_limited;
+    o.connections = conns;
   }
 
   // DPDK ports: the device, and what its queues' stacks counted (summed
   // over the workers serving them).
-  j.key("ports").begin_array();
   for (std::size_t i = 0; i < fabric_.ports.size(); ++i) {
     const tcp::EthPort& p = *fabric_.ports[i];
+    status::Port& o = st.ports.emplace_back();
     tcp::PortStats ps;
     tcp::StackStats ss;
     std::uint64_t copied = 0, conns = 0, rx_referenced = 0, half_open = 0;
     tcp::Conn::Stats ts{};
-    for (const Worker::StatusPage& v : views) {
-      if (i >= v.lanes.size() || !v.lanes[i].served) continue;
-      const Worker::LaneStats& l = v.lanes[i];
+    for (std::size_t w = 0; w < views.size(); ++w) {
+      if (i >= views[w].lanes.size() || !views[w].lanes[i].served) continue;
+      const Worker::LaneStats& l = views[w].lanes[i];
       ps.rx_frames += l.port.rx_frames, ps.tx_frames += l.port.tx_frames;
       ps.rx_bytes += l.port.rx_bytes, ps.tx_bytes += l.port.tx_bytes;
       ps.tx_dropped += l.port.tx_dropped, ps.rx_multiseg += l.port.rx_multiseg, ps.tx_backlog += l.port.tx_backlog;
@@ -947,98 +800,74 @@ std::string Control::status() {
       copied += l.port.bytes_copied + l.transport.bytes_copied + l.stack.bytes_copied;
       ts += l.tcp;
       conns += l.connections;
+      // Several queues: each, with the frames passed between queues' workers.
+      o.per_queue.push_back({l.queue, w, l.port.rx_frames, l.port.tx_frames, l.port.rx_steered_out,
+                             l.port.rx_steered_in, l.connections, l.tcp.segments_in});
     }
     const auto& m = p.mac();
     char mac[18];
     std::snprintf(mac, sizeof mac, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
-    j.begin_object().key("name").value(p.config().name).key("device").value(p.config().device);
-    j.key("mac").value(std::string(mac)).key("link").value(p.link_up() ? "up" : "down");
-    j.key("mtu").value(static_cast<std::uint64_t>(p.config().mtu)).key("queues").value(static_cast<std::uint64_t>(p.config().queues));
-    j.key("rx_frames").value(ps.rx_frames).key("tx_frames").value(ps.tx_frames);
-    j.key("rx_bytes").value(ps.rx_bytes).key("tx_bytes").value(ps.tx_bytes);
-    j.key("tx_dropped").value(ps.tx_dropped).key("tx_backlog").value(ps.tx_backlog).key("rx_multiseg").value(ps.rx_multiseg);
-    j.key("tcp_connections").value(conns).key("bytes_copied").value(copied);
-    j.key("zero_copy").value(p.tx_chains()).key("bytes_referenced").value(ss.bytes_referenced);
-    j.key("rx_zero_copy").value(p.frames_budget() > 0).key("rx_bytes_referenced").value(rx_referenced);
-    j.key("rx_frames_kept").value(ps.rx_frames_kept).key("rx_frames_held").value(ps.rx_frames_held);
-    j.key("rx_frames_budget").value(static_cast<std::uint64_t>(p.frames_budget() * p.config().queues));
-    j.key("rx_keep_refused").value(ps.rx_keep_refused);
-    j.key("tx_stalls").value(ps.tx_stalls).key("tx_chained").value(ps.tx_chained).key("csum_odd_chains").value(ss.csum_odd_chains);
-    j.key("checksum_offload").begin_object();
-    j.key("tx_ipv4").value(p.tx_offloads().tx_ipv4).key("tx_tcp").value(p.tx_offloads().tx_tcp);
-    j.key("rx").value(p.rx_checksum()).end_object();
-    j.key("tso").value(p.tx_offloads().tso_frame > 0).key("tso_frames").value(ss.tso_frames);
-    j.key("tso_segments").value(ss.tso_segments).key("tso_cut_here").value(ss.tso_cut_here);
-    j.key("csum_offloaded").value(ss.csum_offloaded).key("csum_verified").value(ss.csum_verified);
-    j.key("arp_requests_in").value(ss.arp_requests_in).key("arp_replies_out").value(ss.arp_replies_out);
-    j.key("arp_requests_out").value(ss.arp_requests_out).key("icmp_echo_replies").value(ss.icmp_echo_replies);
-    j.key("resets_out").value(ss.resets_out).key("dropped_malformed").value(ss.dropped_malformed);
-    j.key("dropped_not_ours").value(ss.dropped_not_ours).key("dropped_unresolved").value(ss.dropped_unresolved);
-    j.key("dropped_overload").value(ss.dropped_overload).key("tcp_half_open").value(half_open);
-    j.key("syncookies_sent").value(ss.syncookies_sent).key("syncookies_accepted").value(ss.syncookies_accepted);
-    j.key("syncookies_refused").value(ss.syncookies_refused);
-    j.key("tcp").begin_object().key("segments_in").value(ts.segments_in).key("segments_out").value(ts.segments_out);
-    j.key("retransmits").value(ts.retransmits).key("fast_retransmits").value(ts.fast_retransmits);
-    j.key("timeouts").value(ts.timeouts).key("lost_retransmits").value(ts.lost_retransmits);
-    j.key("tail_probes").value(ts.tail_probes).key("tail_probe_recoveries").value(ts.tail_probe_recoveries);
-    j.key("invalid_acks_limited").value(ts.invalid_acks_limited);
-    j.key("out_of_order").value(ts.out_of_order).key("bytes_reassembled").value(ts.bytes_reassembled);
-    j.key("bytes_reassembled_kept").value(ts.bytes_reassembled_kept);
-    j.key("duplicates").value(ts.duplicates).end_object();
-    j.key("impair").begin_object().key("dropped").value(ps.impair_dropped).key("duplicated").value(ps.impair_duplicated);
-    j.key("reordered").value(ps.impair_reordered).key("delayed").value(ps.impair_delayed).end_object();
-    // Several queues: whether the device steers peers to their queues
-    // itself, the frames passed between queues' workers, and each queue.
-    j.key("rss").value(p.rss_steers()).key("rx_steered").value(ps.rx_steered_out);
-    j.key("rx_steer_dropped").value(ps.rx_steer_dropped);
-    j.key("per_queue").begin_array();
-    for (std::size_t w = 0; w < views.size(); ++w) {
-      if (i >= views[w].lanes.size() || !views[w].lanes[i].served) continue;
-      const Worker::LaneStats& l = views[w].lanes[i];
-      j.begin_object().key("queue").value(static_cast<std::uint64_t>(l.queue)).key("worker").value(static_cast<std::uint64_t>(w));
-      j.key("rx_frames").value(l.port.rx_frames).key("tx_frames").value(l.port.tx_frames);
-      j.key("rx_steered_out").value(l.port.rx_steered_out).key("rx_steered_in").value(l.port.rx_steered_in);
-      j.key("tcp_connections").value(static_cast<std::uint64_t>(l.connections));
-      j.key("tcp_segments_in").value(l.tcp.segments_in).end_object();
-    }
-    j.end_array();
-    j.end_object();
+    o.name = p.config().name;
+    o.device = p.config().device;
+    o.mac = mac;
+    o.link = p.link_up() ? "up" : "down";
+    o.mtu = p.config().mtu, o.queues = p.config().queues;
+    o.rx_frames = ps.rx_frames, o.tx_frames = ps.tx_frames, o.rx_bytes = ps.rx_bytes, o.tx_bytes = ps.tx_bytes;
+    o.tx_dropped = ps.tx_dropped, o.tx_backlog = ps.tx_backlog, o.rx_multiseg = ps.rx_multiseg;
+    o.tcp_connections = conns, o.bytes_copied = copied;
+    o.zero_copy = p.tx_chains(), o.bytes_referenced = ss.bytes_referenced;
+    o.rx_zero_copy = p.frames_budget() > 0, o.rx_bytes_referenced = rx_referenced;
+    o.rx_frames_kept = ps.rx_frames_kept, o.rx_frames_held = ps.rx_frames_held;
+    o.rx_frames_budget = static_cast<std::uint64_t>(p.frames_budget()) * p.config().queues;
+    o.rx_keep_refused = ps.rx_keep_refused;
+    o.tx_stalls = ps.tx_stalls, o.tx_chained = ps.tx_chained, o.csum_odd_chains = ss.csum_odd_chains;
+    o.checksum_offload = {p.tx_offloads().tx_ipv4, p.tx_offloads().tx_tcp, p.rx_checksum()};
+    o.tso = p.tx_offloads().tso_frame > 0;
+    o.tso_frames = ss.tso_frames, o.tso_segments = ss.tso_segments, o.tso_cut_here = ss.tso_cut_here;
+    o.csum_offloaded = ss.csum_offloaded, o.csum_verified = ss.csum_verified;
+    o.arp_requests_in = ss.arp_requests_in, o.arp_replies_out = ss.arp_replies_out;
+    o.arp_requests_out = ss.arp_requests_out, o.icmp_echo_replies = ss.icmp_echo_replies;
+    o.resets_out = ss.resets_out, o.dropped_malformed = ss.dropped_malformed;
+    o.dropped_not_ours = ss.dropped_not_ours, o.dropped_unresolved = ss.dropped_unresolved;
+    o.dropped_overload = ss.dropped_overload, o.tcp_half_open = half_open;
+    o.syncookies_sent = ss.syncookies_sent, o.syncookies_accepted = ss.syncookies_accepted;
+    o.syncookies_refused = ss.syncookies_refused;
+    o.tcp = {ts.segments_in,  ts.segments_out,          ts.retransmits,          ts.fast_retransmits,
+             ts.timeouts,     ts.lost_retransmits,      ts.tail_probes,          ts.tail_probe_recoveries,
+             ts.invalid_acks_limited, ts.out_of_order,  ts.bytes_reassembled,    ts.bytes_reassembled_kept,
+             ts.duplicates};
+    o.impair = {ps.impair_dropped, ps.impair_duplicated, ps.impair_reordered, ps.impair_delayed};
+    // Whether the device steers peers to their queues itself.
+    o.rss = p.rss_steers(), o.rx_steered = ps.rx_steered_out, o.rx_steer_dropped = ps.rx_steer_dropped;
   }
-  j.end_array();
 
-  j.key("workers").begin_array();
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
     const WorkerCounters& c = shared_.counters[w];
-    j.begin_object().key("cpt").value(static_cast<std::uint64_t>(w)).key("core").value(static_cast<std::uint64_t>(setup_.cores[w]));
-    j.key("loops").value(c.loops.get()).key("busy_loops").value(c.busy_loops.get());
-    j.key("cycles").value(c.cycles.get()).key("busy_cycles").value(c.busy_cycles.get());
-    j.key("cpu_ns").value(c.cpu_ns.get());
-    j.key("route_count").value(c.route_count.get()).key("route_length").value(c.route_length.get());
-    j.key("bytes_copied").value(c.bytes_copied.get()).key("bytes_referenced").value(c.bytes_referenced.get());
-    j.key("rx_bytes_referenced").value(c.rx_bytes_referenced.get());
+    status::Worker& o = st.workers.emplace_back();
+    o.cpt = w, o.core = setup_.cores[w];
+    o.loops = c.loops.get(), o.busy_loops = c.busy_loops.get();
+    o.cycles = c.cycles.get(), o.busy_cycles = c.busy_cycles.get(), o.cpu_ns = c.cpu_ns.get();
+    o.route_count = c.route_count.get(), o.route_length = c.route_length.get();
+    o.bytes_copied = c.bytes_copied.get(), o.bytes_referenced = c.bytes_referenced.get();
+    o.rx_bytes_referenced = c.rx_bytes_referenced.get();
     // Its inbound rings: capacity each, and what waits in them now.
-    std::uint64_t backlog = 0, ring_size = 0;
     for (std::uint32_t from = 0; from < fabric_.n; ++from) {
       if (from == w) continue;
-      backlog += rte_ring_count(fabric_.ring(from, w));
-      ring_size = rte_ring_get_capacity(fabric_.ring(from, w));
+      o.ring_backlog += rte_ring_count(fabric_.ring(from, w));
+      o.ring_size = rte_ring_get_capacity(fabric_.ring(from, w));
     }
-    j.key("ring_size").value(ring_size).key("ring_backlog").value(backlog);
-    j.key("status_answered").value(fresh[w] ? true : false);
-    j.key("conns_misplaced").value(views[w].conns_misplaced);
-    j.key("conns_opened").value(views[w].sock.conns_accepted + views[w].sock.conns_connected +
-                                views[w].ib.conns_accepted + views[w].ib.conns_connected);
-    j.key("rx_msgs").value(views[w].sock.rx_msgs).key("tx_msgs").value(views[w].sock.tx_msgs);
+    o.status_answered = fresh[w];
+    o.conns_misplaced = views[w].conns_misplaced;
+    o.conns_opened = views[w].sock.conns_accepted + views[w].sock.conns_connected + views[w].ib.conns_accepted +
+                     views[w].ib.conns_connected;
+    o.rx_msgs = views[w].sock.rx_msgs, o.tx_msgs = views[w].sock.tx_msgs;
     // The route snapshot it forwards with (shared memory, dataplane.shm_name).
     const shm::WorkerShm& ws = region_.worker(w);
-    j.key("route_version").value(ws.held_version.load(std::memory_order_relaxed));
-    j.key("route_snapshots_adopted").value(ws.adopted.load(std::memory_order_relaxed));
-    j.key("route_snapshots_rejected").value(ws.rejected.load(std::memory_order_relaxed));
-    j.end_object();
+    o.route_version = ws.held_version.load(std::memory_order_relaxed);
+    o.route_snapshots_adopted = ws.adopted.load(std::memory_order_relaxed);
+    o.route_snapshots_rejected = ws.rejected.load(std::memory_order_relaxed);
   }
-  j.end_array();
-  j.end_object();
-  return j.str();
+  return status::encode(st);
 }
 
 }  // namespace lnetr::dp

@@ -3,8 +3,10 @@
 // lnetr-control and the tests use.  Nothing here is on the forwarding path;
 // it reaches the workers through SharedState and command rings.
 //
-// Protocol: one request line per connection, one YAML document back, then
-// the connection closes.  Requests:
+// Protocol: one request line per connection, one answer back, then the
+// connection closes.  Each answer is a record of dataplane/status.hpp (the
+// status ABI shared with lnetr-control), as JSON with its version; a
+// refused request is its status::Error.  Requests:
 //   status               routing state, NIs, buffer pools, peers, counters
 //   routing 0|1          disable / enable forwarding (Linux's stopping / starting)
 //   drop_asym_route [0|1]  show / set the asymmetric-route check
@@ -57,7 +59,7 @@ class Control {
   void accept_clients(std::chrono::steady_clock::time_point now);
   // Read, answer or write as the socket allows; false once it is done with.
   bool serve(Client& c, short revents, std::chrono::steady_clock::time_point now);
-  std::string status();
+  std::string status_answer();
   std::string o2ib_connections(const std::string& args);
   std::string set_routing(bool on);
   std::string fault(const std::string& args);

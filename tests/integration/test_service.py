@@ -228,7 +228,7 @@ class Notify(ServiceTestCase):
         self.assertGreaterEqual(len(fed), 4, fed)
         # Worker 1 stuck for 3 s: not fed for that long, the worker named.
         answer = self.router.control("fault stall 1 3")
-        self.assertEqual(answer, {"stalled": 1, "seconds": 3})
+        self.assertEqual((answer["stalled"], answer["seconds"]), (1, 3), answer)
         stalled_at = time.monotonic()
         self.assertTrue(dp.wait_stderr("worker 1: its loop has not moved", timeout=3), dp.stderr_so_far)
         time.sleep(3.5)
