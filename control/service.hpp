@@ -133,9 +133,11 @@ class Service {
                                  " says: " + e.what()};
     }
   }
-  mutable std::atomic<bool> version_mismatch_said_{false};
 
   std::atomic<bool> stopping_{false};
+  // A dataplane of another status version answered and the log said so
+  // (said again only after one of ours answered).
+  mutable std::atomic<bool> version_mismatch_said_{false};
   // `stats reset`: the counters then, and of which dataplane run.
   Json stats_base_;
   std::uint64_t stats_base_incarnation_ = 0;

@@ -13,8 +13,10 @@ import re
 import select
 import shlex
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -589,6 +591,35 @@ class System(LnetrctlTestCase):
         rc, out, err = self.cli("system", "drain")
         self.assertEqual(rc, 1, out + err)
         self.assertIn("the dataplane is not running", err)
+
+    def test_a_dataplane_of_another_status_version_is_refused(self):
+        # In its place on the control socket, one that answers in another
+        # version of the status records (dataplane/status.hpp).
+        self.router.proc.stop(signal.SIGTERM)
+        if os.path.exists(self.router.sock):
+            os.unlink(self.router.sock)
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(self.router.sock)
+        srv.listen(8)
+        self.addCleanup(srv.close)
+
+        def serve():
+            while True:
+                try:
+                    c, _ = srv.accept()
+                except OSError:
+                    return
+                with c:
+                    c.recv(4096)
+                    c.sendall(b'{"version": 99, "routing": {"state": "enabled", "enable": 1}}\n')
+        threading.Thread(target=serve, daemon=True).start()
+        dp = self.yaml("system", "show")["system"]["dataplane"]
+        self.assertEqual(dp["state"], "down")
+        self.assertIn("lnetr-dataplane answers in status version 99, lnetr-control reads version", dp["reason"])
+        self.error(("net", "show"), 1, "show", "net", 71, "status version 99")
+        # Said once in lnetr-control's log, not at every request.
+        self.ctl.stop(signal.SIGTERM)
+        self.assertEqual(self.ctl.stderr.count("answers in status version 99"), 1, self.ctl.stderr)
 
     def test_routing_held_while_the_hold_file_exists(self):
         hold = os.path.join(self.dir, "routing-held")
