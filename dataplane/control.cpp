@@ -120,7 +120,7 @@ std::string too_long() {
   return error(E2BIG, "request line longer than " + std::to_string(kMaxRequest - 1) + " bytes");
 }
 
-constexpr auto kTickPeriod = 100ms;
+constexpr auto kControlTickPeriod = 100ms;
 constexpr auto kTrimPeriod = 10s;
 constexpr std::size_t kTrimFree = 8u << 20;  // free heap worth a trim
 constexpr auto kRequestTime = 2s;  // to send the request line
@@ -135,7 +135,7 @@ void Control::run() {
     auto now = std::chrono::steady_clock::now();
     if (now >= next_tick) {
       tick();
-      next_tick = now + kTickPeriod;
+      next_tick = now + kControlTickPeriod;
     }
     // Wait for the next tick, a client's deadline or a socket.
     auto wake = next_tick;

@@ -545,7 +545,7 @@ struct TextItem {
   NumRange range;
 };
 
-bool all_digits(std::string_view s) {
+bool digits_only(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
@@ -563,7 +563,7 @@ ParseResult<std::optional<NumRange>> text_range(std::string_view item, std::size
   const bool has_stride = slash != std::string_view::npos;
   const std::string_view hi = item.substr(dash + 1, has_stride ? slash - dash - 1 : item.npos);
   const std::string_view st = has_stride ? item.substr(slash + 1) : std::string_view{};
-  if (!all_digits(lo) || !all_digits(hi) || (has_stride && !all_digits(st))) return std::optional<NumRange>{};
+  if (!digits_only(lo) || !digits_only(hi) || (has_stride && !digits_only(st))) return std::optional<NumRange>{};
   NumRange r;
   if (!decimal(lo, r.lo) || !decimal(hi, r.hi) || (has_stride && !decimal(st, r.stride)))
     return fail(ParseError{"number out of range 0..4294967295", pos});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cli/decode/roce.hpp"
 #include "cli/decode/text.hpp"
 
 namespace lnetr::decode {
@@ -56,10 +57,6 @@ constexpr std::size_t kCompletionCookie = kIbmBody, kCompletionStatus = kIbmBody
 // o2iblnd reject (o2iblnd.md §5).
 constexpr std::size_t kIbrMagic = 0, kIbrVersion = 4, kIbrWhy = 6, kIbrPadding = 7, kIbrIncarnation = 8,
                       kIbrCp = 16;
-
-// rdma_cm private-data header.
-constexpr std::size_t kCmaVersion = 0, kCmaIpVersion = 1, kCmaPort = 2, kCmaSrc = 4, kCmaDst = 20,
-                      kCmaAddrSize = 16;
 
 // ---- field builders ----------------------------------------------------------------
 

@@ -50,8 +50,6 @@ static_assert(kMadHeaderSize + kRepPrivate + 196 == kMadSize);
 static_assert(kMadHeaderSize + kRejPrivate + 148 == kMadSize);
 
 // ---- rdma_cm ---------------------------------------------------------------------
-constexpr std::size_t kCmaVersion = 0, kCmaIpVersion = 1, kCmaPort = 2, kCmaSrc = 4, kCmaDst = 20;
-constexpr std::size_t kCmaAddrSize = 16;
 constexpr std::size_t kCmaIpv4InAddr = 12;  // an IPv4 address sits in the last 4 bytes
 constexpr std::uint64_t kIpPortSpaceMask = 0xFFFFFFFFFFFF0000ull;
 struct PortSpace {

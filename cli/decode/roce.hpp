@@ -184,6 +184,9 @@ Result<CmMessage> parse_cm_mad(ByteSpan mad) noexcept;
 // The rdma_cm private-data header that precedes the consumer's data in the
 // REQ of an IP-based service id (RDMA_PS_TCP / UDP / IB / IPOIB).
 inline constexpr std::size_t kCmaHeaderSize = 36;
+// Its fields' offsets; each address takes 16 bytes.
+inline constexpr std::size_t kCmaVersion = 0, kCmaIpVersion = 1, kCmaPort = 2, kCmaSrc = 4, kCmaDst = 20,
+                             kCmaAddrSize = 16;
 struct CmaHeader {
   std::uint8_t version = 0;
   std::uint8_t ip_version = 0;  // upper nibble 4 or 6

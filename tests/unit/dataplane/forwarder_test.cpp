@@ -67,7 +67,7 @@ class FakePorts final : public ForwarderPorts {
   }
 };
 
-Setup make_setup(std::uint32_t ncpts = 1) {
+Setup rig_setup(std::uint32_t ncpts = 1) {
   Setup s;
   NiSetup a, b;
   a.nid = kNiA;
@@ -193,7 +193,7 @@ TEST(Rss, PlacementHashIsDpdksToeplitz) {
 }
 
 TEST(Forwarder, ForwardsToALocalNetAndGivesEverythingBack) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   lnd::Rx& rx = r.head(kA, kNiA, kB, 5000);
   ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
   ASSERT_EQ(rx.sink.size(), 5000u);
@@ -219,7 +219,7 @@ TEST(Forwarder, ForwardsToALocalNetAndGivesEverythingBack) {
 // credit and the previous hop's router credit wait for that, the send's
 // transmit credits do not.
 TEST(Forwarder, ABufferADeviceStillHoldsIsFreedOnlyOnceTheDeviceLetsGo) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   lnd::Tx& tx = r.forward_to_b(65536);
   ASSERT_NE(tx.payload_dev, nullptr);  // a routed payload carries its buffer's reference
   tcp::BufferRef* ref = tcp::BufferRef::of(tx.payload_dev);
@@ -245,14 +245,14 @@ TEST(Forwarder, ABufferADeviceStillHoldsIsFreedOnlyOnceTheDeviceLetsGo) {
 
 // A tiny message has no router buffer, and so no device reference.
 TEST(Forwarder, OnlyRouterBuffersCarryADeviceReference) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   EXPECT_EQ(r.forward_to_b(0).payload_dev, nullptr);
   r.complete();
   r.expect_idle();
 }
 
 TEST(Forwarder, PoolClassFollowsThePayload) {
-  dp::Setup s = make_setup();
+  dp::Setup s = rig_setup();
   s.nis[0].peer_buffer_credits = 8;
   Rig r(s);
   for (std::uint32_t len : {0u, 1u, 4096u, 4097u}) {
@@ -269,7 +269,7 @@ TEST(Forwarder, PoolClassFollowsThePayload) {
 }
 
 TEST(Forwarder, RouterCreditsQueuePerPeerAndWakeInOrder) {
-  Rig r(make_setup());  // peer_buffer_credits 2
+  Rig r(rig_setup());  // peer_buffer_credits 2
   lnd::Rx& m1 = r.head(kA, kNiA, kB, 100);
   lnd::Rx& m2 = r.head(kA, kNiA, kB, 100);
   lnd::Rx& m3 = r.head(kA, kNiA, kB, 100);
@@ -295,7 +295,7 @@ TEST(Forwarder, RouterCreditsQueuePerPeerAndWakeInOrder) {
 }
 
 TEST(Forwarder, BufferPoolShortageQueuesAcrossPeers) {
-  dp::Setup s = make_setup();
+  dp::Setup s = rig_setup();
   s.nis[0].peer_buffer_credits = 8;
   Rig r(s);  // 2 large buffers
   std::vector<lnd::Rx*> rx;
@@ -317,7 +317,7 @@ TEST(Forwarder, BufferPoolShortageQueuesAcrossPeers) {
 }
 
 TEST(Forwarder, PeerAndNiTransmitCreditsQueue) {
-  dp::Setup s = make_setup();
+  dp::Setup s = rig_setup();
   s.nis[0].peer_buffer_credits = 8;
   s.nis[1].credits = 3;  // NI credits below 2 peers x 2 peer credits
   s.buffers = {8, 8, 2};
@@ -341,7 +341,7 @@ TEST(Forwarder, PeerAndNiTransmitCreditsQueue) {
 }
 
 TEST(Forwarder, AbortedWaitersPassTheirCreditsOn) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   lnd::Rx& m1 = r.head(kA, kNiA, kB, 100);
   lnd::Rx& m2 = r.head(kA, kNiA, kB, 100);
   lnd::Rx& m3 = r.head(kA, kNiA, kB, 100);
@@ -365,7 +365,7 @@ TEST(Forwarder, AbortedWaitersPassTheirCreditsOn) {
 // The LND could not carry a large NID to the next hop (socklnd V3): a drop
 // of its own, not re-routed.
 TEST(Forwarder, LargeNidTheNextHopCannotCarryIsDroppedByName) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   lnd::Rx& rx = r.head(kA, kNiA, kB, 100);
   ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
   r.fwd->on_received(rx);
@@ -377,7 +377,7 @@ TEST(Forwarder, LargeNidTheNextHopCannotCarryIsDroppedByName) {
 }
 
 TEST(Forwarder, FailedSendIsDroppedAndCreditsReturn) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   lnd::Rx& rx = r.head(kA, kNiA, kB, 100);
   ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
   r.fwd->on_received(rx);
@@ -389,7 +389,7 @@ TEST(Forwarder, FailedSendIsDroppedAndCreditsReturn) {
 }
 
 TEST(Forwarder, DropsAndRejectsFollowLnetParse) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   // No route to tcp9: dropped on arrival, without a buffer.
   lnd::Rx& noroute = r.head(kA, kNiA, nid("10.9.0.1@tcp9"), 3000);
   EXPECT_EQ(r.fwd->on_head(noroute), lnd::RxVerdict::accept);
@@ -417,7 +417,7 @@ TEST(Forwarder, DropsAndRejectsFollowLnetParse) {
 }
 
 TEST(Forwarder, GatewayRoutesAndDeadPeers) {
-  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 1}, {Net{2, 7}, kGw2, 1, 0}});
+  Rig r(rig_setup(), {{Net{2, 7}, kGw1, 1, 1}, {Net{2, 7}, kGw2, 1, 0}});
   lnd::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
   ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
   r.fwd->on_received(rx);
@@ -444,7 +444,7 @@ TEST(Forwarder, GatewayRoutesAndDeadPeers) {
 }
 
 TEST(Forwarder, AdoptedSnapshotRoutesFromThenOn) {
-  Rig r(make_setup());  // no routes: tcp7 is unreachable
+  Rig r(rig_setup());  // no routes: tcp7 is unreachable
   lnd::Rx& lost = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 10);
   r.fwd->on_head(lost);
   r.fwd->on_received(lost);
@@ -508,7 +508,7 @@ void deliver(Rig& r, lnd::Rx& rx, const std::vector<std::uint8_t>& payload, lnd:
 }
 
 TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   Board b = watching(r, 2, kGw1);
   EXPECT_EQ(r.fwd->send_pings(), 0u);  // assigned, nothing asked yet
   b.ask(2);
@@ -542,7 +542,7 @@ TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
 }
 
 TEST(Forwarder, ALongPingReplyIsReadWholeAndSummarisedPerNet) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   Board b = watching(r, 1, kGw1);
   b.ask(1);
   ASSERT_EQ(r.fwd->send_pings(), 1u);
@@ -584,7 +584,7 @@ TEST(Forwarder, ALongPingReplyIsReadWholeAndSummarisedPerNet) {
 }
 
 TEST(Forwarder, RoutedTrafficFromAGatewayIsCountedAsHeard) {
-  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}});
+  Rig r(rig_setup(), {{Net{2, 7}, kGw1, 1, 0}});
   Board b = watching(r, 0, kGw1);
   b.ask(0);
   r.fwd->send_pings();  // the gateway's peer now points at its entry
@@ -606,7 +606,7 @@ TEST(Forwarder, RoutedTrafficFromAGatewayIsCountedAsHeard) {
 }
 
 TEST(Forwarder, LateOrForeignGatewayAnswersAreDroppedAndFailuresPosted) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   Board b = watching(r, 0, kGw1);
   b.ask(0);
   r.fwd->send_pings();
@@ -647,7 +647,7 @@ TEST(Forwarder, LateOrForeignGatewayAnswersAreDroppedAndFailuresPosted) {
 }
 
 TEST(Forwarder, AnOperatorsPingOfARemoteNidGoesThroughAGatewayAndAnyWorkerTakesTheAnswer) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   Board b(shm::kMaxGateways + shm::kApiPingSlots);
   const std::uint32_t k = shm::kMaxGateways;  // the first API ping entry
   const Nid far = nid("10.7.0.5@tcp7");
@@ -709,7 +709,7 @@ TEST(Forwarder, AnOperatorsPingOfARemoteNidGoesThroughAGatewayAndAnyWorkerTakesT
 // through a gateway of a route back to that net (the route's NID, or another
 // NID its last ping answer listed); forwarded messages are not checked.
 TEST(Forwarder, DropAsymRouteTakesMessagesForUsOnlyThroughAGatewayRoutingBack) {
-  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}});
+  Rig r(rig_setup(), {{Net{2, 7}, kGw1, 1, 0}});
   const Nid remote = nid("10.7.0.5@tcp7");
   const Nid gw1_other = nid("10.2.0.19@tcp1");  // another NID of gateway 1
   std::uint64_t cookie = 0;
@@ -771,7 +771,7 @@ TEST(Forwarder, DropAsymRouteTakesMessagesForUsOnlyThroughAGatewayRoutingBack) {
 // more credits as its owner worker publishes them: every worker ranks the
 // gateways alike, not by its own (empty) view of them.
 TEST(Forwarder, GatewaysRankByHealthThenTheirOwnersCredits) {
-  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 0}});
+  Rig r(rig_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 0}});
   Board b;
   b.assign(0, kGw1, {}, 0);
   b.assign(1, kGw2, {}, 0);
@@ -802,7 +802,7 @@ TEST(Forwarder, GatewaysRankByHealthThenTheirOwnersCredits) {
 
   // Another worker, which owns neither gateway, ranks them by what the
   // owner published: gateway 2 with messages queued for credits loses.
-  dp::Setup s2 = make_setup(2);
+  dp::Setup s2 = rig_setup(2);
   SharedState shared2(s2.nis.size(), 2);
   FakePorts p1;
   Forwarder f1(1, s2, shared2, r.routes.view(), p1);
@@ -821,7 +821,7 @@ TEST(Forwarder, GatewaysRankByHealthThenTheirOwnersCredits) {
 }
 
 TEST(Forwarder, AGatewayWhoseConnectionsFailIsSkippedUntilHeardFrom) {
-  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
+  Rig r(rig_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
   Board b;
   b.assign(0, kGw1);
   b.assign(1, kGw2);
@@ -848,7 +848,7 @@ TEST(Forwarder, AGatewayWhoseConnectionsFailIsSkippedUntilHeardFrom) {
 }
 
 TEST(Forwarder, AFailedSendToAGatewayGoesThroughAnotherInsteadOfBeingDropped) {
-  Rig r(make_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
+  Rig r(rig_setup(), {{Net{2, 7}, kGw1, 1, 0}, {Net{2, 7}, kGw2, 1, 1}});
   lnd::Rx& rx = r.head(kA, kNiA, nid("10.7.0.5@tcp7"), 3000);
   ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
   r.fwd->on_received(rx);
@@ -879,7 +879,7 @@ TEST(Forwarder, AFailedSendToAGatewayGoesThroughAnotherInsteadOfBeingDropped) {
 }
 
 TEST(Forwarder, CrossCptMessagesGoHomeToBeFreed) {
-  dp::Setup s = make_setup(2);
+  dp::Setup s = rig_setup(2);
   SharedState shared(s.nis.size(), 2);
   RouteTable routes = make_routes(s);
   FakePorts p0, p1;
@@ -909,7 +909,7 @@ TEST(Forwarder, CrossCptMessagesGoHomeToBeFreed) {
 // buffer, a peer's or an NI's transmit credit is dropped (`timeout`) and
 // gives back what it held; one not yet read is read and thrown away.
 TEST(Forwarder, MessagesWaitingLongerThanTheTransactionTimeoutAreDropped) {
-  dp::Setup s = make_setup();
+  dp::Setup s = rig_setup();
   s.transaction_timeout = std::chrono::seconds(0);  // every waiter is due at the next scan
   {
     SCOPED_TRACE("waiting for a router credit");
@@ -996,7 +996,7 @@ TEST(Forwarder, MessagesWaitingLongerThanTheTransactionTimeoutAreDropped) {
 // A pool that runs dry although its credits said otherwise (a fault) costs
 // that message, counted, and nothing else: no abort, every credit back.
 TEST(Forwarder, AMissingBufferDropsThatMessageCountedAndReturnsItsCredits) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   r.ports.buffers_left = 0;
   lnd::Rx& rx = r.head(kA, kNiA, kB, 5000);
   ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
@@ -1019,7 +1019,7 @@ TEST(Forwarder, AMissingBufferDropsThatMessageCountedAndReturnsItsCredits) {
 // freed once it has been quiet that long; one a message still refers to
 // (as its previous hop, or holding its transmit credit) is kept.
 TEST(Forwarder, PeersAtRestAreFreedAfterTheirIdleTimeAndBusyOnesKept) {
-  dp::Setup s = make_setup();
+  dp::Setup s = rig_setup();
   s.peer_idle = std::chrono::seconds(0);  // due at the next tick once at rest
   Rig r(s);
   const WorkerCounters& c = r.shared.counters[0];
@@ -1049,7 +1049,7 @@ TEST(Forwarder, PeersAtRestAreFreedAfterTheirIdleTimeAndBusyOnesKept) {
 }
 
 TEST(Forwarder, PeersActiveWithinTheIdleTimeAreKept) {
-  Rig r(make_setup());  // 180 s
+  Rig r(rig_setup());  // 180 s
   r.forward_to_b(10);
   r.complete();
   r.fwd->tick();
@@ -1061,7 +1061,7 @@ TEST(Forwarder, PeersActiveWithinTheIdleTimeAreKept) {
 // waiters still expire (transaction_timeout walks only the peers with
 // messages waiting).
 TEST(Forwarder, APeerWithMessagesWaitingIsNotFreed) {
-  dp::Setup s = make_setup();
+  dp::Setup s = rig_setup();
   s.peer_idle = std::chrono::seconds(0);
   Rig r(s);
   std::vector<lnd::Rx*> rx;
@@ -1087,7 +1087,7 @@ TEST(Forwarder, APeerWithMessagesWaitingIsNotFreed) {
 // does not know is dropped by name (`peer_table_full`) and counted; the
 // peers it knows keep working; once one is freed a new one gets in.
 TEST(Forwarder, ANewPeerBeyondTheLimitIsRefusedAndKnownOnesWork) {
-  dp::Setup s = make_setup();
+  dp::Setup s = rig_setup();
   s.max_peers = 2;
   Rig r(s);
   const WorkerCounters& c = r.shared.counters[0];
@@ -1131,7 +1131,7 @@ TEST(Forwarder, ANewPeerBeyondTheLimitIsRefusedAndKnownOnesWork) {
 // message) is back-pressure: messages wait, in order, and go when there
 // is room.
 TEST(Forwarder, AFullRingHoldsMessagesInOrderUntilThereIsRoom) {
-  dp::Setup s = make_setup(2);
+  dp::Setup s = rig_setup(2);
   SharedState shared(s.nis.size(), 2);
   RouteTable routes = make_routes(s);
   FakePorts p0, p1;
@@ -1172,7 +1172,7 @@ TEST(Forwarder, AFullRingHoldsMessagesInOrderUntilThereIsRoom) {
 
 TEST(Forwarder, AReroutedMessageGoesOnThroughItsHome) {
   // Home 0; its first gateway belongs to worker 1, the other to worker 2.
-  dp::Setup s = make_setup(3);
+  dp::Setup s = rig_setup(3);
   auto on = [](std::uint32_t cpt, std::uint32_t addr) {
     while (cpt_of(Nid::make(kGw1.net(), addr), 3) != cpt) ++addr;
     return Nid::make(kGw1.net(), addr);
@@ -1215,7 +1215,7 @@ TEST(Forwarder, AReroutedMessageGoesOnThroughItsHome) {
 }
 
 TEST(Forwarder, AnswersPingsWithItsNisAndRoutingState) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   lnd::Rx& ping = r.head(kA, kNiA, kNiA, 0, MsgType::get);
   ping.hdr = make_get({kPidLustre, kA}, {kPidLustre, kNiA}, kLnetReservedPortal, kPingMatchBits, {7, 8},
                       kPingSinkLnetctl);
@@ -1252,7 +1252,7 @@ TEST(Forwarder, AnswersPingsWithItsNisAndRoutingState) {
 }
 
 TEST(Forwarder, AcksPushesAfterTheirPayload) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   lnd::Rx& push = r.head(kA, kNiA, kNiA, 48);
   push.hdr = make_put({kPidLustre, kA}, {kPidLustre, kNiA}, kLnetReservedPortal, kPingMatchBits, {3, 4}, 0, 48);
   EXPECT_EQ(r.fwd->on_head(push), lnd::RxVerdict::accept);
@@ -1275,7 +1275,7 @@ TEST(Forwarder, AcksPushesAfterTheirPayload) {
 }
 
 TEST(Forwarder, PushesItsPingInfoToPeersThatPushedToIt) {
-  Rig r(make_setup());
+  Rig r(rig_setup());
   // kB only forwards through us; kA pushed (it runs discovery).
   lnd::Rx& fwd = r.head(kB, kNiB, kA, 0);
   ASSERT_EQ(r.fwd->on_head(fwd), lnd::RxVerdict::accept);

@@ -8,10 +8,12 @@
 #include <set>
 #include <vector>
 
+#include "tests/support/nid.hpp"
+
 namespace lnetr {
 namespace {
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 const Nid kTcp = nid("10.201.1.3@tcp");
 const Nid kTcp1 = nid("10.201.2.3@tcp1");

@@ -5,13 +5,14 @@
 #include <vector>
 
 #include "tests/support/hex.hpp"
+#include "tests/support/nid.hpp"
 
 namespace lnetr {
 namespace {
 
 using test::hex;
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 // lnet-header.md §7: PUT 192.168.1.20@tcp -> 10.0.0.5@o2ib, 8-byte payload,
 // portal 4, match bits 0x12AB, ACK wanted with handle (0x1122334455667788, 0xABC).

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tests/support/hex.hpp"
+#include "tests/support/nid.hpp"
 
 namespace lnetr {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 using test::hex;
 using Bytes = std::vector<std::uint8_t>;
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 const Nid kP = nid("10.201.1.2@tcp");
 const Nid kQ = nid("10.201.1.4@tcp");
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/nid.hpp"
+
 namespace lnetr {
 namespace {
 
@@ -20,11 +22,7 @@ ParseError error(std::string_view s) {
   return r ? ParseError{} : r.error();
 }
 
-Nid nid(std::string_view s) {
-  auto r = parse_nid(s);
-  EXPECT_TRUE(r) << s;
-  return r ? *r : Nid{};
-}
+using test::nid;
 
 bool has(std::string_view range, std::string_view n) { return list(range).contains(nid(n)); }
 

@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "tests/support/hex.hpp"
+#include "tests/support/nid.hpp"
 
 namespace lnetr {
 namespace {
 
 using test::hex;
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 std::vector<PingNi> nis_of(const PingInfo& pi) { return {pi.begin(), pi.end()}; }
 

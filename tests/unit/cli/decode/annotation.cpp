@@ -145,6 +145,13 @@ std::optional<std::uint64_t> parse_number(const std::string& s) {
   return std::nullopt;
 }
 
+bool same_value(const std::string& a, const std::string& b) {
+  const auto na = parse_number(a);
+  const auto nb = parse_number(b);
+  if (na && nb) return *na == *nb;
+  return a == b;
+}
+
 std::vector<std::uint8_t> parse_hex_tokens(const std::string& s, bool* cut) {
   std::vector<std::uint8_t> out;
   std::istringstream in(s);

@@ -93,6 +93,9 @@ Annotation parse_annotation(const std::string& path);
 
 // Integer in decimal, "0x" hex, or negative decimal; nothing otherwise.
 std::optional<std::uint64_t> parse_number(const std::string& s);
+// Whether two values are the same: as numbers when both are numbers (any
+// radix), else as text.
+bool same_value(const std::string& a, const std::string& b);
 std::vector<std::uint8_t> parse_hex_tokens(const std::string& s, bool* cut = nullptr);
 
 }  // namespace lnetr::test

@@ -79,13 +79,6 @@ std::string as_hex(const std::string& v) {
   return buf;
 }
 
-bool same_value(const std::string& a, const std::string& b) {
-  const auto na = parse_number(a);
-  const auto nb = parse_number(b);
-  if (na && nb) return *na == *nb;
-  return a == b;
-}
-
 // What tshark should show for lnetr's PDUs.
 class Expectation {
  public:

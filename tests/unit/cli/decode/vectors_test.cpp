@@ -51,13 +51,6 @@ void PrintTo(const Counts& c, std::ostream* os) {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
-bool same_value(const std::string& a, const std::string& b) {
-  const auto na = parse_number(a);
-  const auto nb = parse_number(b);
-  if (na && nb) return *na == *nb;
-  return a == b;
-}
-
 // The annotation's symbolic value ("0x15aac0de = UP"), when it is a name
 // lnetr must print the same way: a NID or an UPPER_CASE identifier.
 std::optional<std::string> symbol_of(const std::string& value) {

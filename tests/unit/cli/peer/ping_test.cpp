@@ -8,13 +8,14 @@
 #include "cli/peer/report.hpp"
 #include "router/local_msgs.hpp"
 #include "tests/support/hex.hpp"
+#include "tests/support/nid.hpp"
 
 namespace lnetr::peer {
 namespace {
 
 using test::hex;
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 TEST(OwnPingInfo, KernelNodeBytes) {
   // Q's ping info in v1 frame 18, with our sequence number (1 instead of 3).

@@ -7,10 +7,12 @@
 
 #include <vector>
 
+#include "tests/support/nid.hpp"
+
 namespace lnetr::peer {
 namespace {
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 Net net(std::string_view s) { return *parse_net(s); }
 
 const Net kTcp = net("tcp");

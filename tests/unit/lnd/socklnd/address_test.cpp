@@ -12,10 +12,12 @@
 #include "lnd/socklnd/socket.hpp"
 #include "lnd/socklnd/wire.hpp"
 
+#include "tests/support/nid.hpp"
+
 namespace lnetr::sock {
 namespace {
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 IpAddr v6(std::string_view text) {
   IpAddr a;

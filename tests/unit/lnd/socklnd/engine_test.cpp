@@ -23,6 +23,7 @@
 #include "lnd/socklnd/acceptor.hpp"
 #include "lnd/socklnd/socket.hpp"
 #include "tests/support/lnd_tx.hpp"
+#include "tests/support/nid.hpp"
 
 namespace lnetr::sock {
 namespace {
@@ -30,7 +31,7 @@ namespace {
 using namespace std::chrono_literals;
 using Bytes = std::vector<std::uint8_t>;
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 const Nid kA = nid("127.0.0.11@tcp");
 const Nid kB = nid("127.0.0.12@tcp");

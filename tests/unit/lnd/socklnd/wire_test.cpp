@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tests/support/hex.hpp"
+#include "tests/support/nid.hpp"
 
 namespace lnetr::sock {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 using test::hex;
 using Bytes = std::vector<std::uint8_t>;
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 template <class T, class F>
 Bytes encode_with(const T& value, std::size_t size, F encode) {
