@@ -20,8 +20,10 @@ using namespace std::chrono_literals;
 namespace {
 
 // How long a change short of gateway slots waits for the workers to let go
-// of retired ones (10 sleeps of an idle worker).
-constexpr auto kReclaimWait = 1s;
+// of retired ones: 10 sleeps of an idle worker, and room for workers that a
+// loaded host runs seldom (a sanitized dataplane beside busy-polling ones
+// once took over a second).
+constexpr auto kReclaimWait = 5s;
 
 std::string ms_text(std::chrono::nanoseconds d) {
   char buf[32];
