@@ -7,12 +7,14 @@
 
 #include <algorithm>
 
+#include "tests/support/nid.hpp"
+
 namespace lnetr::control {
 namespace {
 
 using namespace std::chrono_literals;
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 const Nid kGw1 = nid("10.2.0.9@tcp1");
 const Nid kGw2 = nid("10.2.0.10@tcp1");

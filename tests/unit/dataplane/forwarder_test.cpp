@@ -15,11 +15,12 @@
 #include "router/local_msgs.hpp"
 #include "router/ping_info.hpp"
 #include "dataplane/shm/region.hpp"
+#include "tests/support/nid.hpp"
 
 namespace lnetr::dp {
 namespace {
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 const Nid kNiA = nid("10.1.0.1@tcp");   // the router on tcp
 const Nid kNiB = nid("10.2.0.1@tcp1");  // the router on tcp1

@@ -14,11 +14,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/nid.hpp"
+
 namespace lnetr::shm {
 namespace {
 
 Net net(std::string_view s) { return *parse_net(s); }
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 // A table of version `v`: routes to tcp2 via two gateways and to tcp3 via
 // one, every route with priority v % 1000 (so a reader can tell a table it

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/nid.hpp"
+
 namespace lnetr::config {
 namespace {
 
@@ -55,7 +57,7 @@ LoadedConfig file_ok(const std::string& path, LoadOptions opt = {}) {
   return r ? std::move(r).value() : LoadedConfig{};
 }
 
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 Net net(std::string_view s) { return *parse_net(s); }
 
 // A valid document with one tcp net, for tests that add one section.

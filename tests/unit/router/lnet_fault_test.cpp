@@ -6,12 +6,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/nid.hpp"
+
 namespace lnetr {
 namespace {
 
 using ::testing::HasSubstr;
 
-Nid nid(const char* s) { return *parse_nid(s); }
+using test::nid;
 
 LnetHeader put(const char* src, const char* dst, std::uint32_t portal = 4) {
   LnetHeader h;

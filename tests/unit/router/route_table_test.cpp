@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/nid.hpp"
+
 namespace lnetr {
 namespace {
 
 Net net(std::string_view s) { return *parse_net(s); }
-Nid nid(std::string_view s) { return *parse_nid(s); }
+using test::nid;
 
 // A router with NIs on tcp, tcp1 and o2ib.
 const std::vector<Net> kLocal = {net("tcp"), net("tcp1"), net("o2ib")};

@@ -21,6 +21,7 @@
 
 #include "router/local_msgs.hpp"
 #include "tests/support/o2ib_fabric.hpp"
+#include "tests/support/nid.hpp"
 
 namespace lnetr::o2ib {
 namespace {
@@ -30,7 +31,7 @@ using sim::Fabric;
 using sim::RawPeer;
 using sim::SimTransport;
 
-Nid nid(const char* s) { return *parse_nid(s); }
+using test::nid;
 
 std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
   std::vector<std::uint8_t> v(n);
