@@ -94,6 +94,8 @@ Json Service::dataplane_show(const Json& args) {
       p["zero_copy"] = dp.zero_copy;
       p["tso"] = dp.tso;
       p["tso_frames"] = dp.tso_frames;
+      p["lro"] = dp.lro;
+      p["lro_frames"] = dp.rx_lro;
       p["resets_out"] = dp.resets_out;
       p["dropped_malformed"] = dp.dropped_malformed;
     }

@@ -337,6 +337,9 @@ void Service::collect(Families& f) {
                 static_cast<double>(p.tso_frames));
       f.counter("lnetr_port_tso_segments_total", "TCP segments the device cut those frames into", l,
                 static_cast<double>(p.tso_segments));
+      f.counter("lnetr_port_lro_frames_total",
+                "Frames the device joined from several received TCP segments (large receive offload)", l,
+                static_cast<double>(p.rx_lro));
       f.counter("lnetr_port_rx_steered_total",
                 "Frames a queue received for a peer another queue owns, passed to that queue's worker (the "
                 "device's RSS does not place them, or it has none)",

@@ -786,6 +786,8 @@ std::string Control::status_answer() {
       ss.csum_odd_chains += l.stack.csum_odd_chains;
       ss.tso_frames += l.stack.tso_frames, ss.tso_segments += l.stack.tso_segments;
       ss.tso_cut_here += l.stack.tso_cut_here;
+      ps.rx_lro += l.port.rx_lro, ss.large_segments_in += l.stack.large_segments_in;
+      ss.chains_in += l.stack.chains_in, ss.chain_pieces += l.stack.chain_pieces;
       ps.impair_dropped += l.port.impair_dropped, ps.impair_duplicated += l.port.impair_duplicated;
       ps.impair_reordered += l.port.impair_reordered, ps.impair_delayed += l.port.impair_delayed;
       ss.arp_requests_in += l.stack.arp_requests_in, ss.arp_replies_out += l.stack.arp_replies_out;
@@ -797,7 +799,7 @@ std::string Control::status_answer() {
       ss.syncookies_refused += l.stack.syncookies_refused;
       half_open += l.half_open;
       ss.csum_offloaded += l.stack.csum_offloaded, ss.csum_verified += l.stack.csum_verified;
-      copied += l.port.bytes_copied + l.transport.bytes_copied + l.stack.bytes_copied;
+      copied += l.port.bytes_copied + l.transport.bytes_copied + l.stack.bytes_copied + l.stack.chain_bytes_copied;
       ts += l.tcp;
       conns += l.connections;
       // Several queues: each, with the frames passed between queues' workers.
@@ -824,6 +826,8 @@ std::string Control::status_answer() {
     o.checksum_offload = {p.tx_offloads().tx_ipv4, p.tx_offloads().tx_tcp, p.rx_checksum()};
     o.tso = p.tx_offloads().tso_frame > 0;
     o.tso_frames = ss.tso_frames, o.tso_segments = ss.tso_segments, o.tso_cut_here = ss.tso_cut_here;
+    o.lro = p.lro(), o.rx_lro = ps.rx_lro, o.large_segments_in = ss.large_segments_in;
+    o.rx_chained = ss.chains_in, o.rx_chain_buffers = ss.chain_pieces;
     o.csum_offloaded = ss.csum_offloaded, o.csum_verified = ss.csum_verified;
     o.arp_requests_in = ss.arp_requests_in, o.arp_replies_out = ss.arp_replies_out;
     o.arp_requests_out = ss.arp_requests_out, o.icmp_echo_replies = ss.icmp_echo_replies;

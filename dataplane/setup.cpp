@@ -34,6 +34,7 @@ SetupResult make_setup(const config::Config& cfg) {
     ps.vlan = p.vlan.value;
     ps.zero_copy = p.zero_copy.value;
     if (p.tso.given()) ps.tso = p.tso.value;
+    if (p.lro.given()) ps.lro = p.lro.value;
     ps.impair = {p.impair.seed.value, p.impair.loss.value, p.impair.duplicate.value, p.impair.reorder.value,
                  p.impair.delay_us.value};
     s.ports.push_back(std::move(ps));

@@ -36,7 +36,7 @@
 
 namespace lnetr::status {
 
-inline constexpr std::uint32_t kStatusVersion = 1;
+inline constexpr std::uint32_t kStatusVersion = 2;
 
 // ---- how a record is written and read ---------------------------------------------
 
@@ -488,6 +488,11 @@ struct Port {
   std::uint64_t tso_frames = 0;
   std::uint64_t tso_segments = 0;
   std::uint64_t tso_cut_here = 0;
+  bool lro = false;                  // the device joins received segments (large receive offload)
+  std::uint64_t rx_lro = 0;          // frames it joined from several segments
+  std::uint64_t large_segments_in = 0;  // TCP segments received with more than an MTU's payload
+  std::uint64_t rx_chained = 0;      // frames received in a chain of buffers, payload left where it lies
+  std::uint64_t rx_chain_buffers = 0;  // ... the buffers they came in
   std::uint64_t csum_offloaded = 0;
   std::uint64_t csum_verified = 0;
   std::uint64_t arp_requests_in = 0;
@@ -515,7 +520,8 @@ LNETR_STATUS_RECORD(Port, name, device, mac, link, mtu, queues, rx_frames, tx_fr
                     tx_backlog, rx_multiseg, tcp_connections, bytes_copied, zero_copy, bytes_referenced,
                     rx_zero_copy, rx_bytes_referenced, rx_frames_kept, rx_frames_held, rx_frames_budget,
                     rx_keep_refused, tx_stalls, tx_chained, csum_odd_chains, checksum_offload, tso, tso_frames,
-                    tso_segments, tso_cut_here, csum_offloaded, csum_verified, arp_requests_in, arp_replies_out,
+                    tso_segments, tso_cut_here, lro, rx_lro, large_segments_in, rx_chained, rx_chain_buffers,
+                    csum_offloaded, csum_verified, arp_requests_in, arp_replies_out,
                     arp_requests_out, icmp_echo_replies, resets_out, dropped_malformed, dropped_not_ours,
                     dropped_unresolved, dropped_overload, tcp_half_open, syncookies_sent, syncookies_accepted,
                     syncookies_refused, tcp, impair, rss, rx_steered, rx_steer_dropped, per_queue)

@@ -268,6 +268,9 @@ struct PortConfig {
   // whose PMD cuts in software at a higher cost than lnetr's own cutting
   // (docs/performance.md).
   Field<bool> tso{true};
+  // Let the device join received segments into units of up to 64 KiB
+  // (large receive offload) where it can; false: one frame per segment.
+  Field<bool> lro{true};
   ImpairConfig impair;
 };
 

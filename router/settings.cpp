@@ -228,6 +228,9 @@ const Setting kSettings[] = {
     LNETR_FLAG(port, PortConfig, tso, start, dataplane,
                "large sends leave as frames the device cuts into segments where it has TCP segmentation offload; "
                "default 1 where the device cuts in hardware, 0 on net_tap"),
+    LNETR_FLAG(port, PortConfig, lro, start, dataplane,
+               "received segments of a connection arrive joined into units of up to 64 KiB where the device has "
+               "large receive offload, their payload kept where it arrived"),
     LNETR_CUSTOM(port, "impair", "", "", start, dataplane, "tests only: seeded damage to received frames (below)"),
 
     // ---- dataplane.ports[].impair ----

@@ -41,6 +41,8 @@ struct DpdkCounters {
   std::uint64_t rx_frames = 0, tx_frames = 0, tx_dropped = 0;
   std::uint64_t bytes_copied = 0;  // by the stack, the port and the transport
   std::uint64_t retransmits = 0;
+  std::uint64_t tso_frames = 0, tso_segments = 0;  // frames sent for the device to cut, and their segments
+  std::uint64_t rx_lro = 0;                        // frames received joined from several segments
 };
 
 class DpdkLink {

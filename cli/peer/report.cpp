@@ -272,6 +272,9 @@ void stats_yaml(Yaml& y, const Endpoint& ep) {
     y.kv("tx_dropped", d->tx_dropped);
     y.kv("bytes_copied", d->bytes_copied);
     y.kv("retransmits", d->retransmits);
+    y.kv("tso_frames", d->tso_frames);
+    y.kv("tso_segments", d->tso_segments);
+    y.kv("rx_lro", d->rx_lro);
     y.end();
   }
   gateways_yaml(y, ep);

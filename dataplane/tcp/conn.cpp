@@ -428,7 +428,7 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> Conn::next_hole() const n
 
 // RFC 9293 §3.10.7.4's acceptability test against the window we advertise.
 bool Conn::acceptable(const TcpHeader& seg) const {
-  const std::uint32_t len = static_cast<std::uint32_t>(seg.payload.size()) + ((seg.flags & tcp_flag::syn) ? 1 : 0) +
+  const std::uint32_t len = static_cast<std::uint32_t>(seg.payload_size()) + ((seg.flags & tcp_flag::syn) ? 1 : 0) +
                             ((seg.flags & tcp_flag::fin) ? 1 : 0);
   const std::uint32_t wnd = static_cast<std::uint32_t>(advertised_window()) << rcv_wscale_;
   auto in_window = [&](std::uint32_t s) { return seq_le(rcv_nxt_, s) && seq_lt(s, rcv_nxt_ + wnd); };
@@ -503,8 +503,8 @@ void Conn::input(const TcpHeader& seg, Time now) {
   if (!acceptable(seg)) {
     ++stats_.duplicates;
     // Wholly below what we have: a D-SACK reports it (RFC 2883).
-    if (!rst && !syn && !seg.payload.empty() && seq_le(seg.seq + static_cast<std::uint32_t>(seg.payload.size()), rcv_nxt_))
-      dsack_ = SackBlock{seg.seq, seg.seq + static_cast<std::uint32_t>(seg.payload.size())};
+    if (!rst && !syn && seg.payload_size() != 0 && seq_le(seg.seq + static_cast<std::uint32_t>(seg.payload_size()), rcv_nxt_))
+      dsack_ = SackBlock{seg.seq, seg.seq + static_cast<std::uint32_t>(seg.payload_size())};
     if (!rst) {
       // A closed window still takes the ACK and window of a segment that
       // starts where we expect (RFC 9293 §3.10.7.4).
@@ -570,12 +570,12 @@ void Conn::input(const TcpHeader& seg, Time now) {
   }
 
   const bool takes_data = state_ == State::established || state_ == State::fin_wait_1 || state_ == State::fin_wait_2;
-  if (takes_data && !seg.payload.empty()) process_data(seg, now);
+  if (takes_data && seg.payload_size() != 0) process_data(seg, now);
 
   // FIN, once everything before it has arrived (one that arrives early is
   // sent again by the peer).
   if ((seg.flags & tcp_flag::fin) && !fin_received_ &&
-      seg.seq + static_cast<std::uint32_t>(seg.payload.size()) == rcv_nxt_) {
+      seg.seq + static_cast<std::uint32_t>(seg.payload_size()) == rcv_nxt_) {
     fin_received_ = true;
     ++rcv_nxt_;
     // The new state first: the owner may close() from on_peer_closed().
@@ -592,7 +592,13 @@ void Conn::input(const TcpHeader& seg, Time now) {
     upper_.on_peer_closed();
     if (state_ == State::closed) return;
   }
+  if (!out_.defer()) push(now);
+}
+
+void Conn::flush(Time now) {
+  if (state_ == State::closed) return;
   push(now);
+  if (unacked_segments_ >= 2) send_ack(now);  // (unless the data just sent carried it)
 }
 
 bool Conn::process_ack(const TcpHeader& seg, Time now) {
@@ -683,7 +689,7 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
   }
   // A duplicate ACK: nothing new acknowledged, and no data, same window, or
   // (with SACK) news of more bytes held above a hole (RFC 6675 §2).
-  const bool plain_dup = seg.payload.empty() && !window_moved && !(seg.flags & tcp_flag::fin);
+  const bool plain_dup = seg.payload_size() == 0 && !window_moved && !(seg.flags & tcp_flag::fin);
   if (a == snd_una_ && flight() > 0 && (plain_dup || sack_news)) {
     ++dupacks_;
     const bool sack_lost = sack_ok_ && (tail_lost || sacked_bytes() >= 3u * snd_mss_);
@@ -697,17 +703,19 @@ bool Conn::process_ack(const TcpHeader& seg, Time now) {
 }
 
 void Conn::process_data(const TcpHeader& seg, Time now) {
-  ByteSpan bytes = seg.payload;
+  // The payload may lie in several pieces (a chained frame: TcpHeader::more),
+  // each handed on or held with its own frame.
+  const std::size_t size = seg.payload_size();
+  std::size_t skip = 0;
   std::uint32_t seq = seg.seq;
   if (seq_lt(seq, rcv_nxt_)) {  // starts with bytes we have
-    const std::uint32_t skip = rcv_nxt_ - seq;
-    if (skip >= bytes.size()) {
+    skip = rcv_nxt_ - seq;
+    if (skip >= size) {
       ++stats_.duplicates;
-      if (!bytes.empty()) dsack_ = SackBlock{seq, seq + static_cast<std::uint32_t>(bytes.size())};
+      dsack_ = SackBlock{seq, seq + static_cast<std::uint32_t>(size)};
       send_ack(now);
       return;
     }
-    bytes = bytes.subspan(skip);
     seq = rcv_nxt_;
   }
   // Nothing beyond the window we advertised is taken.
@@ -716,17 +724,22 @@ void Conn::process_data(const TcpHeader& seg, Time now) {
     send_ack(now);
     return;
   }
-  if (seq_gt(seq + static_cast<std::uint32_t>(bytes.size()), edge)) bytes = bytes.first(edge - seq);
+  const std::size_t take = std::min<std::size_t>(size - skip, edge - seq);
   if (seq == rcv_nxt_) {
     const bool had_holes = !held_.empty();
-    upper_.on_data(bytes, seg.frame);
-    stats_.bytes_in += bytes.size();
-    rcv_nxt_ += static_cast<std::uint32_t>(bytes.size());
+    seg.for_each_piece(skip, take, [&](ByteSpan bytes, void* frame) { upper_.on_data(bytes, frame); });
+    stats_.bytes_in += take;
+    rcv_nxt_ += static_cast<std::uint32_t>(take);
     deliver_held();
     // ACK every second full segment, or after delayed_ack; at once when
-    // this filled a hole (RFC 5681 §4.2).
-    if (had_holes || ++unacked_segments_ >= 2) {
+    // this filled a hole (RFC 5681 §4.2).  A unit a device joined from
+    // several segments (LRO) counts as the segments it holds, so it is
+    // answered at once, as Linux answers a GRO unit.
+    unacked_segments_ += static_cast<unsigned>(std::max<std::size_t>(1, take / cfg_.mss));
+    if (had_holes) {
       send_ack(now);
+    } else if (unacked_segments_ >= 2) {
+      if (!out_.defer()) send_ack(now);  // else at the burst's end, once for all its segments
     } else if (!ack_at_) {
       ack_at_ = now + cfg_.delayed_ack;
     }
@@ -735,7 +748,11 @@ void Conn::process_data(const TcpHeader& seg, Time now) {
   // Beyond rcv_nxt_: held (copied) until the hole fills; a duplicate ACK
   // with SACK blocks at once.
   ++stats_.out_of_order;
-  hold(seq, bytes, seg.frame);
+  seg.for_each_piece(skip, take, [&](ByteSpan bytes, void* frame) {
+    hold(seq, bytes, frame);
+    seq += static_cast<std::uint32_t>(bytes.size());
+  });
+  last_held_ = seg.seq + static_cast<std::uint32_t>(skip);
   send_ack(now);
 }
 
@@ -958,7 +975,7 @@ void Conn::tick(Time now) {
 void Conn::ack_invalid(const TcpHeader& seg, Time now) {
   // (As Linux: a segment that takes sequence space, data or a FIN, is not
   // part of an ACK loop.)
-  const bool data = (!seg.payload.empty() || (seg.flags & tcp_flag::fin)) && !(seg.flags & tcp_flag::syn);
+  const bool data = (seg.payload_size() != 0 || (seg.flags & tcp_flag::fin)) && !(seg.flags & tcp_flag::syn);
   if (!data && last_invalid_ack_ && now - *last_invalid_ack_ < cfg_.invalid_ratelimit) {
     ++stats_.invalid_acks_limited;
     return;

@@ -147,6 +147,12 @@ class Output {
   virtual ~Output() = default;
   // Send this segment (header without checksum; payload valid until return).
   virtual void transmit(const Endpoints& ep, const TcpHeader& h, const Payload& payload) = 0;
+  // Whether what a received segment lets the connection send (new data
+  // the ACK made room for, an ACK owed for two segments) may wait for the
+  // end of the burst of received frames it came in, when Conn::flush() is
+  // called: a burst's ACKs then release one transmit, which a device with
+  // segmentation offload takes whole, and its data segments draw one ACK.
+  virtual bool defer() { return false; }
 };
 
 // Its owner.
@@ -198,6 +204,9 @@ class Conn {
   // as full segments at push_queued() (one write of a gather list).
   std::size_t queue_only(ByteSpan data, bool lend, void* dev) { return queue(data, lend, Time{}, dev, false); }
   void push_queued(Time now) { push(now); }
+  // What input() left for the end of the burst (Output::defer): the data
+  // the window lets go, and the ACK owed.
+  void flush(Time now);
   // Copy lent bytes still queued into the connection's own storage (their
   // owner wants the memory back); the bytes copied.
   std::size_t own_sent() { return sndq_.own_all(); }

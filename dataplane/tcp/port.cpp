@@ -181,14 +181,28 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
 
   rte_eth_conf conf{};
   conf.rxmode.mtu = device_mtu;
-  // Checksums: the device's, where it has them (software otherwise).
+  // Checksums: the device's, where it has them (software otherwise).  The
+  // stack checks a received IPv4 header's checksum itself (20 bytes): what
+  // counts is the TCP checksum (virtio devices verify TCP's alone).
   constexpr std::uint64_t kTxCsum = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
   constexpr std::uint64_t kRxCsum = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
   conf.txmode.offloads = info.tx_offload_capa & kTxCsum;
-  if ((info.rx_offload_capa & kRxCsum) == kRxCsum) conf.rxmode.offloads = kRxCsum;
+  if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_TCP_CKSUM) conf.rxmode.offloads = info.rx_offload_capa & kRxCsum;
   p->tx_offloads_.tx_ipv4 = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
   p->tx_offloads_.tx_tcp = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) != 0;
   p->rx_checksum_ = conf.rxmode.offloads != 0;
+  // Large receive offload: where the device joins a connection's in-order
+  // segments into one frame of up to 64 KiB (a NIC's LRO, a virtio device's
+  // guest TSO), the stack takes each such unit once, its payload left in
+  // the chain of buffers it arrived in (Stack::receive_chain).  It needs the
+  // device's TCP checksum: a unit's checksum field is not the unit's.
+  if (p->rx_checksum_ && (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_TCP_LRO) && cfg.lro.value_or(true)) {
+    conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_TCP_LRO;
+    // (The most the device says it joins; one that says nothing, virtio,
+    // must be given 0, which ethdev takes as its frame size.)
+    conf.rxmode.max_lro_pkt_size = info.max_lro_pkt_size;
+    p->lro_ = true;
+  }
   if (cfg.zero_copy && !memif_zc && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
     // Chained frames: at most what the device takes per MTU-sized frame
     // (0: it does not say), and a pool of data-less mbufs to attach to
@@ -211,11 +225,17 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
   // at most the MTU counting the Ethernet header; a NIC cuts IP packets of
   // the MTU.  A device that gives no limit on a frame's segments gets
   // frames of up to 64.
+  // The IPv4 header's checksum is filled in here where the device does not
+  // (virtio devices: they cut TCP alone).  net_vhost does not list TSO, but
+  // the vhost library hands a frame marked for segmentation to the virtio
+  // side whole, as a unit for its large receive (which that side takes
+  // only if it negotiated it, VIRTIO_NET_F_GUEST_TSO4): only when asked.
   constexpr std::uint64_t kTso = RTE_ETH_TX_OFFLOAD_TCP_TSO;
   const bool tap = name.rfind("net_tap", 0) == 0;
-  if (cfg.tso.value_or(!tap) && p->max_segments_ > 1 && p->tx_offloads_.tx_ipv4 && p->tx_offloads_.tx_tcp &&
-      (info.tx_offload_capa & kTso)) {
-    conf.txmode.offloads |= kTso;
+  const bool vhost = name.rfind("net_vhost", 0) == 0;
+  const bool tso_capable = (info.tx_offload_capa & kTso) || (vhost && cfg.tso.value_or(false));
+  if (cfg.tso.value_or(!tap) && p->max_segments_ > 1 && p->tx_offloads_.tx_tcp && tso_capable) {
+    if (info.tx_offload_capa & kTso) conf.txmode.offloads |= kTso;
     p->tx_offloads_.tso_frame = static_cast<std::uint16_t>(cfg.mtu + (tap ? 0 : 14 + (cfg.vlan ? 4 : 0)));
     p->tx_offloads_.tso_segments = info.tx_desc_lim.nb_seg_max ? std::min<std::uint16_t>(info.tx_desc_lim.nb_seg_max, 255) : 64;
     const std::uint16_t per_segment = info.tx_desc_lim.nb_mtu_seg_max;  // descriptors, the header's among them
@@ -275,6 +295,11 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
   rte_ether_addr mac{};
   if (int rc = rte_eth_macaddr_get(pid, &mac); rc != 0) return fail("cannot read its MAC address", rc);
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), p->mac_.begin());
+  const Offloads& o = p->tx_offloads_;
+  log_info("port %s: checksums by the device: IPv4 %s, TCP %s on send, %s on receive; chained frames of up to %u "
+           "segments; TSO %s (frames of %u bytes, %u segments at most); LRO %s",
+           cfg.name.c_str(), o.tx_ipv4 ? "yes" : "no", o.tx_tcp ? "yes" : "no", p->rx_checksum_ ? "yes" : "no",
+           p->max_segments_, o.tso_frame ? "on" : "off", o.tso_frame, o.tso_segments, p->lro_ ? "on" : "off");
   return p;
 }
 
@@ -328,10 +353,14 @@ void PortQueue::deliver(rte_mbuf* m, Stack& stack, Time now) {
     rte_pktmbuf_free(m);
     return;
   }
-  // Both checksums verified good by the device: the stack need not sum the frame.
-  constexpr std::uint64_t kGood = RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD;
-  const bool verified = port_.rx_checksum() &&
-                        (m->ol_flags & (RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK)) == kGood;
+  // The TCP checksum verified by the device, or the data vouched for where
+  // the field is not final (L4_CKSUM_NONE: a virtio peer's offloaded sum, a
+  // large-receive unit): the stack need not sum the frame.  (The IPv4
+  // header's the stack checks itself.)
+  const std::uint64_t l4 = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+  const bool verified =
+      port_.rx_checksum() && (l4 == RTE_MBUF_F_RX_L4_CKSUM_GOOD || l4 == RTE_MBUF_F_RX_L4_CKSUM_NONE);
+  if (m->ol_flags & RTE_MBUF_F_RX_LRO) ++stats_.rx_lro;
   if (m->nb_segs == 1) {
     const ByteSpan frame(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m));
     if (port_.frames_budget() == 0) {
@@ -343,8 +372,29 @@ void PortQueue::deliver(rte_mbuf* m, Stack& stack, Time now) {
       ref->release_frame();
       return;
     }
-  } else {  // a chained frame (jumbo on some devices): the stack wants it whole
+  } else if (port_.frames_budget() > 0) {
+    // A chained frame (a large-receive unit, jumbo on some devices): each
+    // buffer taken out of the chain and handed over where it lies, with a
+    // reference of its own, so that each is freed when its last user lets go.
+    ++stats_.rx_chained;
+    chain_.clear();
+    for (rte_mbuf* s = m; s != nullptr;) {
+      rte_mbuf* next = s->next;
+      s->next = nullptr;
+      s->nb_segs = 1;
+      s->pkt_len = s->data_len;
+      auto* ref = static_cast<BufferRef*>(rte_mbuf_to_priv(s));
+      ref->reset_frame(s);
+      chain_.push_back(FramePiece{ByteSpan(rte_pktmbuf_mtod(s, const std::uint8_t*), rte_pktmbuf_data_len(s)),
+                                  ref->handle()});
+      s = next;
+    }
+    stack.receive_chain(chain_.data(), chain_.size(), now, verified);
+    for (const FramePiece& piece : chain_) BufferRef::of(piece.dev)->release_frame();
+    return;
+  } else {  // a chained frame, with no frame kept: the stack wants it whole
     ++stats_.rx_multiseg;
+    stats_.bytes_copied += rte_pktmbuf_pkt_len(m);
     linear_.resize(rte_pktmbuf_pkt_len(m));
     const void* p = rte_pktmbuf_read(m, 0, static_cast<std::uint32_t>(linear_.size()), linear_.data());
     if (p) stack.receive(ByteSpan(static_cast<const std::uint8_t*>(p), linear_.size()), now, verified);
@@ -423,6 +473,13 @@ void PortQueue::take(rte_mbuf* m, Stack& stack, Time now) {
 }
 
 unsigned PortQueue::poll(Stack& stack, Time now) {
+  stack.begin_burst();
+  const unsigned n = poll_burst(stack, now);
+  stack.end_burst(now);
+  return n;
+}
+
+unsigned PortQueue::poll_burst(Stack& stack, Time now) {
   while (!delayed_.empty() && delayed_.front().first <= now) {
     rte_mbuf* m = delayed_.front().second;
     delayed_.pop_front();

@@ -43,8 +43,11 @@ struct PortStats {
   std::uint64_t tx_dropped = 0;    // no mbuf, or the backlog of refused frames was full
   std::uint64_t tx_backlog = 0;    // frames the device refused, waiting (a gauge)
   std::uint64_t tx_stalls = 0;     // backlogs dropped after the device took nothing for 5 s
-  std::uint64_t rx_multiseg = 0;   // chained frames, linearised (copied)
-  std::uint64_t bytes_copied = 0;  // frame bytes copied into mbufs by send() (not built in place)
+  std::uint64_t rx_multiseg = 0;   // chained frames, linearised (copied): no frame may be kept
+  std::uint64_t rx_chained = 0;    // chained frames handed to the stack where they lie
+  std::uint64_t rx_lro = 0;        // frames the device joined from several segments (large receive offload)
+  std::uint64_t bytes_copied = 0;  // frame bytes copied into mbufs by send() (not built in place), or out of
+                                   // chained frames received (rx_multiseg)
   std::uint64_t tx_chained = 0;    // frames sent as a chain of segments
   std::uint64_t rx_frames_kept = 0;  // received frames kept for payloads received by reference
   std::uint64_t rx_frames_held = 0;  // ... held now (a gauge, at most frames_budget())
@@ -81,6 +84,8 @@ class EthPort {
   // checksums filled in on transmit, and verified on receive.
   const Offloads& tx_offloads() const noexcept { return tx_offloads_; }
   bool rx_checksum() const noexcept { return rx_checksum_; }
+  // Whether the device joins received segments into larger frames (LRO).
+  bool lro() const noexcept { return lro_; }
   // Whether frames are sent chained from router buffers (the device takes
   // multi-segment frames and the port's zero_copy is on), and the most
   // segments a frame may have (1: none chained).
@@ -122,6 +127,7 @@ class EthPort {
   bool started_ = false;
   Offloads tx_offloads_;
   bool rx_checksum_ = false;
+  bool lro_ = false;
   std::uint16_t max_segments_ = 1;
   rte_mempool* attach_pool_ = nullptr;
   std::uint32_t frames_budget_ = 0;
@@ -143,6 +149,11 @@ class PortQueue final : public Port, public lnd::FrameRefs {
   // Receive a burst and give each frame to `stack` (through the impairment
   // stage if configured).  Returns the frames received.
   unsigned poll(Stack& stack, Time now);
+
+ private:
+  unsigned poll_burst(Stack& stack, Time now);  // poll()'s frames, inside the stack's burst
+
+ public:
   // Port: copy the frame into an mbuf for the next flush().
   void send(ByteSpan frame) override;
   // Port: an mbuf's data to build a frame in, sent by send_built().
@@ -192,6 +203,7 @@ class PortQueue final : public Port, public lnd::FrameRefs {
   std::uint32_t held_frames_ = 0;  // kept by retain()
   bool cleanup_ = true;  // the device frees sent frames on request (tx_done_cleanup)
   std::vector<std::uint8_t> linear_;  // a chained frame, linearised
+  std::vector<FramePiece> chain_;     // a chained frame's buffers, handed over in place
 
   // Impairment.
   std::mt19937_64 rng_;

@@ -36,6 +36,8 @@ struct PortConfig {
   // Segmentation offload: on, off, or (unset) on where the device cuts
   // segments in hardware.
   std::optional<bool> tso;
+  // Large receive offload: on (unset) where the device has it; false: off.
+  std::optional<bool> lro;
   Impairment impair;
 };
 

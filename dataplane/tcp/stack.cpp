@@ -9,10 +9,32 @@ struct Stack::Entry final : Output {
   Stack* stack = nullptr;
   std::unique_ptr<Conn> conn;
   bool half_open = false;  // counted in half_open_ (SYN-RECEIVED)
+  bool deferred = false;   // in stack->deferred_: to be flushed at the burst's end
   void transmit(const Endpoints& ep, const TcpHeader& h, const Payload& payload) override {
     stack->transmit_tcp(ep, h, payload, stack->now_, conn->payload_mss());
   }
+  bool defer() override {
+    if (!stack->in_burst_) return false;
+    if (!deferred) {
+      deferred = true;
+      stack->deferred_.push_back(this);
+    }
+    return true;
+  }
 };
+
+void Stack::begin_burst() noexcept { in_burst_ = true; }
+
+void Stack::end_burst(Time now) {
+  in_burst_ = false;
+  now_ = now;
+  // (A flush may send, never end a connection: the list stays as it is.)
+  for (Entry* e : deferred_) {
+    e->deferred = false;
+    e->conn->flush(now);
+  }
+  deferred_.clear();
+}
 
 Stack::Stack(const StackConfig& cfg, Port& port) : cfg_(cfg), port_(port) {
   cfg_.conn.mss = static_cast<std::uint16_t>(cfg.mtu - 40);  // IPv4 and TCP headers
@@ -223,6 +245,52 @@ void Stack::receive(ByteSpan frame, Time now, bool verified, void* dev) {
   }
 }
 
+void Stack::receive_chain(const FramePiece* pieces, std::size_t count, Time now, bool verified) {
+  if (count == 0) return;
+  if (count == 1) return receive(pieces[0].bytes, now, verified, pieces[0].dev);
+  std::size_t whole = 0;
+  for (std::size_t i = 0; i < count; ++i) whole += pieces[i].bytes.size();
+  const ByteSpan head = pieces[0].bytes;
+  auto copied = [&] {  // received as one frame, copied
+    ++stats_.chains_copied;
+    stats_.chain_bytes_copied += whole;
+    linear_.clear();
+    for (std::size_t i = 0; i < count; ++i) linear_.insert(linear_.end(), pieces[i].bytes.begin(), pieces[i].bytes.end());
+    receive(linear_, now, verified);
+  };
+  auto eth = decode_ethernet(head);
+  if (!verified || !eth || eth->type != kEtherIpv4 || eth->dst != cfg_.mac) return copied();
+  const std::size_t eh = eth->header_size();
+  auto ip = decode_ipv4_head(head.subspan(eh), whole - eh);
+  if (!ip || ip->dst != cfg_.ip || ip->protocol != kProtoTcp) return copied();
+  // (decode_tcp would take the first piece's end for the segment's: the
+  // header must lie within it)
+  if (ip->payload.size() < kTcpMinHeader || std::size_t{(ip->payload[12] >> 4) * 4u} > ip->payload.size())
+    return copied();
+  auto seg = decode_tcp(ip->payload);
+  if (!seg) return copied();
+  now_ = now;
+  ++stats_.frames_in;
+  ++stats_.csum_verified;
+  ++stats_.chains_in;
+  stats_.chain_pieces += count;
+  // The payload's later pieces, up to the IPv4 packet's end (what follows
+  // is the Ethernet frame's padding).
+  std::size_t rest = ip->total_length - ip->header_size - ip->payload.size();
+  chain_.clear();
+  for (std::size_t i = 1; i < count && rest > 0; ++i) {
+    const std::size_t k = std::min(rest, pieces[i].bytes.size());
+    chain_.push_back(FramePiece{pieces[i].bytes.first(k), pieces[i].dev});
+    rest -= k;
+  }
+  seg->frame = pieces[0].dev;
+  seg->more = chain_.data();
+  seg->more_count = chain_.size();
+  frame_src_ = eth->src;
+  on_tcp(*ip, *seg, now);
+  frame_src_.reset();
+}
+
 // ---- ARP ------------------------------------------------------------------------------
 
 void Stack::on_arp(const Arp& a, Time now) {
@@ -307,6 +375,7 @@ void Stack::on_ipv4(const Ipv4& ip, Time now, bool verified, void* dev) {
 }
 
 void Stack::on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now) {
+  if (seg.payload_size() + kIpv4MinHeader + kTcpMinHeader > cfg_.mtu) ++stats_.large_segments_in;
   const bool syn_only = (seg.flags & (tcp_flag::syn | tcp_flag::ack | tcp_flag::rst)) == tcp_flag::syn;
   auto it = conns_.find({ip.src, seg.src_port, seg.dst_port});
   if (it != conns_.end()) {
@@ -380,7 +449,7 @@ void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
     r.flags = tcp_flag::rst;
   } else {
     r.seq = 0;
-    r.ack = seg.seq + static_cast<std::uint32_t>(seg.payload.size()) + ((seg.flags & tcp_flag::syn) ? 1 : 0) +
+    r.ack = seg.seq + static_cast<std::uint32_t>(seg.payload_size()) + ((seg.flags & tcp_flag::syn) ? 1 : 0) +
             ((seg.flags & tcp_flag::fin) ? 1 : 0);
     r.flags = tcp_flag::rst | tcp_flag::ack;
   }
@@ -455,14 +524,28 @@ std::size_t Stack::tso_extent(const Payload& payload, std::size_t seg, std::size
   // Pieces as far as the chain may go: no more than the device takes, in
   // all and within each segment it cuts (`window`: the segment the piece
   // starts in, `in_window` the pieces in it); none at an odd offset
-  // (devices sum a chained frame segment by segment); no copied piece
-  // larger than a buffer (a segment's bytes).
+  // (devices sum a chained frame segment by segment).  A copied piece goes
+  // into as many buffers as it takes (each holds a segment's bytes at
+  // least), which a device that limits the pieces of each segment it cuts
+  // may not take: there, no copied piece larger than a segment.
   std::size_t pieces = 0, at = 0, window = 0, in_window = 0;
   bool stop = false;
   payload.for_each_piece([&](ByteSpan piece, void* dev) {
     if (stop) return;
     if (at / seg != window) window = at / seg, in_window = 0;
     ++in_window;
+    if (!dev && piece.size() > seg && off.tso_segment_pieces == 0) {
+      // The buffers of what the frame takes of it (up to the limit), as
+      // many as the device's count leaves (then the frame ends in it).
+      const std::size_t room = off.tso_segments > pieces + 1 ? off.tso_segments - pieces - 1 : 0;
+      const std::size_t k = std::min({piece.size(), limit > at ? limit - at : 0, room * seg});
+      stop = k == 0 || at % 2 != 0;
+      if (stop) return;
+      pieces += (k + seg - 1) / seg;
+      at += k;
+      stop = k < piece.size();
+      return;
+    }
     stop = at >= limit || ++pieces + 1 > off.tso_segments || at % 2 != 0 || (!dev && piece.size() > seg) ||
            (off.tso_segment_pieces > 0 && in_window > off.tso_segment_pieces);
     if (stop) return;
@@ -659,6 +742,7 @@ void Stack::tick(Time now) {
 
 void Stack::forget(decltype(conns_)::iterator it) {
   if (it->second->half_open) --half_open_;
+  if (it->second->deferred) std::erase(deferred_, it->second.get());
   ended_ += it->second->conn->stats();
   conns_.erase(it);
 }

@@ -130,6 +130,11 @@ struct StackStats {
   std::uint64_t tso_frames = 0;          // frames sent for the device to cut into segments (TSO)
   std::uint64_t tso_segments = 0;        // ... the segments they were cut into
   std::uint64_t tso_cut_here = 0;        // segments of a transmit the device could not take whole, cut here
+  std::uint64_t chains_in = 0;           // frames received in a chain of buffers, payload left in place
+  std::uint64_t chain_pieces = 0;        // ... the buffers they came in
+  std::uint64_t chains_copied = 0;       // chained frames copied into one buffer (receive_chain)
+  std::uint64_t chain_bytes_copied = 0;  // ... their bytes
+  std::uint64_t large_segments_in = 0;   // TCP segments received with more than one MSS of payload (LRO units)
 };
 
 class Stack {
@@ -155,6 +160,20 @@ class Stack {
   // `dev`: the frame's device reference (a DPDK port's received mbuf), for
   // connections whose owner keeps payload where it arrived (TcpHeader::frame).
   void receive(ByteSpan frame, Time now, bool verified = false, void* dev = nullptr);
+  // A frame in a chain of buffers (a device's large-receive unit, a jumbo
+  // frame over several buffers): its Ethernet, IPv4 and TCP headers in the
+  // first piece and its payload in all of them, each left where it lies
+  // with its own device reference.  A chain that is not so (headers split
+  // across buffers, not TCP to us, checksums not verified by the device)
+  // is copied into one buffer and received as one (chains_copied).
+  void receive_chain(const FramePiece* pieces, std::size_t count, Time now, bool verified);
+  // A burst of received frames (a port queue's poll): between the two,
+  // what each frame lets a connection send waits for end_burst(), so that
+  // the burst's ACKs release one transmit per connection and its data
+  // segments draw one ACK (the effect of a receiver's GRO, as Linux's
+  // stretch ACKs, without joining the segments).
+  void begin_burst() noexcept;
+  void end_burst(Time now);
   void tick(Time now);
 
   const StackStats& stats() const noexcept { return stats_; }
@@ -228,6 +247,10 @@ class Stack {
   std::uint16_t ip_id_ = 1;
   std::uint16_t next_port_ = 1023;  // socklnd connects from privileged ports, downwards
   std::vector<std::uint8_t> frame_;  // scratch for building frames
+  std::vector<std::uint8_t> linear_;  // a chained frame copied whole (receive_chain)
+  std::vector<FramePiece> chain_;      // the later pieces of the chained frame being received
+  bool in_burst_ = false;
+  std::vector<Entry*> deferred_;       // connections with sending left for end_burst()
 };
 
 }  // namespace lnetr::tcp

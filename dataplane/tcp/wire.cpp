@@ -150,14 +150,17 @@ std::size_t encode_arp(const Arp& a, MutableByteSpan out) noexcept {
 
 // ---- IPv4 -----------------------------------------------------------------------------
 
-PacketResult<Ipv4> decode_ipv4(ByteSpan p) noexcept {
-  if (p.size() < kIpv4MinHeader) return fail(PacketError::truncated);
+PacketResult<Ipv4> decode_ipv4(ByteSpan p) noexcept { return decode_ipv4_head(p, p.size()); }
+
+PacketResult<Ipv4> decode_ipv4_head(ByteSpan p, std::size_t whole) noexcept {
+  if (p.size() < kIpv4MinHeader || whole < p.size()) return fail(PacketError::truncated);
   if ((p[0] >> 4) != 4) return fail(PacketError::not_ipv4);
   Ipv4 h;
   h.header_size = static_cast<std::uint8_t>((p[0] & 0x0f) * 4);
   h.tos = p[1];
   h.total_length = load_be<std::uint16_t>(p.data() + 2);
-  if (h.header_size < kIpv4MinHeader || h.total_length < h.header_size || h.total_length > p.size())
+  if (h.header_size < kIpv4MinHeader || h.total_length < h.header_size || h.total_length > whole ||
+      h.header_size > p.size())
     return fail(PacketError::bad_ip_header);
   if (checksum(p.first(h.header_size)) != 0) return fail(PacketError::bad_ip_checksum);
   h.id = load_be<std::uint16_t>(p.data() + 4);
@@ -168,7 +171,7 @@ PacketResult<Ipv4> decode_ipv4(ByteSpan p) noexcept {
   h.protocol = p[9];
   h.src = load_be<std::uint32_t>(p.data() + 12);
   h.dst = load_be<std::uint32_t>(p.data() + 16);
-  h.payload = p.subspan(h.header_size, h.total_length - h.header_size);
+  h.payload = p.subspan(h.header_size, std::min<std::size_t>(h.total_length, p.size()) - h.header_size);
   return h;
 }
 

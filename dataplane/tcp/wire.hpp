@@ -10,6 +10,7 @@
 // on the captures of ../shared/vectors).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -130,6 +131,11 @@ struct Ipv4 {
 // (Ethernet padding) are ignored.  The header checksum is checked; a
 // fragment is refused.
 PacketResult<Ipv4> decode_ipv4(ByteSpan packet) noexcept;
+// The same for a packet of `whole` bytes (from the header on) of which
+// `head` is the first part (a frame in a chain of buffers): total_length is
+// checked against `whole`, and `payload` holds only what follows the
+// header within `head`.
+PacketResult<Ipv4> decode_ipv4_head(ByteSpan head, std::size_t whole) noexcept;
 // Writes a 20-byte header (no options) with its checksum; total_length as
 // given.  0 if `out` is too small.
 std::size_t encode_ipv4(const Ipv4& h, MutableByteSpan out) noexcept;
@@ -184,6 +190,13 @@ struct TcpOptions {
   friend bool operator==(const TcpOptions&, const TcpOptions&) = default;
 };
 
+// A part of a received frame in its own buffer, and that buffer's device
+// reference (a DPDK mbuf's, as Stack::receive's `dev`).
+struct FramePiece {
+  ByteSpan bytes;
+  void* dev = nullptr;
+};
+
 struct TcpHeader {
   std::uint16_t src_port = 0;
   std::uint16_t dst_port = 0;
@@ -199,6 +212,35 @@ struct TcpHeader {
   // Received: the device reference of the frame the payload lies in, if
   // the port gave one (Stack::receive); not on the wire.
   void* frame = nullptr;
+  // Received in a chain of buffers (a large receive offload's unit, a
+  // jumbo frame): the payload goes on in these pieces, each with its own
+  // device reference; not on the wire.
+  const FramePiece* more = nullptr;
+  std::size_t more_count = 0;
+  // The payload's length, every piece counted.
+  std::size_t payload_size() const noexcept {
+    std::size_t n = payload.size();
+    for (std::size_t i = 0; i < more_count; ++i) n += more[i].bytes.size();
+    return n;
+  }
+  // Calls f(bytes, frame) for each piece of the payload in order, from
+  // byte `from` on, `len` bytes in all (empty pieces skipped).
+  template <typename F>
+  void for_each_piece(std::size_t from, std::size_t len, F&& f) const {
+    auto one = [&](ByteSpan b, void* dev) {
+      if (len == 0) return;
+      if (from >= b.size()) {
+        from -= b.size();
+        return;
+      }
+      const std::size_t k = std::min(len, b.size() - from);
+      f(b.subspan(from, k), dev);
+      from = 0;
+      len -= k;
+    };
+    one(payload, frame);
+    for (std::size_t i = 0; i < more_count && len > 0; ++i) one(more[i].bytes, more[i].dev);
+  }
 };
 
 // `segment` is the IP payload.  Options are parsed strictly: unknown kinds

@@ -6,6 +6,10 @@ their /proc) and the release build.
 
     lnetr_MTU   A (lnetr-peer, memif) == lnetr-dataplane, one worker == B (memif)
     wire_MTU    A (lnetr-peer, memif) == dpdk-testpmd io-forwarding == B (memif)
+    virtio_MTU  A (lnetr-peer, vhost) == lnetr-dataplane on net_virtio_user
+                ports with TSO, LRO and checksum offload == B (vhost): a
+                NIC's stand-in (the copies are the vhost side's, in the peers)
+    virtioplain_MTU  the same with tso: 0 and lro: 0, a frame per segment
     cpt2_apart     two pairs of peers, a router for each with one worker
                    (cores 0 and 1, poll: busy), both loaded at once
     cpt2_together  the same pairs through one router with two workers
@@ -62,8 +66,13 @@ from lnetr_test import Host, Processes, parse_yaml, peer_binary, run_together  #
 from lnetr_router import brw, status_delta  # noqa: E402
 from router_bench import cpu_model, say  # noqa: E402
 
-PATHS = ["lnetr_1500", "lnetr_9000", "wire_1500", "wire_9000", "cpt2_apart", "cpt2_together"]
-DEFAULT_PATHS = PATHS[:4]
+PATHS = ["lnetr_1500", "lnetr_9000", "wire_1500", "wire_9000", "cpt2_apart", "cpt2_together",
+         "virtio_1500", "virtio_9000", "virtioplain_1500", "virtioplain_9000"]
+DEFAULT_PATHS = PATHS[:4] + PATHS[6:]
+LINK = {"virtio": "virtio", "virtioplain": "virtio-plain"}  # path kind -> MemifTopology link
+# Port counters summed over the router's ports around a load (status "ports").
+PORT_KEYS = ("rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "tso_frames", "tso_segments", "rx_lro",
+             "large_segments_in", "rx_chained", "rx_chain_buffers", "csum_offloaded", "csum_verified")
 WORKER_CORE, PEER_CORE, MAIN_CORE = 1, 0, 0
 LOADS = [  # name, op, size, concurrency
     ("put0_c64", "write", 0, 64),
@@ -111,8 +120,8 @@ class Bench:
         elif path == "cpt2_apart":  # a router per pair, one worker each
             self.pairs = [(self.topology("r%d" % c, cores=(c,), main_core=MAIN_CORE, poll="busy"), 0) for c in (0, 1)]
         else:
-            t = self.topology("r", kind="router" if kind == "lnetr" else "wire", mtu=int(mtu), cores=(WORKER_CORE,),
-                              main_core=MAIN_CORE, peer_core=PEER_CORE)
+            t = self.topology("r", kind="wire" if kind == "wire" else "router", mtu=int(mtu), cores=(WORKER_CORE,),
+                              main_core=MAIN_CORE, peer_core=PEER_CORE, link=LINK.get(kind, "memif"))
             self.pairs = [(t, 0)]
         for t, k in self.pairs:
             server = self.procs.start([peer_binary(), "--nid", t.nid("b", k)] + t.peer_options("b", k) + ["server"])
@@ -146,6 +155,22 @@ class Bench:
         d = [status_delta(a, b, ("busy_cycles", "cycles", "bytes_copied")) for a, b in zip(st0, st1)]
         msgs, fwd = sum(x["messages"] for x in d), sum(x["bytes"] for x in d)
         busy, cycles, copied = (sum(x[k] for x in d) for k in ("busy_cycles", "cycles", "bytes_copied"))
+        pd = {k: sum(p1.get(k, 0) - p0.get(k, 0) for a, b in zip(st0, st1)
+                     for p0, p1 in zip(a.get("ports", []), b.get("ports", []))) for k in PORT_KEYS}
+
+        def per(a, b):
+            return pd[a] / pd[b] if pd[b] else None
+        # What the ports' offloads did: bytes per frame each way, TCP
+        # segments per frame sent (a TSO frame counts the segments the
+        # device cut it into), the share of frames received that the
+        # device joined (LRO) or whose checksum it vouched for, and of
+        # TCP segments sent whose checksum it filled in.
+        out["ports"] = dict(pd, **{
+            "bytes_per_rx_frame": per("rx_bytes", "rx_frames"), "bytes_per_tx_frame": per("tx_bytes", "tx_frames"),
+            "segments_per_tx_frame": (pd["tx_frames"] - pd["tso_frames"] + pd["tso_segments"]) / pd["tx_frames"]
+            if pd["tx_frames"] else None,
+            "lro_share": per("rx_lro", "rx_frames"), "rx_checksum_verified_share": per("csum_verified", "rx_frames"),
+            "tx_checksum_offloaded_share": per("csum_offloaded", "tx_frames")})
         out.update({
             "forwarded_messages": msgs, "forwarded_bytes": fwd, "tsc_hz": st1[0].get("tsc_hz"),
             "busy_cycles_per_message": busy / msgs if msgs else None,
@@ -173,9 +198,12 @@ class Bench:
             line = "  %-11s put0 %7.0f/s  4k w/r %6.0f/%6.0f/s  1m w/r %6.1f/%6.1f MB/s" % (
                 path, s["put0_c64"]["ops_per_s"], s["write4k_c32"]["ops_per_s"], s["read4k_c32"]["ops_per_s"],
                 s["write1m_c8"]["MB_per_s"], s["read1m_c8"]["MB_per_s"])
-            if path.startswith("lnetr"):
-                line += "  cyc/msg(0B) %5.0f  cyc/KiB(1m w) %4.0f" % (
-                    s["put0_c64"]["busy_cycles_per_message"], s["write1m_c8"]["busy_cycles_per_kib"])
+            if not path.startswith("wire"):
+                w = s["write1m_c8"]
+                line += "  cyc/msg(0B) %5.0f  cyc/KiB(1m w) %4.0f  copied/B %.3f  B/frame rx/tx %5.0f/%5.0f" % (
+                    s["put0_c64"]["busy_cycles_per_message"], w["busy_cycles_per_kib"],
+                    w["bytes_copied_per_forwarded_byte"], w["ports"]["bytes_per_rx_frame"] or 0,
+                    w["ports"]["bytes_per_tx_frame"] or 0)
             say(line)
         self.stop_current()
         return samples
@@ -206,6 +234,10 @@ def metric(load, key, unit, label):
     return (label, lambda s: s.get(load, {}).get(key), unit)
 
 
+def port_metric(load, key, unit, label):
+    return (label, lambda s: s.get(load, {}).get("ports", {}).get(key), unit)
+
+
 METRICS = [
     metric("put0_c64", "ops_per_s", "ops/s", "0 B PUT rate, c64"),
     metric("write4k_c32", "ops_per_s", "ops/s", "4 KiB write rate, c32"),
@@ -224,6 +256,12 @@ METRICS = [
     metric("write4k_c32", "bytes_copied_per_forwarded_byte", "", "bytes copied / forwarded, 4 KiB write"),
     metric("write1m_c8", "bytes_copied_per_forwarded_byte", "", "bytes copied / forwarded, 1 MiB write"),
     metric("read1m_c8", "bytes_copied_per_forwarded_byte", "", "bytes copied / forwarded, 1 MiB read"),
+    port_metric("write1m_c8", "bytes_per_rx_frame", "B", "bytes per frame received, 1 MiB write"),
+    port_metric("write1m_c8", "bytes_per_tx_frame", "B", "bytes per frame sent, 1 MiB write"),
+    port_metric("write1m_c8", "segments_per_tx_frame", "", "TCP segments per frame sent, 1 MiB write"),
+    port_metric("write1m_c8", "lro_share", "", "frames received joined by LRO, 1 MiB write"),
+    port_metric("write1m_c8", "rx_checksum_verified_share", "", "frames received, checksum verified by device"),
+    port_metric("write1m_c8", "tx_checksum_offloaded_share", "", "segments sent, checksum left to device"),
 ] + [worker_metric(load, w, key, "worker %d %s, %s" % (w, what, load))
      for load, _, _, _ in SCALING_LOADS for w in (0, 1)
      for key, what in (("busy_cycles_per_message", "busy cycles/msg"),
@@ -256,6 +294,11 @@ def summarise(rounds, paths):
                       if kind == "lnetr" and p in r and wire in r and get(r[wire])]
             if ratios:
                 row["ratio_to_wire"][p] = statistics.median(ratios)
+            plain = "virtioplain_" + mtu  # what the offloads change
+            ratios = [get(r[p]) / get(r[plain]) for r in rounds
+                      if kind == "virtio" and p in r and plain in r and get(r[plain])]
+            if ratios:
+                row.setdefault("ratio_to_plain", {})[p] = statistics.median(ratios)
             if mtu == "9000":
                 base = kind + "_1500"
                 ratios = [get(r[p]) / get(r[base]) for r in rounds if p in r and base in r and get(r[base])]
@@ -267,13 +310,13 @@ def summarise(rounds, paths):
 
 def print_table(summary, paths):
     say("\nmedians over the rounds (in brackets: median per-round ratio of lnetr to the wire of its MTU; for "
-        "cpt2_together, of the worker to the same in cpt2_apart)")
+        "cpt2_together, of the worker to the same in cpt2_apart; for virtio, to virtioplain of its MTU)")
     say("%-42s %6s" % ("", "") + "".join("%18s" % p for p in paths))
     for label, row in summary.items():
         cells = []
         for p in paths:
             v = row["median"].get(p)
-            r = row["ratio_to_wire"].get(p, row.get("ratio_to_alone", {}).get(p))
+            r = row["ratio_to_wire"].get(p, row.get("ratio_to_alone", {}).get(p, row.get("ratio_to_plain", {}).get(p)))
             text = "-" if v is None else ("%.3f" % v if v < 1 else "%.1f" % v if v < 100 else "%.0f" % v)
             cells.append("%18s" % (text + (" (%.2f)" % r if r is not None else "")))
         say("%-42s %6s" % (label, row["unit"]) + "".join(cells))

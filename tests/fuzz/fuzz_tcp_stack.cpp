@@ -1,7 +1,8 @@
 // A dataplane TCP/IP stack (listening on 988) fed arbitrary frames and
-// clock ticks: nothing crashes or reads out of bounds, every frame it sends
-// decodes as Ethernet and fits the MTU, and connections stay within
-// max_connections.
+// clock ticks, whole or as chains of buffers (a device's large-receive
+// units), a burst at a time: nothing crashes or reads out of bounds, every
+// frame it sends decodes as Ethernet and fits the MTU, and connections
+// stay within max_connections.
 #include <cstddef>
 #include <cstdint>
 
@@ -42,9 +43,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   s.listen(988, [&owner](const Endpoints&) -> Upper* { return &owner; });
   Time now = 1000s;
   // Frames: a length byte, a tick byte (its low bit: checksums verified by
-  // the device), then that many bytes (the first 12
-  // of a frame are replaced by our MAC and a peer's, so most reach IP).
+  // the device; the next: received as a chain, cut every (tick >> 2) + 1
+  // bytes; non-zero: the clock moves, and the burst ends), then that many
+  // bytes (the first 12 of a frame are replaced by our MAC and a peer's,
+  // so most reach IP).
   std::size_t i = 0;
+  s.begin_burst();
   while (i + 2 <= size) {
     const std::size_t len = data[i];
     now += std::chrono::milliseconds(data[i + 1] * 10);
@@ -66,9 +70,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (const auto ip = decode_ipv4(l3)) FUZZ_CHECK(from && *from == ip->src);
       if (l3.size() < 16) FUZZ_CHECK(!from);
     }
-    s.receive(frame, now, (data[i - n - 1] & 1) != 0);
-    s.tick(now);
+    const std::uint8_t tick = data[i - n - 1];
+    if (tick & 2) {
+      // As a chain of buffers, cut where the tick's upper bits say (every
+      // 1 to 64 bytes), each its own piece.
+      const std::size_t step = (tick >> 2) + 1u;
+      std::vector<FramePiece> pieces;
+      static int refs[256];
+      for (std::size_t at = 0; at < frame.size(); at += step)
+        pieces.push_back({ByteSpan(frame).subspan(at, std::min(step, frame.size() - at)), &refs[pieces.size() % 256]});
+      s.receive_chain(pieces.data(), pieces.size(), now, (tick & 1) != 0);
+    } else {
+      s.receive(frame, now, (tick & 1) != 0);
+    }
+    // Bursts end where the tick moved the clock.
+    if (tick != 0) {
+      s.end_burst(now);
+      s.tick(now);
+      s.begin_burst();
+    }
     FUZZ_CHECK(s.connections() <= cfg.max_connections);
   }
+  s.end_burst(now);
   return 0;
 }
