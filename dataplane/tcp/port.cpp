@@ -191,6 +191,10 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
   p->tx_offloads_.tx_ipv4 = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
   p->tx_offloads_.tx_tcp = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) != 0;
   p->rx_checksum_ = conf.rxmode.offloads != 0;
+  // net_tap sums chained frames in software, each piece as if it began at
+  // an even offset; devices that checksum in hardware or whose far side
+  // sums the whole frame (virtio) take pieces at any offset.
+  p->tx_offloads_.odd_pieces = name.rfind("net_tap", 0) != 0;
   // Large receive offload: where the device joins a connection's in-order
   // segments into one frame of up to 64 KiB (a NIC's LRO, a virtio device's
   // guest TSO), the stack takes each such unit once, its payload left in

@@ -525,28 +525,31 @@ std::size_t Stack::tso_extent(const Payload& payload, std::size_t seg, std::size
   // all and within each segment it cuts (`window`: the segment the piece
   // starts in, `in_window` the pieces in it); none at an odd offset
   // (devices sum a chained frame segment by segment).  A copied piece goes
-  // into as many buffers as it takes (each holds a segment's bytes at
-  // least), which a device that limits the pieces of each segment it cuts
-  // may not take: there, no copied piece larger than a segment.
+  // into as many buffers as it takes, each holding a segment's bytes at
+  // least, so a segment the device cuts spans two of them at most: a
+  // device that limits the pieces of each segment must take two more.
   std::size_t pieces = 0, at = 0, window = 0, in_window = 0;
   bool stop = false;
   payload.for_each_piece([&](ByteSpan piece, void* dev) {
     if (stop) return;
     if (at / seg != window) window = at / seg, in_window = 0;
     ++in_window;
-    if (!dev && piece.size() > seg && off.tso_segment_pieces == 0) {
+    if (!dev && piece.size() > seg &&
+        (off.tso_segment_pieces == 0 || in_window + 1 <= off.tso_segment_pieces)) {
       // The buffers of what the frame takes of it (up to the limit), as
       // many as the device's count leaves (then the frame ends in it).
       const std::size_t room = off.tso_segments > pieces + 1 ? off.tso_segments - pieces - 1 : 0;
       const std::size_t k = std::min({piece.size(), limit > at ? limit - at : 0, room * seg});
-      stop = k == 0 || at % 2 != 0;
+      stop = k == 0 || (at % 2 != 0 && !off.odd_pieces);
       if (stop) return;
       pieces += (k + seg - 1) / seg;
       at += k;
+      window = (at - 1) / seg, in_window = 2;  // (at most: the segment it ends in may hold two of its buffers)
       stop = k < piece.size();
       return;
     }
-    stop = at >= limit || ++pieces + 1 > off.tso_segments || at % 2 != 0 || (!dev && piece.size() > seg) ||
+    stop = at >= limit || ++pieces + 1 > off.tso_segments || (at % 2 != 0 && !off.odd_pieces) ||
+           (!dev && piece.size() > seg) ||
            (off.tso_segment_pieces > 0 && in_window > off.tso_segment_pieces);
     if (stop) return;
     at += piece.size();
@@ -596,7 +599,7 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
     // Some devices sum a chained frame segment by segment as if each began
     // at an even offset (net_tap does): one with a segment at an odd
     // offset is summed here instead.
-    if (odd && off.tx_tcp && tso_seg == 0) {  // (tso_extent keeps such pieces out of frames the device cuts)
+    if (odd && off.tx_tcp && !off.odd_pieces && tso_seg == 0) {  // (tso_extent keeps such pieces out of frames the device cuts)
       off = {};
       ++stats_.csum_odd_chains;
     }

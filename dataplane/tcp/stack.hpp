@@ -39,6 +39,10 @@ struct Offloads {
   // chain segments one cut segment's payload may span (0: any; Intel NICs
   // take 8 descriptors per segment, its header's included)
   std::uint16_t tso_segment_pieces = 0;
+  // The device sums a chained frame right whatever its pieces' offsets (a
+  // NIC's DMA, virtio); false: it sums each piece as if it began at an even
+  // offset (net_tap's software checksum), so no piece may lie at an odd one.
+  bool odd_pieces = false;
 };
 
 class Port {
