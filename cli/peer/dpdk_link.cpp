@@ -148,7 +148,8 @@ DpdkCounters DpdkLink::counters() const {
   c.rx_frames = p.rx_frames;
   c.tx_frames = p.tx_frames;
   c.tx_dropped = p.tx_dropped;
-  c.bytes_copied = p.bytes_copied + stack_->stats().bytes_copied + transport_->stats().bytes_copied;
+  c.bytes_copied = p.bytes_copied + stack_->stats().bytes_copied + stack_->stats().chain_bytes_copied +
+                   transport_->stats().bytes_copied;
   c.retransmits = stack_->conn_totals().retransmits;
   c.tso_frames = stack_->stats().tso_frames;
   c.tso_segments = stack_->stats().tso_segments;

@@ -733,9 +733,11 @@ void Conn::process_data(const TcpHeader& seg, Time now) {
     deliver_held();
     // ACK every second full segment, or after delayed_ack; at once when
     // this filled a hole (RFC 5681 §4.2).  A unit a device joined from
-    // several segments (LRO) counts as the segments it holds, so it is
-    // answered at once, as Linux answers a GRO unit.
-    unacked_segments_ += static_cast<unsigned>(std::max<std::size_t>(1, take / cfg_.mss));
+    // several segments (LRO) counts as the segments it holds (of the size
+    // the peer sends: our MSS less its timestamps), so it is answered at
+    // once, as Linux answers a GRO unit.
+    const std::size_t peer_seg = cfg_.mss - (ts_ok_ ? 12u : 0u);
+    unacked_segments_ += static_cast<unsigned>(std::max<std::size_t>(1, take / peer_seg));
     if (had_holes) {
       send_ack(now);
     } else if (unacked_segments_ >= 2) {

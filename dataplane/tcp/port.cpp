@@ -229,16 +229,21 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
   // at most the MTU counting the Ethernet header; a NIC cuts IP packets of
   // the MTU.  A device that gives no limit on a frame's segments gets
   // frames of up to 64.
-  // The IPv4 header's checksum is filled in here where the device does not
-  // (virtio devices: they cut TCP alone).  net_vhost does not list TSO, but
-  // the vhost library hands a frame marked for segmentation to the virtio
-  // side whole, as a unit for its large receive (which that side takes
-  // only if it negotiated it, VIRTIO_NET_F_GUEST_TSO4): only when asked.
+  // TSO needs the device to fill in each cut segment's IPv4 checksum,
+  // except on virtio, whose far side takes the unit whole or rebuilds the
+  // headers (the stack fills in the unit's IPv4 checksum there).
+  // net_vhost does not list TSO, but the vhost library hands a frame
+  // marked for segmentation to the virtio side whole, as a unit for its
+  // large receive (which that side takes only if it negotiated it,
+  // VIRTIO_NET_F_GUEST_TSO4): only when asked.
   constexpr std::uint64_t kTso = RTE_ETH_TX_OFFLOAD_TCP_TSO;
   const bool tap = name.rfind("net_tap", 0) == 0;
   const bool vhost = name.rfind("net_vhost", 0) == 0;
   const bool tso_capable = (info.tx_offload_capa & kTso) || (vhost && cfg.tso.value_or(false));
-  if (cfg.tso.value_or(!tap) && p->max_segments_ > 1 && p->tx_offloads_.tx_tcp && tso_capable) {
+  const std::string driver = info.driver_name ? info.driver_name : "";
+  const bool virtio = driver.rfind("net_virtio", 0) == 0 || vhost;
+  if (cfg.tso.value_or(!tap) && p->max_segments_ > 1 && p->tx_offloads_.tx_tcp &&
+      (p->tx_offloads_.tx_ipv4 || virtio) && tso_capable) {
     if (info.tx_offload_capa & kTso) conf.txmode.offloads |= kTso;
     p->tx_offloads_.tso_frame = static_cast<std::uint16_t>(cfg.mtu + (tap ? 0 : 14 + (cfg.vlan ? 4 : 0)));
     p->tx_offloads_.tso_segments = info.tx_desc_lim.nb_seg_max ? std::min<std::uint16_t>(info.tx_desc_lim.nb_seg_max, 255) : 64;

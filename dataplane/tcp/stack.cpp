@@ -534,13 +534,14 @@ std::size_t Stack::tso_extent(const Payload& payload, std::size_t seg, std::size
     if (stop) return;
     if (at / seg != window) window = at / seg, in_window = 0;
     ++in_window;
-    if (!dev && piece.size() > seg &&
+    // (Its buffers' sizes may be odd: only where pieces may lie at odd offsets.)
+    if (!dev && piece.size() > seg && off.odd_pieces &&
         (off.tso_segment_pieces == 0 || in_window + 1 <= off.tso_segment_pieces)) {
       // The buffers of what the frame takes of it (up to the limit), as
       // many as the device's count leaves (then the frame ends in it).
       const std::size_t room = off.tso_segments > pieces + 1 ? off.tso_segments - pieces - 1 : 0;
       const std::size_t k = std::min({piece.size(), limit > at ? limit - at : 0, room * seg});
-      stop = k == 0 || (at % 2 != 0 && !off.odd_pieces);
+      stop = k == 0;
       if (stop) return;
       pieces += (k + seg - 1) / seg;
       at += k;

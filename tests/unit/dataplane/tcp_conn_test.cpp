@@ -256,7 +256,9 @@ TEST(TcpConn, WithSegmentationOffloadNewDataLeavesInTransmitsOfSeveralSegments) 
   EXPECT_EQ(lens[0], 10u * 1460);  // the initial window (RFC 6928: 10 MSS, in bytes) in one transmit
   EXPECT_LE(*std::max_element(lens.begin(), lens.end()), a.tso_bytes);
   EXPECT_GT(*std::max_element(lens.begin(), lens.end()), 20u * 1448);  // as the window grew
-  EXPECT_LT(lens.size(), data.size() / 1448 / 4);
+  // (The receiver ACKs every transmit of two segments or more at once,
+  // as Linux does a GRO unit: each ACK releases a transmit of a few.)
+  EXPECT_LT(lens.size(), data.size() / 1448 / 3);
   ASSERT_FALSE(resent.empty());
   for (std::size_t n : resent) EXPECT_LE(n, 1448u);
   const auto& st = w.ends[0].conn->stats();
