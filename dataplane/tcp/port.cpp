@@ -385,7 +385,6 @@ void PortQueue::deliver(rte_mbuf* m, Stack& stack, Time now) {
     // A chained frame (a large-receive unit, jumbo on some devices): each
     // buffer taken out of the chain and handed over where it lies, with a
     // reference of its own, so that each is freed when its last user lets go.
-    ++stats_.rx_chained;
     chain_.clear();
     for (rte_mbuf* s = m; s != nullptr;) {
       rte_mbuf* next = s->next;

@@ -44,7 +44,6 @@ struct PortStats {
   std::uint64_t tx_backlog = 0;    // frames the device refused, waiting (a gauge)
   std::uint64_t tx_stalls = 0;     // backlogs dropped after the device took nothing for 5 s
   std::uint64_t rx_multiseg = 0;   // chained frames, linearised (copied): no frame may be kept
-  std::uint64_t rx_chained = 0;    // chained frames handed to the stack where they lie
   std::uint64_t rx_lro = 0;        // frames the device joined from several segments (large receive offload)
   std::uint64_t bytes_copied = 0;  // frame bytes copied into mbufs by send() (not built in place), or out of
                                    // chained frames received (rx_multiseg)
