@@ -770,7 +770,7 @@ std::string Control::status_answer() {
     status::Port& o = st.ports.emplace_back();
     tcp::PortStats ps;
     tcp::StackStats ss;
-    std::uint64_t copied = 0, conns = 0, rx_referenced = 0, half_open = 0;
+    std::uint64_t copied = 0, conns = 0, rx_referenced = 0, tx_held = 0, half_open = 0;
     tcp::Conn::Stats ts{};
     for (std::size_t w = 0; w < views.size(); ++w) {
       if (i >= views[w].lanes.size() || !views[w].lanes[i].served) continue;
@@ -782,6 +782,8 @@ std::string Control::status_answer() {
       ps.tx_stalls += l.port.tx_stalls;
       ps.rx_frames_kept += l.port.rx_frames_kept, ps.rx_frames_held += l.port.rx_frames_held;
       ps.rx_keep_refused += l.port.rx_keep_refused, rx_referenced += l.transport.bytes_referenced;
+      ps.tx_frames_held += l.port.tx_frames_held, ps.tx_hold_refused += l.port.tx_hold_refused;
+      tx_held += l.transport.bytes_held;
       ps.rx_steered_out += l.port.rx_steered_out, ps.rx_steer_dropped += l.port.rx_steer_dropped;
       ss.csum_odd_chains += l.stack.csum_odd_chains;
       ss.tso_frames += l.stack.tso_frames, ss.tso_segments += l.stack.tso_segments;
@@ -822,6 +824,7 @@ std::string Control::status_answer() {
     o.rx_frames_kept = ps.rx_frames_kept, o.rx_frames_held = ps.rx_frames_held;
     o.rx_frames_budget = static_cast<std::uint64_t>(p.frames_budget()) * p.config().queues;
     o.rx_keep_refused = ps.rx_keep_refused;
+    o.tx_bytes_held = tx_held, o.tx_frames_held = ps.tx_frames_held, o.tx_hold_refused = ps.tx_hold_refused;
     o.tx_stalls = ps.tx_stalls, o.tx_chained = ps.tx_chained, o.csum_odd_chains = ss.csum_odd_chains;
     o.checksum_offload = {p.tx_offloads().tx_ipv4, p.tx_offloads().tx_tcp, p.rx_checksum()};
     o.tso = p.tx_offloads().tso_frame > 0;

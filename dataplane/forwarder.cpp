@@ -695,9 +695,11 @@ void Forwarder::take_buffer(RouterMsg* m) {
     m->buf_ref.reset(m->buf, ports_.buffer_iova(m->buf));
   }
   m->rx.sink = MutableByteSpan(m->buf, m->rx.hdr.payload_length);
-  // A large payload may stay in the frames it arrives in (the stream
-  // decides, frame by frame; what it copies lands in the buffer).
-  if (m->buf && m->pool == PoolClass::large) {
+  // The payload may stay in the frames it arrives in (the stream decides,
+  // frame by frame; what it copies lands in the buffer).  A small one is
+  // then sent from them too, the sending stream holding those frames
+  // itself (lnd::FrameRefs::hold): it is not copied at all.
+  if (m->buf && m->rx.hdr.payload_length > 0) {
     m->chain.reset(m->buf, m->rx.hdr.payload_length, m->buf_ref.handle());
     m->rx.chain = &m->chain;
   }

@@ -77,8 +77,8 @@ struct RouterMsg {
   Nid next_hop;
   std::uint8_t* buf = nullptr;  // router buffer, nullptr for tiny
   tcp::BufferRef buf_ref;            // buf's device reference: frames chained from it
-  // A large payload received by reference: runs of it left in the frames
-  // they arrived in (ref_chain.hpp), the rest in buf.  Let go at home.
+  // A payload received by reference: runs of it left in the frames they
+  // arrived in (ref_chain.hpp), the rest in buf.  Let go at home.
   lnd::RefChain chain;
   RouterMsg* next = nullptr;    // queue link
   std::int64_t queued_ns = 0;   // when it began waiting in a credit queue (steady clock)

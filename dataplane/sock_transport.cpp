@@ -377,8 +377,13 @@ class SockTransport::LinkStream final : public sock::Stream {
     for (std::size_t i = 0; i < n && !full; ++i) {
       const ByteSpan part(static_cast<const std::uint8_t*>(iov[i].iov_base), iov[i].iov_len);
       const bool lend = lend_iov && lend_iov[i];
-      const std::size_t took = l.conn_->queue_only(part, lend, lend && dev ? dev[i] : nullptr);
+      void* const d = dev ? dev[i] : nullptr;
+      bool held = false;
+      // Not lent, in a received frame: held by the connection's own
+      // reference where it may, else copied.
+      const std::size_t took = !lend && d ? l.conn_->queue_only_held(part, d, held) : l.conn_->queue_only(part, lend, d);
       if (lend) l.lending_ |= took > 0;
+      else if (held) l.t_.stats_.bytes_held += took;
       else l.t_.stats_.bytes_copied += took;
       total += took;
       full = took < part.size();

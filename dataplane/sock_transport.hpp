@@ -29,6 +29,7 @@ struct SockTransportStats {
   std::uint64_t accepted = 0;   // streams handed to the acceptor
   std::uint64_t bytes_copied = 0;  // payload bytes copied between the stack and socklnd
   std::uint64_t bytes_referenced = 0;  // ... and left in their received frames instead (RefChain)
+  std::uint64_t bytes_held = 0;  // payload bytes sent, not lent, from received frames the stack held (no copy)
 };
 
 class SockTransport final : public sock::Transport {

@@ -36,7 +36,7 @@
 
 namespace lnetr::status {
 
-inline constexpr std::uint32_t kStatusVersion = 2;
+inline constexpr std::uint32_t kStatusVersion = 3;
 
 // ---- how a record is written and read ---------------------------------------------
 
@@ -480,6 +480,9 @@ struct Port {
   std::uint64_t rx_frames_held = 0;
   std::uint64_t rx_frames_budget = 0;
   std::uint64_t rx_keep_refused = 0;
+  std::uint64_t tx_bytes_held = 0;    // small payloads sent from the received frames they lie in, held by the send queue
+  std::uint64_t tx_frames_held = 0;   // ... the references to frames taken so
+  std::uint64_t tx_hold_refused = 0;  // ... refused: the frame's queue's budget was used up (copied instead)
   std::uint64_t tx_stalls = 0;
   std::uint64_t tx_chained = 0;
   std::uint64_t csum_odd_chains = 0;
@@ -519,7 +522,7 @@ struct Port {
 LNETR_STATUS_RECORD(Port, name, device, mac, link, mtu, queues, rx_frames, tx_frames, rx_bytes, tx_bytes, tx_dropped,
                     tx_backlog, rx_multiseg, tcp_connections, bytes_copied, zero_copy, bytes_referenced,
                     rx_zero_copy, rx_bytes_referenced, rx_frames_kept, rx_frames_held, rx_frames_budget,
-                    rx_keep_refused, tx_stalls, tx_chained, csum_odd_chains, checksum_offload, tso, tso_frames,
+                    rx_keep_refused, tx_bytes_held, tx_frames_held, tx_hold_refused, tx_stalls, tx_chained, csum_odd_chains, checksum_offload, tso, tso_frames,
                     tso_segments, tso_cut_here, lro, rx_lro, large_segments_in, rx_chained, rx_chain_buffers,
                     csum_offloaded, csum_verified, arp_requests_in, arp_replies_out,
                     arp_requests_out, icmp_echo_replies, resets_out, dropped_malformed, dropped_not_ours,

@@ -34,6 +34,16 @@ class FrameRefs {
   // two): not refused.
   virtual void share(void* frame) noexcept = 0;
   virtual void release(void* frame) noexcept = 0;
+  // Keep the memory of a piece sent with device reference `dev` by a
+  // reference of one's own (a send queue, until the peer acknowledges
+  // it), so that whoever lent it may have it back at once: only a
+  // received frame can be (not a router buffer, whose owner reuses it),
+  // within the same budget as retain().  Dropped with release().  False:
+  // copy it.
+  virtual bool hold(void* dev) noexcept {
+    (void)dev;
+    return false;
+  }
 
  protected:
   ~FrameRefs() = default;

@@ -14,14 +14,35 @@
 
 #include <rte_mbuf.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace lnetr::tcp {
+
+// A port queue's received frames kept by reference (payloads received by
+// reference, data held out of order, send queues holding what they send
+// from them), at most `limit` references at a time: beyond it bytes are
+// copied, so that the receive ring always finds free mbufs.  A send queue
+// on another worker may hold one of this queue's frames, so the count is
+// shared: relaxed atomics (it bounds memory, it orders nothing; two
+// workers racing past the limit by one each is within the pool's slack).
+struct FrameBudget {
+  std::atomic<std::uint32_t> held{0};
+  std::uint32_t limit = 0;
+  bool take() noexcept {
+    if (held.load(std::memory_order_relaxed) >= limit) return false;
+    held.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  void add() noexcept { held.fetch_add(1, std::memory_order_relaxed); }
+  void give() noexcept { held.fetch_sub(1, std::memory_order_relaxed); }
+};
 
 struct BufferRef {
   rte_mbuf_ext_shared_info shinfo;  // first: the device reference is its address
   const std::uint8_t* base = nullptr;
   rte_iova_t iova = RTE_BAD_IOVA;  // base's, or RTE_BAD_IOVA (virtual devices read addresses)
+  FrameBudget* budget = nullptr;   // a received frame's: its queue's (null: a router buffer)
 
   // A buffer newly taken from its pool: one reference, its owner's.
   void reset(const std::uint8_t* buf, rte_iova_t buf_iova) noexcept {
@@ -30,17 +51,19 @@ struct BufferRef {
     rte_mbuf_ext_refcnt_set(&shinfo, 1);
     base = buf;
     iova = buf_iova;
+    budget = nullptr;
   }
   // A received frame, kept for a payload received by reference (the
   // port's FrameRefs): one reference, the receive path's, and the mbuf is
   // freed when the last reference goes (a chain's, or a frame's that was
   // attached to it for sending).  Lives in the mbuf's private area.
-  void reset_frame(rte_mbuf* m) noexcept {
+  void reset_frame(rte_mbuf* m, FrameBudget* frames) noexcept {
     shinfo.free_cb = &free_frame;
     shinfo.fcb_opaque = m;
     rte_mbuf_ext_refcnt_set(&shinfo, 1);
     base = static_cast<const std::uint8_t*>(m->buf_addr);
     iova = m->buf_iova;
+    budget = frames;
   }
   // Drop a reference to a received frame (freed with the last one).
   void release_frame() noexcept {

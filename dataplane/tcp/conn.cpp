@@ -95,13 +95,19 @@ void Conn::send_syn(bool with_ack, Time now) {
 
 // ---- sending -----------------------------------------------------------------------
 
-std::size_t Conn::queue(ByteSpan data, bool lend, Time now, void* dev, bool push_now) {
+std::size_t Conn::queue(ByteSpan data, Keep keep, Time now, void* dev, bool push_now, bool* held) {
+  if (held) *held = false;
   const bool open = state_ == State::established || state_ == State::close_wait || state_ == State::syn_sent ||
                     state_ == State::syn_received;
   if (!open || fin_queued_) return 0;
   const std::size_t room = cfg_.send_buffer > queued() ? cfg_.send_buffer - queued() : 0;
   const std::size_t n = std::min(room, data.size());
-  sndq_.append(data.first(n), lend, dev);
+  if (keep == Keep::hold && n > 0 && dev && cfg_.frames && cfg_.frames->hold(dev)) {
+    sndq_.append_held(data.first(n), dev, *cfg_.frames);
+    if (held) *held = true;
+  } else {
+    sndq_.append(data.first(n), keep == Keep::lend, dev);
+  }
   if (push_now) push(now);
   return n;
 }

@@ -197,12 +197,22 @@ class Conn {
   // send() copies them; lend() keeps a reference to the caller's memory,
   // which must stay valid until on_acked() has covered them, own_sent()
   // copied them, or the connection ended.
-  std::size_t send(ByteSpan data, Time now) { return queue(data, false, now); }
+  std::size_t send(ByteSpan data, Time now) { return queue(data, Keep::copy, now); }
   // `dev`: the memory's device reference, if it has one (send_queue.hpp).
-  std::size_t lend(ByteSpan data, Time now, void* dev = nullptr) { return queue(data, true, now, dev); }
+  std::size_t lend(ByteSpan data, Time now, void* dev = nullptr) { return queue(data, Keep::lend, now, dev); }
   // As send() or lend(), without sending yet: several writes then go out
   // as full segments at push_queued() (one write of a gather list).
-  std::size_t queue_only(ByteSpan data, bool lend, void* dev) { return queue(data, lend, Time{}, dev, false); }
+  std::size_t queue_only(ByteSpan data, bool lend, void* dev) {
+    return queue(data, lend ? Keep::lend : Keep::copy, Time{}, dev, false);
+  }
+  // As queue_only() of bytes not lent whose memory has the device
+  // reference `dev`: where that is a received frame the connection may
+  // hold (ConnConfig::frames, FrameRefs::hold), kept by a reference of its
+  // own until acknowledged (`held` set), else copied.  Either way the
+  // caller may have the memory back at once.
+  std::size_t queue_only_held(ByteSpan data, void* dev, bool& held) {
+    return queue(data, Keep::hold, Time{}, dev, false, &held);
+  }
   void push_queued(Time now) { push(now); }
   // What input() left for the end of the burst (Output::defer): the data
   // the window lets go, and the ACK owed.
@@ -262,7 +272,9 @@ class Conn {
 
  private:
   // Sending.
-  std::size_t queue(ByteSpan data, bool lend, Time now, void* dev = nullptr, bool push_now = true);
+  enum class Keep : std::uint8_t { copy, lend, hold };
+  std::size_t queue(ByteSpan data, Keep keep, Time now, void* dev = nullptr, bool push_now = true,
+                    bool* held = nullptr);
   void send_syn(bool with_ack, Time now);
   void push(Time now);  // send what the windows allow
   // Answer an invalid segment with an ACK, unless one was sent for another

@@ -177,6 +177,8 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
                 -rte_errno);
   std::unique_ptr<EthPort> p(new EthPort(cfg, pid, pool));
   p->frames_budget_ = kept;
+  p->budgets_ = std::make_unique<FrameBudget[]>(cfg.queues);
+  for (std::uint16_t q = 0; q < cfg.queues; ++q) p->budgets_[q].limit = kept;
   p->needs_iova_ = name.rfind("net_", 0) != 0;  // not a virtual device
 
   rte_eth_conf conf{};
@@ -342,7 +344,7 @@ bool EthPort::link_up() const noexcept {
 // ---- PortQueue ----------------------------------------------------------------------
 
 PortQueue::PortQueue(EthPort& port, std::uint16_t queue)
-    : port_(port), queue_(queue), rng_(port.config().impair.seed + queue) {
+    : port_(port), queue_(queue), budget_(port.budget(queue)), rng_(port.config().impair.seed + queue) {
   tx_.reserve(kTxBacklog);
   tx_len_.reserve(kTxBacklog);
 }
@@ -376,7 +378,7 @@ void PortQueue::deliver(rte_mbuf* m, Stack& stack, Time now) {
       stack.receive(frame, now, verified);
     } else {  // its payload may be kept (retain()): the last reference frees it
       auto* ref = static_cast<BufferRef*>(rte_mbuf_to_priv(m));
-      ref->reset_frame(m);
+      ref->reset_frame(m, &budget_);
       stack.receive(frame, now, verified, ref->handle());
       ref->release_frame();
       return;
@@ -392,7 +394,7 @@ void PortQueue::deliver(rte_mbuf* m, Stack& stack, Time now) {
       s->nb_segs = 1;
       s->pkt_len = s->data_len;
       auto* ref = static_cast<BufferRef*>(rte_mbuf_to_priv(s));
-      ref->reset_frame(s);
+      ref->reset_frame(s, &budget_);
       chain_.push_back(FramePiece{ByteSpan(rte_pktmbuf_mtod(s, const std::uint8_t*), rte_pktmbuf_data_len(s)),
                                   ref->handle()});
       s = next;
@@ -411,27 +413,38 @@ void PortQueue::deliver(rte_mbuf* m, Stack& stack, Time now) {
 }
 
 bool PortQueue::retain(void* frame) noexcept {
-  if (held_frames_ >= port_.frames_budget()) {
+  BufferRef* ref = BufferRef::of(frame);
+  if (ref->budget == nullptr || !ref->budget->take()) {
     ++stats_.rx_keep_refused;
     return false;
   }
-  rte_mbuf_ext_refcnt_update(&BufferRef::of(frame)->shinfo, 1);
-  ++held_frames_;
+  rte_mbuf_ext_refcnt_update(&ref->shinfo, 1);
   ++stats_.rx_frames_kept;
-  stats_.rx_frames_held = held_frames_;
   return true;
 }
 
 void PortQueue::share(void* frame) noexcept {
-  rte_mbuf_ext_refcnt_update(&BufferRef::of(frame)->shinfo, 1);
-  ++held_frames_;
-  stats_.rx_frames_held = held_frames_;
+  BufferRef* ref = BufferRef::of(frame);
+  ref->budget->add();
+  rte_mbuf_ext_refcnt_update(&ref->shinfo, 1);
 }
 
 void PortQueue::release(void* frame) noexcept {
-  --held_frames_;
-  stats_.rx_frames_held = held_frames_;
-  BufferRef::of(frame)->release_frame();
+  BufferRef* ref = BufferRef::of(frame);
+  ref->budget->give();
+  ref->release_frame();
+}
+
+bool PortQueue::hold(void* dev) noexcept {
+  BufferRef* ref = BufferRef::of(dev);
+  if (ref->budget == nullptr) return false;  // a router buffer: its owner reuses it, copy it
+  if (!ref->budget->take()) {
+    ++stats_.tx_hold_refused;
+    return false;
+  }
+  rte_mbuf_ext_refcnt_update(&ref->shinfo, 1);
+  ++stats_.tx_frames_held;
+  return true;
 }
 
 void PortQueue::impair(rte_mbuf* m, Stack& stack, Time now) {

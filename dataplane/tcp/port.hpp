@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/tcp/buffer_ref.hpp"
 #include "dataplane/tcp/port_config.hpp"
 #include "dataplane/tcp/stack.hpp"
 #include "lnd/ref_chain.hpp"
@@ -51,6 +52,8 @@ struct PortStats {
   std::uint64_t rx_frames_kept = 0;  // received frames kept for payloads received by reference
   std::uint64_t rx_frames_held = 0;  // ... held now (a gauge, at most frames_budget())
   std::uint64_t rx_keep_refused = 0;  // frames not kept: the budget was used up (their bytes copied)
+  std::uint64_t tx_frames_held = 0;   // received frames a send queue held to send from (no copy)
+  std::uint64_t tx_hold_refused = 0;  // ... not held: the frame's budget was used up (copied)
   // Several queues: frames that arrived on this queue for a peer another
   // queue owns, passed to that queue's worker; those the other way; and
   // those dropped because the owner's steering ring was full (not in
@@ -99,6 +102,8 @@ class EthPort {
   // Received frames each queue may keep for payloads received by reference
   // (0: none, every received byte is copied; zero_copy off).
   std::uint32_t frames_budget() const noexcept { return frames_budget_; }
+  // Queue q's count of them (BufferRef::budget).
+  FrameBudget& budget(std::uint16_t q) noexcept { return budgets_[q]; }
   // Stop the device: it frees every frame it still holds (those chained
   // from router buffers included).  Before the workers go.
   void stop() noexcept;
@@ -130,6 +135,7 @@ class EthPort {
   std::uint16_t max_segments_ = 1;
   rte_mempool* attach_pool_ = nullptr;
   std::uint32_t frames_budget_ = 0;
+  std::unique_ptr<FrameBudget[]> budgets_;  // one per queue
   bool rss_steers_ = false;
   bool needs_iova_ = false;
   std::vector<std::uint8_t> rss_key_;
@@ -177,10 +183,19 @@ class PortQueue final : public Port, public lnd::FrameRefs {
   bool retain(void* frame) noexcept override;
   void share(void* frame) noexcept override;
   void release(void* frame) noexcept override;
+  // And a frame of any queue (this worker's or another's), held by a send
+  // queue of this one's stack, within that frame's queue's budget.
+  bool hold(void* dev) noexcept override;
 
   EthPort& port() const noexcept { return port_; }
   std::uint16_t queue() const noexcept { return queue_; }
-  const PortStats& stats() const noexcept { return stats_; }
+  // (rx_frames_held read from the budget: other workers' send queues
+  // change it too.)
+  PortStats stats() const noexcept {
+    PortStats s = stats_;
+    s.rx_frames_held = budget_.held.load(std::memory_order_relaxed);
+    return s;
+  }
 
  private:
   void queue_tx(rte_mbuf* m);
@@ -199,7 +214,7 @@ class PortQueue final : public Port, public lnd::FrameRefs {
   rte_mbuf* building_ = nullptr;      // handed out by alloc_frame()
   rte_mbuf* building_tail_ = nullptr;  // its last segment, if chained
   std::uint64_t chained_seen_ = 0;     // tx_chained at the last release_sent() when idle
-  std::uint32_t held_frames_ = 0;  // kept by retain()
+  FrameBudget& budget_;  // its frames' (port_.budget(queue_))
   bool cleanup_ = true;  // the device frees sent frames on request (tx_done_cleanup)
   std::vector<std::uint8_t> linear_;  // a chained frame, linearised
   std::vector<FramePiece> chain_;     // a chained frame's buffers, handed over in place

@@ -42,13 +42,38 @@ void SendQueue::append(ByteSpan data, bool lend, void* dev) {
   end_ += data.size();
 }
 
+void SendQueue::append_held(ByteSpan data, void* dev, lnd::FrameRefs& frames) {
+  if (data.empty()) {
+    frames.release(dev);
+    return;
+  }
+  if (head_ > 0 && head_ * 2 >= pieces_.size()) {
+    pieces_.erase(pieces_.begin(), pieces_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+  }
+  Piece& p = pieces_.emplace_back();
+  p.start = end_;
+  p.len = data.size();
+  p.ref = data.data();
+  p.dev = dev;
+  p.held = true;
+  held_ += data.size();
+  frames_ = &frames;
+  end_ += data.size();
+}
+
 void SendQueue::drop_front(std::size_t n) noexcept {
   n = std::min(n, size());
   front_ += n;
   while (head_ < pieces_.size()) {
     Piece& p = pieces_[head_];
     if (p.start + p.len <= front_) {
-      if (p.ref) lent_ -= p.len;
+      if (p.held) {
+        held_ -= p.len;
+        frames_->release(p.dev);
+      } else if (p.ref) {
+        lent_ -= p.len;
+      }
       p = Piece{};  // its storage goes now
       ++head_;
       continue;
@@ -57,7 +82,7 @@ void SendQueue::drop_front(std::size_t n) noexcept {
       const std::size_t k = static_cast<std::size_t>(front_ - p.start);
       if (p.ref) {
         p.ref += k;
-        lent_ -= k;
+        (p.held ? held_ : lent_) -= k;
       } else {
         p.off += k;
       }
@@ -76,7 +101,7 @@ std::size_t SendQueue::own_all() {
   std::size_t copied = 0;
   for (std::size_t i = head_; i < pieces_.size(); ++i) {
     Piece& p = pieces_[i];
-    if (!p.ref) continue;
+    if (!p.ref || p.held) continue;  // (held: the queue's own)
     p.own.assign(p.ref, p.ref + p.len);
     p.off = 0;
     p.ref = nullptr;
@@ -88,10 +113,12 @@ std::size_t SendQueue::own_all() {
 }
 
 void SendQueue::clear() noexcept {
+  for (std::size_t i = head_; i < pieces_.size(); ++i)
+    if (pieces_[i].held) frames_->release(pieces_[i].dev);
   pieces_.clear();
   head_ = 0;
   front_ = end_;
-  lent_ = 0;
+  lent_ = held_ = 0;
 }
 
 std::size_t SendQueue::find(std::uint64_t pos) const noexcept {

@@ -23,18 +23,29 @@
 #include <cstdint>
 #include <vector>
 
+#include "lnd/ref_chain.hpp"
 #include "router/bytes.hpp"
 
 namespace lnetr::tcp {
 
 class SendQueue {
  public:
+  SendQueue() = default;
+  ~SendQueue() { clear(); }
+  SendQueue(const SendQueue&) = delete;
+  SendQueue& operator=(const SendQueue&) = delete;
+
   // Bytes queued (not yet acknowledged).
   std::size_t size() const noexcept { return static_cast<std::size_t>(end_ - front_); }
   bool empty() const noexcept { return end_ == front_; }
   // Append `data`: copied, or (lend) referenced until released, with the
   // device reference `dev` (may be null) of its memory.
   void append(ByteSpan data, bool lend, void* dev = nullptr);
+  // Append `data`, in a received frame (device reference `dev`) that
+  // `frames` held for this queue (FrameRefs::hold): kept by that
+  // reference, which the queue drops through `frames` once the bytes are
+  // acknowledged or cleared.  Not lent: its owner has nothing to wait for.
+  void append_held(ByteSpan data, void* dev, lnd::FrameRefs& frames);
   // The first `n` bytes were acknowledged: let go of them.
   void drop_front(std::size_t n) noexcept;
   // Copy every lent byte still queued into owned storage; the bytes copied.
@@ -43,6 +54,8 @@ class SendQueue {
   void clear() noexcept;
   // Lent bytes still referenced.
   std::size_t lent() const noexcept { return lent_; }
+  // Bytes kept in held frames (append_held).
+  std::size_t held() const noexcept { return held_; }
 
   // Calls f(ByteSpan) for the pieces covering [offset, offset + len) of the
   // queued bytes, in order.  offset + len <= size().
@@ -88,6 +101,7 @@ class SendQueue {
     std::size_t len = 0;              // bytes from data()
     const std::uint8_t* ref = nullptr;  // lent memory, or null: own[off..]
     void* dev = nullptr;                // ref's device reference, if any
+    bool held = false;                  // ref is in a frame the queue holds a reference of (dev)
     std::vector<std::uint8_t> own;
     std::size_t off = 0;
     const std::uint8_t* data() const noexcept { return ref ? ref : own.data() + off; }
@@ -99,6 +113,8 @@ class SendQueue {
   std::size_t head_ = 0;
   std::uint64_t front_ = 0, end_ = 0;
   std::size_t lent_ = 0;
+  std::size_t held_ = 0;
+  lnd::FrameRefs* frames_ = nullptr;  // of the held pieces
 };
 
 // One segment's payload as Output::transmit() gets it: a run of a send

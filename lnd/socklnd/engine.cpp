@@ -522,7 +522,7 @@ void Conn::do_write() {
       for (std::size_t i = t->piece; i < t->pieces.size() && niov < kIovMax; ++i, skip = 0) {
         const lnd::RefChain::Piece& p = t->pieces[i];
         lend[niov] = large;
-        dev[niov] = large ? p.dev : nullptr;
+        dev[niov] = p.dev;  // (not lent: a stream may still hold a received frame by a reference of its own)
         iov[niov++] = {const_cast<std::uint8_t*>(p.data) + skip, p.len - skip};
       }
     }

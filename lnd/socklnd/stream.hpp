@@ -64,6 +64,9 @@ class Stream {
   // acknowledges them, for retransmission).  dev[i] (dev may be null) is
   // the memory's device reference, if it has one: an opaque handle a DPDK
   // port may pass to the device with the memory itself (Tx::payload_dev).
+  // An iov not lent but with a device reference may still be kept without
+  // a copy where that memory is a received frame the stream can hold by a
+  // reference of its own (lnd::FrameRefs::hold): its owner need not wait.
   virtual ssize_t sendv_lent(const iovec* iov, std::size_t n, const bool* lend, void* const* dev) noexcept {
     (void)lend;
     (void)dev;

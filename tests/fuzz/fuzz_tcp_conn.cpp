@@ -8,8 +8,9 @@
 // released memory is an AddressSanitizer report.  Lent blocks may carry a
 // device reference, which every piece sent from them keeps.  Segments may
 // lie in "received frames" the connection can keep (out of order) within a
-// budget: each is freed when its last reference goes, and none is left
-// once the connection is gone.  Half the inputs (the peer's ISS odd) run
+// budget, and so may bytes sent (held by the send queue until acknowledged
+// instead of copied): each frame is freed when its last reference goes,
+// and none is left once the connection is gone.  Half the inputs (the peer's ISS odd) run
 // with segmentation offload: new data may leave several segments at once,
 // never more than tso_bytes (nor more than one segment without it).
 #include <cstddef>
@@ -49,6 +50,7 @@ struct Frames final : lnd::FrameRefs {
     share(f);
     return true;
   }
+  bool hold(void* f) noexcept override { return retain(f); }  // (a send queue's: the same budget)
   void share(void* f) noexcept override {
     auto it = live.find(f);
     FUZZ_CHECK(it != live.end());
@@ -183,7 +185,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         c.input(h, now);
         break;
       }
-      case 2: lender.queued += c.send(ByteSpan(payload).first(r.u32() % payload.size()), now); break;
+      case 2: {
+        const std::size_t len = r.u32() % payload.size();
+        if (r.u8() & 1) {  // from a received frame, held by the connection or copied; freed when unheld
+          auto bytes = std::make_unique<std::uint8_t[]>(len + 1);
+          std::fill(bytes.get(), bytes.get() + len, std::uint8_t{0x5a});
+          void* f = bytes.get();
+          frames.live[f] = {0, std::move(bytes)};
+          bool held = false;
+          lender.queued += c.queue_only_held(ByteSpan(static_cast<const std::uint8_t*>(f), len), f, held);
+          c.push_queued(now);
+          auto it = frames.live.find(f);
+          FUZZ_CHECK(held == (it != frames.live.end() && it->second.first > 0));
+          if (it != frames.live.end() && it->second.first == 0) frames.live.erase(it);
+        } else {
+          lender.queued += c.send(ByteSpan(payload).first(len), now);
+        }
+        break;
+      }
       case 6: {  // lent memory
         const std::size_t len = r.u32() % payload.size();
         auto block = std::make_unique<std::uint8_t[]>(len + 1);

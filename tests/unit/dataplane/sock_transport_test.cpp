@@ -43,6 +43,7 @@ class Recorder final : public lnd::Upper {
   struct Got {
     Nid from;
     Bytes payload;
+    lnd::RefChain* chain = nullptr;  // keep_chains: its chain, if it had one
   };
   std::vector<Got> got;
   std::map<const lnd::Tx*, int> sent;
@@ -51,13 +52,15 @@ class Recorder final : public lnd::Upper {
   // Payloads of 4 KiB+ received by reference where the stream may (as the
   // router's large ones): each read back out of its chain's pieces.
   bool chains = false;
+  std::size_t chain_min = 4097;  // ... of this many bytes or more
+  bool keep_chains = false;  // on_received leaves them for the test (as the router, to send on)
   std::deque<lnd::RefChain> rx_chains;
   std::size_t referenced = 0;  // payload bytes that came by reference
   lnd::RxVerdict on_head(lnd::Rx& rx) override {
     buffers.emplace_back(rx.hdr.payload_length);
     rx.sink = buffers.back();
     rx.cookie = &buffers.back();
-    if (chains && rx.hdr.payload_length > 4096) {
+    if (chains && rx.hdr.payload_length >= chain_min) {
       rx_chains.emplace_back();
       rx_chains.back().reset(buffers.back().data(), buffers.back().size(), nullptr);
       rx.chain = &rx_chains.back();
@@ -70,10 +73,10 @@ class Recorder final : public lnd::Upper {
       Bytes whole;
       for (const auto& p : rx.chain->pieces()) whole.insert(whole.end(), p.data, p.data + p.len);
       referenced += rx.chain->referenced();
-      rx.chain->release();
+      if (!keep_chains) rx.chain->release();
       buf = std::move(whole);
     }
-    got.push_back({rx.from, buf});
+    got.push_back({rx.from, buf, keep_chains ? rx.chain : nullptr});
   }
   void on_rx_aborted(lnd::Rx&) override {}
   std::function<void(lnd::Tx&, int)> on_sent_hook;  // e.g. the owner reusing its buffer
@@ -92,13 +95,18 @@ struct KeptFrames final : lnd::FrameRefs {
     Bytes bytes;
     int refs = 1;  // the delivery's
   };
-  std::size_t budget = SIZE_MAX, held = 0, refused = 0, live = 0;
+  std::size_t budget = SIZE_MAX, held = 0, refused = 0, live = 0, holds = 0;
   bool retain(void* f) noexcept override {
     if (held >= budget) {
       ++refused;
       return false;
     }
     share(f);
+    return true;
+  }
+  bool hold(void* f) noexcept override {  // (every dev here is a frame: buffers have none)
+    if (!retain(f)) return false;
+    ++holds;
     return true;
   }
   void share(void* f) noexcept override {
@@ -769,6 +777,65 @@ TEST(SockTransport, AReadElsewhereTakesBackWhatTheChainHeld) {
   EXPECT_EQ(chain.referenced(), 0u);
   EXPECT_EQ(t.kept.held, 0u);
   EXPECT_EQ(t.kept.live, 0u);
+}
+
+// A small payload received by reference and sent on from its frames (as
+// the router forwards one) is not copied at all: the sending connection
+// holds those frames itself, so the message is handed back at once (its
+// owner releases its chain then) and the frames live on until the peer
+// has acknowledged them.  Every payload arrives intact, every frame is
+// freed in the end.
+TEST(SockTransport, SmallPayloadsAreSentOnFromTheirFramesHeldBySendQueue) {
+  KeptFrames kept;
+  Wire w({}, &kept);
+  Host& a = w.hosts[0];
+  Host& b = w.hosts[1];
+  b.stack->set_frame_refs(&kept);
+  b.upper.chains = true;
+  b.upper.chain_min = 1;
+  b.upper.keep_chains = true;
+  std::mt19937 rng(7);
+  std::deque<Bytes> payloads;
+  std::deque<lnd::Tx> txs;
+  std::size_t total = 0;
+  for (int i = 0; i < 40; ++i) {
+    payloads.push_back(pattern(1 + rng() % 16000, static_cast<std::uint8_t>(i)));  // below zc_min_payload
+    total += payloads.back().size();
+    txs.push_back(make_put(kA, kB, payloads.back()));
+    ASSERT_EQ(a.node->send(kB, txs.back()), 0);
+  }
+  ASSERT_TRUE(w.pump([&] { return b.upper.got.size() == payloads.size(); }));
+  EXPECT_GT(b.upper.referenced, total * 95 / 100);
+  // B sends each back from its chain's pieces, and lets go of the chain
+  // the moment the message is handed back.
+  std::deque<lnd::Tx> back;
+  std::map<const lnd::Tx*, lnd::RefChain*> chain_of;
+  std::size_t still_held = 0;
+  b.upper.on_sent_hook = [&](lnd::Tx& tx, int status) {
+    EXPECT_EQ(status, 0);
+    chain_of.at(&tx)->release();
+    still_held += kept.held > 0;  // the send queue's references, until the ACK
+  };
+  const SockTransportStats before = b.transport->stats();
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    ASSERT_NE(b.upper.got[i].chain, nullptr);
+    lnd::RefChain& chain = *b.upper.got[i].chain;
+    back.push_back(make_put(kB, kA, b.upper.got[i].payload));
+    back.back().pieces = chain.pieces();
+    chain_of[&back.back()] = &chain;
+    ASSERT_EQ(b.node->send(kA, back.back()), 0);
+  }
+  ASSERT_TRUE(w.pump([&] { return a.upper.got.size() == payloads.size() && b.upper.sent.size() == back.size(); }));
+  for (const Bytes& p : payloads)
+    EXPECT_TRUE(std::any_of(a.upper.got.begin(), a.upper.got.end(), [&](const Recorder::Got& g) { return g.payload == p; }))
+        << "size " << p.size();
+  const SockTransportStats& after = b.transport->stats();
+  EXPECT_GT(after.bytes_held - before.bytes_held, total * 95 / 100);
+  EXPECT_LT(after.bytes_copied - before.bytes_copied, total / 20);  // (headers, and what came before a loan)
+  EXPECT_GT(kept.holds, 0u);
+  EXPECT_GT(still_held, 0u);
+  ASSERT_TRUE(w.pump([&] { return kept.held == 0; }));
+  EXPECT_EQ(kept.live, 0u);
 }
 
 // socklnd's engine on a stream that keeps frames: large payloads arrive by

@@ -1,10 +1,12 @@
 // The TCP send queue (dataplane/tcp/send_queue.hpp): copied and lent
 // pieces read back in order across any offsets, acknowledgement releases
-// lent memory piece by piece, own_all() takes copies.
+// lent memory piece by piece, own_all() takes copies, held frames are let
+// go once acknowledged.
 #include "dataplane/tcp/send_queue.hpp"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <numeric>
 #include <vector>
 
@@ -135,6 +137,56 @@ TEST(SendQueue, CopiesCoalesceUntilSendingStarts) {
   q.for_each(0, q.size(), [&](ByteSpan) { ++pieces; });
   EXPECT_EQ(pieces, 2u);
   EXPECT_EQ(read(q, q.size() - 1, 1), Bytes{200});
+}
+
+// References the queue holds, by frame.
+struct Holds final : lnd::FrameRefs {
+  std::map<void*, int> refs;
+  bool retain(void*) noexcept override { return false; }
+  void share(void*) noexcept override {}
+  void release(void* f) noexcept override { --refs[f]; }
+  bool hold(void* f) noexcept override {
+    ++refs[f];
+    return true;
+  }
+};
+
+// A held piece reads back like any other, is not lent (nobody waits for
+// it), keeps its frame's reference through partial acknowledgement and
+// own_all(), and drops it once acknowledged whole, or cleared.
+TEST(SendQueue, HeldFramesAreLetGoOnceAcknowledged) {
+  Bytes f1(1000, 1), f2(1000, 2), own(100, 3);
+  Holds h;
+  SendQueue q;
+  ASSERT_TRUE(h.hold(f1.data()));
+  q.append_held(f1, f1.data(), h);
+  q.append(own, false);
+  ASSERT_TRUE(h.hold(f2.data()));
+  q.append_held(ByteSpan(f2).first(600), f2.data(), h);
+  EXPECT_EQ(q.lent(), 0u);
+  EXPECT_EQ(q.held(), 1600u);
+  EXPECT_EQ(q.size(), 1700u);
+  std::vector<void*> devs;
+  q.for_each_piece(0, q.size(), [&](ByteSpan, void* dev) { devs.push_back(dev); });
+  EXPECT_EQ(devs, (std::vector<void*>{f1.data(), nullptr, f2.data()}));
+  EXPECT_EQ(read(q, 999, 2), (Bytes{1, 3}));
+  q.drop_front(500);  // the first in part: still held
+  EXPECT_EQ(h.refs[f1.data()], 1);
+  EXPECT_EQ(q.held(), 1100u);
+  EXPECT_EQ(q.own_all(), 0u);  // nothing lent: held frames are the queue's own
+  EXPECT_EQ(read(q, 0, 1), Bytes{1});
+  q.drop_front(500);  // the rest of it
+  EXPECT_EQ(h.refs[f1.data()], 0);
+  EXPECT_EQ(h.refs[f2.data()], 1);
+  q.clear();
+  EXPECT_EQ(h.refs[f2.data()], 0);
+  EXPECT_EQ(q.held(), 0u);
+  {
+    SendQueue gone;
+    ASSERT_TRUE(h.hold(f1.data()));
+    gone.append_held(f1, f1.data(), h);
+  }
+  EXPECT_EQ(h.refs[f1.data()], 0);  // a queue destroyed lets go too
 }
 
 }  // namespace
