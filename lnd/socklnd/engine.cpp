@@ -125,6 +125,7 @@ class Conn final : public IoHandler {
   Rx rx_;
   std::size_t rx_got_ = 0;
   std::uint64_t pending_zc_ = 0;  // the message's ZC request, ACKed after its payload
+  bool large_last_ = false;        // the last message's payload filled the stage or more
   Clock::time_point rx_deadline_{};
 
   // Send.
@@ -343,9 +344,19 @@ void Conn::do_read() {
     }
     // A stream that lends is read no further than the head: the payload
     // after it is read into its sink (or lent) without passing the stage.
-    // (Kernel sockets: as much as fits, one system call for many messages.)
+    // Kernel sockets: as much as fits, one system call for many small
+    // messages; but after a large payload, no further than a whole
+    // message head (a large one is likely next, as on a bulk connection):
+    // its payload is then read once, straight into its sink, at the cost
+    // of one more call per message.
     const std::size_t room = stage_.size() - stage_off_ - stage_len_;
-    const std::size_t ask = s_->receives_in_place() ? std::min(room, *need - stage_len_) : room;
+    std::size_t ask = room;
+    if (s_->receives_in_place()) {
+      ask = std::min(room, *need - stage_len_);
+    } else if (large_last_) {
+      const std::size_t whole = (version_ != 1 ? kMsgHeaderSize : 0) + header_size(header_form(version_));
+      ask = std::min(room, std::max(*need, whole) - stage_len_);
+    }
     std::size_t got = 0;
     if (!read_some(stage_.data() + stage_off_ + stage_len_, ask, got)) return;
     if (got == 0) return;
@@ -377,6 +388,7 @@ void Conn::on_message_head(const MessageHead& head) {
     rx_.hdr.src_pid = static_cast<std::uint32_t>(remote_.port) | kPidUserFlag;
   }
   rx_got_ = 0;
+  large_last_ = rx_.hdr.payload_length >= kStageSize;
   pending_zc_ = head.sock ? head.sock->zc_req_cookie : 0;
   ++node_.stats_.rx_msgs;
   switch (node_.upper_.on_head(rx_)) {

@@ -819,6 +819,46 @@ TEST_F(Engine, ZeroCopySendFallsBackWhereTheKernelCopies) {
   EXPECT_EQ(a.upper.sent_calls, 3u);
 }
 
+// On a kernel socket, once a message has a large payload the next head is
+// read alone, so that a large payload behind it is read once, straight
+// into its sink: every byte after that first message is copied exactly
+// once (before, up to 8 KiB of each payload came through the staging
+// buffer and was copied twice).  Small messages after them still arrive
+// intact, and batch again.
+TEST_F(Engine, AfterALargePayloadHeadsAreReadAloneAndPayloadsOnce) {
+  TestNode a(poller, kA), b(poller, kB);
+  nodes = {&a, &b};
+  const Bytes tiny = pattern(10, 1);
+  Tx first = make_put(kA, kB, tiny);
+  ASSERT_TRUE(warm_up(a, b, first));
+  const Bytes lead = pattern(1 << 20, 2);  // (read as before: nothing large came before it)
+  Tx t0 = make_put(kA, kB, lead);
+  ASSERT_EQ(a.node->send(kB, t0), 0);
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 2; }));
+  const std::uint64_t before = b.node->stats().bytes_copied;
+  std::deque<Bytes> payloads;
+  std::deque<Tx> txs;
+  std::size_t bytes = 0;
+  for (std::size_t size : {65536u, 1u << 20, 65536u, 300000u, 8192u}) {
+    payloads.push_back(pattern(size, static_cast<std::uint8_t>(size)));
+    bytes += size;
+    txs.push_back(make_put(kA, kB, payloads.back()));
+    ASSERT_EQ(a.node->send(kB, txs.back()), 0);
+  }
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 2 + txs.size(); }));
+  for (std::size_t i = 0; i < payloads.size(); ++i) EXPECT_EQ(b.upper.got[2 + i].payload, payloads[i]);
+  const std::size_t head = kMsgHeaderSize + kLnetHeaderSize;  // V3
+  EXPECT_EQ(b.node->stats().bytes_copied - before, bytes + txs.size() * head);
+  // Then small ones, many to a read again.
+  std::deque<Tx> smalls;
+  for (int i = 0; i < 20; ++i) {
+    smalls.push_back(make_put(kA, kB, tiny));
+    ASSERT_EQ(a.node->send(kB, smalls.back()), 0);
+  }
+  ASSERT_TRUE(pump([&] { return b.upper.got.size() == 2 + txs.size() + smalls.size(); }));
+  for (std::size_t i = 2 + txs.size(); i < b.upper.got.size(); ++i) EXPECT_EQ(b.upper.got[i].payload, tiny);
+}
+
 // zc_min_payload decides which payloads are sent without a copy.
 TEST_F(Engine, ZeroCopyFollowsZcMinPayload) {
   Options off;
