@@ -423,7 +423,7 @@ unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
       case Due::From::pool: expire_unread(m, true); break;
       case Due::From::tx:
       case Due::From::ni: {
-        PeerNi& p = known_peer(m->next_hop);
+        PeerNi& p = *m->dest;
         if (d.from == Due::From::ni && p.tx.give()) {  // its peer credit goes to the next waiter
           RouterMsg* next = p.tx_wait.pop();
           p.tx_queued_bytes -= next->rx.hdr.payload_length;
@@ -1016,6 +1016,7 @@ void Forwarder::send_out(RouterMsg* m) {
     return give_back(m);
   }
   PeerNi& p = *known;
+  m->dest = known;
   touch(p);
   if (!p.alive && setup_.nis[p.ni].peer_timeout > 0) {
     if (reroute(m)) return;
@@ -1061,7 +1062,7 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
     if (status == 0) counters().send_count.add();
     return free_msg(m);
   }
-  PeerNi& p = known_peer(m->next_hop);  // it holds p's credit
+  PeerNi& p = *m->dest;  // it holds p's credit
   touch(p);
   if (ni_tx_[m->ni].give()) transmit(ni_wait_[m->ni].pop());
   if (p.tx.give()) {

@@ -123,8 +123,6 @@ class Forwarder final : public lnd::Upper {
     auto it = peers_.find(nid);
     return it == peers_.end() ? nullptr : it->second;
   }
-  // A peer that holds credits or messages, so is known.
-  PeerNi& known_peer(const Nid& nid) noexcept { return *find_peer(nid); }
   // The peer, made if new; nullptr (refused, counted, logged) if new and
   // the table holds dataplane.limits.peers already, unless `forced` (a
   // gateway, a ping the operator asked for: not a remote peer's doing).

@@ -75,6 +75,9 @@ struct RouterMsg {
   std::uint32_t ping_slot = 0;  // ping, ping_reply: the gateway's shm slot
   std::uint64_t ping_seq = 0;   // ping, ping_reply: the request it answers
   Nid next_hop;
+  // next_hop's record, from send_out() on (owned by the sender, which has
+  // it as long as the message holds or waits for its credit).
+  PeerNi* dest = nullptr;
   std::uint8_t* buf = nullptr;  // router buffer, nullptr for tiny
   tcp::BufferRef buf_ref;            // buf's device reference: frames chained from it
   // A payload received by reference: runs of it left in the frames they
