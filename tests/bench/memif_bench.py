@@ -43,6 +43,12 @@ polling, never sleeping, makes fair).
 
 Prints medians and per-round ratios (router to wire of the same MTU, and
 MTU 9000 to 1500); writes every sample as JSON.
+
+--baseline DATAPLANE: an A/B of two routers in one run.  Every router path
+P (lnetr_*, virtio*) gets a twin P@base, run right after it in every round
+with that lnetr-dataplane binary (a build of an earlier commit) and the
+same peers; each metric then has the median per-round ratio of P to
+P@base (ratio_to_baseline).
 """
 
 import argparse
@@ -91,6 +97,7 @@ class Bench:
         self.pairs = []  # (topology, pair) of each peer pair loaded
         self.servers = []
         self.pattern_errors = 0
+        self.dataplane = os.environ.get("LNETR_DATAPLANE")  # the router under test (None: the build's)
 
     def stop_current(self):
         for server in self.servers:
@@ -113,6 +120,13 @@ class Bench:
 
     def use(self, path):
         self.stop_current()
+        path, _, twin = path.partition("@")
+        if twin:  # the baseline router binary (--baseline)
+            os.environ["LNETR_DATAPLANE"] = self.args.baseline
+        elif self.dataplane is None:
+            os.environ.pop("LNETR_DATAPLANE", None)
+        else:
+            os.environ["LNETR_DATAPLANE"] = self.dataplane
         kind, mtu = path.split("_")
         if path == "cpt2_together":  # one router, a worker per pair
             t = self.topology("r", cores=(0, 1), main_core=MAIN_CORE, poll="busy", pairs=2)
@@ -299,6 +313,10 @@ def summarise(rounds, paths):
                       if kind == "virtio" and p in r and plain in r and get(r[plain])]
             if ratios:
                 row.setdefault("ratio_to_plain", {})[p] = statistics.median(ratios)
+            twin = p + "@base"  # the same path with the baseline router
+            ratios = [get(r[p]) / get(r[twin]) for r in rounds if p in r and twin in r and get(r[twin])]
+            if ratios:
+                row.setdefault("ratio_to_baseline", {})[p] = statistics.median(ratios)
             if mtu == "9000":
                 base = kind + "_1500"
                 ratios = [get(r[p]) / get(r[base]) for r in rounds if p in r and base in r and get(r[base])]
@@ -310,13 +328,16 @@ def summarise(rounds, paths):
 
 def print_table(summary, paths):
     say("\nmedians over the rounds (in brackets: median per-round ratio of lnetr to the wire of its MTU; for "
-        "cpt2_together, of the worker to the same in cpt2_apart; for virtio, to virtioplain of its MTU)")
+        "cpt2_together, of the worker to the same in cpt2_apart; for virtio, to virtioplain of its MTU; with "
+        "--baseline, of each router path to its @base twin)")
     say("%-42s %6s" % ("", "") + "".join("%18s" % p for p in paths))
     for label, row in summary.items():
         cells = []
         for p in paths:
             v = row["median"].get(p)
-            r = row["ratio_to_wire"].get(p, row.get("ratio_to_alone", {}).get(p, row.get("ratio_to_plain", {}).get(p)))
+            r = row.get("ratio_to_baseline", {}).get(p)
+            if r is None:
+                r = row["ratio_to_wire"].get(p, row.get("ratio_to_alone", {}).get(p, row.get("ratio_to_plain", {}).get(p)))
             text = "-" if v is None else ("%.3f" % v if v < 1 else "%.1f" % v if v < 100 else "%.0f" % v)
             cells.append("%18s" % (text + (" (%.2f)" % r if r is not None else "")))
         say("%-42s %6s" % (label, row["unit"]) + "".join(cells))
@@ -331,10 +352,17 @@ def main():
                     help="comma-separated subset of %s (default %s)" % (",".join(PATHS), ",".join(DEFAULT_PATHS)))
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "memif_bench.json"),
                     help="where to write the samples and summary")
+    ap.add_argument("--baseline", default=None, metavar="DATAPLANE",
+                    help="also run every router path with this lnetr-dataplane (path@base), for an A/B")
     args = ap.parse_args()
     paths = [p for p in args.paths.split(",") if p]
     if set(paths) - set(PATHS):
         sys.exit("memif_bench: unknown path(s); expected some of " + ",".join(PATHS))
+    if args.baseline:
+        if not os.access(args.baseline, os.X_OK):
+            sys.exit("memif_bench: --baseline %s is not an executable" % args.baseline)
+        paths = [q for p in paths for q in ((p, p + "@base") if p.split("_")[0] in ("lnetr", "virtio", "virtioplain")
+                                            else (p,))]
     if any(p.startswith("cpt2") for p in paths) and not {"cpt2_apart", "cpt2_together"} <= set(paths):
         sys.exit("memif_bench: cpt2_apart and cpt2_together go together (one is the other's baseline)")
     if os.cpu_count() <= WORKER_CORE:
