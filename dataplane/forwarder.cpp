@@ -358,6 +358,7 @@ void Forwarder::forget(PeerNi* p) {
   if (p->newer != nullptr) p->newer->older = p->older;
   if (least_active_ == p) least_active_ = p->newer;
   if (most_active_ == p) most_active_ = p->older;
+  recent_.forget(p->nid);
   peers_.erase(p->nid);
   directory_.retire(p);  // deleted once no status reader can see it
 }

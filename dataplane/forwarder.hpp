@@ -17,6 +17,7 @@
 #include "dataplane/setup.hpp"
 #include "dataplane/shared.hpp"
 #include "router/lnet_fault.hpp"
+#include "router/nid_cache.hpp"
 #include "router/route_table.hpp"
 
 namespace lnetr::dp {
@@ -120,8 +121,11 @@ class Forwarder final : public lnd::Upper {
  private:
   // The peer table.  A known peer, or nullptr.
   PeerNi* find_peer(const Nid& nid) noexcept {
+    if (PeerNi* p = recent_.find(nid)) return p;
     auto it = peers_.find(nid);
-    return it == peers_.end() ? nullptr : it->second;
+    if (it == peers_.end()) return nullptr;
+    recent_.put(nid, it->second);
+    return it->second;
   }
   // The peer, made if new; nullptr (refused, counted, logged) if new and
   // the table holds dataplane.limits.peers already, unless `forced` (a
@@ -223,6 +227,7 @@ class Forwarder final : public lnd::Upper {
   LocalNetMask nets_up_;
 
   std::unordered_map<Nid, PeerNi*> peers_;  // owned by directory_
+  NidCache<PeerNi> recent_;                 // ... and the last ones looked up (forget() clears theirs)
   PeerDirectory directory_;  // peers_, listed for status
   PeerNi* least_active_ = nullptr;  // peers_ by their last message, oldest first
   PeerNi* most_active_ = nullptr;

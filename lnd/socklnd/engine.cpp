@@ -966,8 +966,11 @@ const LocalNi* Node::ni_by_nid(const Nid& nid) const noexcept {
 }
 
 Peer* Node::find_peer(const Nid& nid) noexcept {
+  if (Peer* p = recent_.find(nid)) return p;
   auto it = peers_.find(nid);
-  return it == peers_.end() ? nullptr : it->second.get();
+  if (it == peers_.end()) return nullptr;
+  recent_.put(nid, it->second.get());
+  return it->second.get();
 }
 
 Peer* Node::peer(const Nid& nid, const LocalNi& ni) {
@@ -1117,7 +1120,9 @@ std::size_t Node::sweep_idle(Clock::time_point now) {
   const std::size_t n = std::erase_if(peers_, [&](auto& kv) {
     Peer& p = *kv.second;
     if (!p.conns_.empty()) p.last_used_ = now;  // in use
-    return p.at_rest(now) && now - p.last_used_ >= opts_.peer_idle;
+    const bool idle = p.at_rest(now) && now - p.last_used_ >= opts_.peer_idle;
+    if (idle) recent_.forget(kv.first);
+    return idle;
   });
   stats_.peers_freed += n;
   return n;

@@ -41,6 +41,7 @@
 #include "lnd/message.hpp"
 #include "router/lnet_header.hpp"
 #include "router/nid.hpp"
+#include "router/nid_cache.hpp"
 
 namespace lnetr::sock {
 
@@ -299,6 +300,7 @@ class Node {
   Stats stats_;
   std::size_t conns_ = 0;  // Conn objects alive (open, closed, draining)
   std::unordered_map<Nid, std::unique_ptr<Peer>> peers_;
+  NidCache<Peer> recent_;  // the last ones looked up (sweep_idle() forgets those it frees)
   std::vector<Conn*> graveyard_;
   // Closed with zero-copy sends the kernel still holds: kept (their
   // sockets disconnected, not closed) until it has let go of them all.

@@ -1,10 +1,13 @@
 #include "router/nid.hpp"
+#include "router/nid_cache.hpp"
 
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstring>
+#include <string>
 #include <unordered_set>
+#include <vector>
 
 namespace lnetr {
 namespace {
@@ -243,6 +246,41 @@ TEST(NidHash, DistinctAndSpread) {
     EXPECT_GT(b, 25);
     EXPECT_LT(b, 100);
   }
+}
+
+// The cache in front of a NID table: it answers only for the NID an entry
+// was put under, a colliding NID evicts it (and the table answers), and a
+// forgotten entry is gone.  256 NIDs of one net through 16 slots: whatever
+// it returns is right.
+TEST(NidCache, AnswersOnlyForTheNidItHoldsAndForgets) {
+  NidCache<int> cache;
+  std::vector<Nid> nids;
+  std::vector<int> values(256);
+  for (int i = 0; i < 256; ++i) nids.push_back(parse_ok("10.0." + std::to_string(i / 16) + "." + std::to_string(i) + "@tcp"));
+  const Nid other_net = parse_ok("10.0.0.0@tcp1");
+  EXPECT_EQ(cache.find(nids[0]), nullptr);
+  cache.put(nids[0], &values[0]);
+  EXPECT_EQ(cache.find(nids[0]), &values[0]);
+  EXPECT_EQ(cache.find(other_net), nullptr);
+  std::size_t hits = 0;
+  for (int round = 0; round < 2; ++round)
+    for (int i = 0; i < 256; ++i) {
+      if (int* v = cache.find(nids[i])) {
+        EXPECT_EQ(v, &values[i]) << i;
+        ++hits;
+      } else {
+        cache.put(nids[i], &values[i]);
+      }
+      EXPECT_EQ(cache.find(nids[i]), &values[i]);
+    }
+  EXPECT_LT(hits, 256u);  // 16 slots cannot hold 256 NIDs
+  cache.forget(nids[255]);
+  EXPECT_EQ(cache.find(nids[255]), nullptr);
+  cache.put(nids[7], &values[7]);
+  cache.forget(other_net);  // not the NID it holds: nothing happens
+  EXPECT_EQ(cache.find(nids[7]), &values[7]);
+  cache.clear();
+  for (const Nid& n : nids) EXPECT_EQ(cache.find(n), nullptr);
 }
 
 }  // namespace
