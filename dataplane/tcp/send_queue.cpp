@@ -23,15 +23,7 @@ void SendQueue::append(ByteSpan data, bool lend, void* dev) {
       return;
     }
   }
-  // The vector of pieces is compacted (pieces moved, never their bytes)
-  // once the acknowledged ones are half of it.
-  if (head_ > 0 && head_ * 2 >= pieces_.size()) {
-    pieces_.erase(pieces_.begin(), pieces_.begin() + static_cast<std::ptrdiff_t>(head_));
-    head_ = 0;
-  }
-  Piece& p = pieces_.emplace_back();
-  p.start = end_;
-  p.len = data.size();
+  Piece& p = add_piece(data.size());
   if (lend) {
     p.ref = data.data();
     p.dev = dev;
@@ -39,7 +31,6 @@ void SendQueue::append(ByteSpan data, bool lend, void* dev) {
   } else {
     p.own.assign(data.begin(), data.end());
   }
-  end_ += data.size();
 }
 
 void SendQueue::append_held(ByteSpan data, void* dev, lnd::FrameRefs& frames) {
@@ -47,19 +38,27 @@ void SendQueue::append_held(ByteSpan data, void* dev, lnd::FrameRefs& frames) {
     frames.release(dev);
     return;
   }
+  Piece& p = add_piece(data.size());
+  p.ref = data.data();
+  p.dev = dev;
+  p.held = true;
+  held_ += data.size();
+  frames_ = &frames;
+}
+
+// A new piece of `len` bytes at the end.  The vector of pieces is
+// compacted (pieces moved, never their bytes) once the acknowledged ones
+// are half of it.
+SendQueue::Piece& SendQueue::add_piece(std::size_t len) {
   if (head_ > 0 && head_ * 2 >= pieces_.size()) {
     pieces_.erase(pieces_.begin(), pieces_.begin() + static_cast<std::ptrdiff_t>(head_));
     head_ = 0;
   }
   Piece& p = pieces_.emplace_back();
   p.start = end_;
-  p.len = data.size();
-  p.ref = data.data();
-  p.dev = dev;
-  p.held = true;
-  held_ += data.size();
-  frames_ = &frames;
-  end_ += data.size();
+  p.len = len;
+  end_ += len;
+  return p;
 }
 
 void SendQueue::drop_front(std::size_t n) noexcept {

@@ -106,6 +106,7 @@ class SendQueue {
     std::size_t off = 0;
     const std::uint8_t* data() const noexcept { return ref ? ref : own.data() + off; }
   };
+  Piece& add_piece(std::size_t len);
   // Index of the piece holding absolute position `pos` (front_ <= pos < end_).
   std::size_t find(std::uint64_t pos) const noexcept;
 

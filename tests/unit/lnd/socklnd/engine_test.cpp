@@ -824,7 +824,7 @@ TEST_F(Engine, ZeroCopySendFallsBackWhereTheKernelCopies) {
 // into its sink: every byte after that first message is copied exactly
 // once (before, up to 8 KiB of each payload came through the staging
 // buffer and was copied twice).  Small messages after them still arrive
-// intact, and batch again.
+// intact.
 TEST_F(Engine, AfterALargePayloadHeadsAreReadAloneAndPayloadsOnce) {
   TestNode a(poller, kA), b(poller, kB);
   nodes = {&a, &b};
@@ -849,7 +849,7 @@ TEST_F(Engine, AfterALargePayloadHeadsAreReadAloneAndPayloadsOnce) {
   for (std::size_t i = 0; i < payloads.size(); ++i) EXPECT_EQ(b.upper.got[2 + i].payload, payloads[i]);
   const std::size_t head = kMsgHeaderSize + kLnetHeaderSize;  // V3
   EXPECT_EQ(b.node->stats().bytes_copied - before, bytes + txs.size() * head);
-  // Then small ones, many to a read again.
+  // Then small ones.
   std::deque<Tx> smalls;
   for (int i = 0; i < 20; ++i) {
     smalls.push_back(make_put(kA, kB, tiny));
