@@ -59,6 +59,15 @@ Paths, in alternating order each round, the same guest and peers:
     guest_zc2k  zc_min_payload: 2048, the least Linux takes (not run unless
                 named: with --guest-loads write4k_c8,...,write32k_c8 it
                 shows from what size zero copy pays)
+    guest_dpdk  the same two NICs as DPDK ports (not run unless named):
+                bound to uio_pci_generic in the guest (its kernel has no
+                VFIO no-IOMMU mode), the virtio PMD with the offloads qemu's
+                tap offers (checksums, TSO and LRO), lnetr's own TCP, 2 MB
+                hugepages reserved on the guest's kernel command line.  The
+                NICs go back to virtio-pci (and their addresses) for the
+                kernel paths.  This is what an appliance on virtio runs, and
+                the ratios to guest_zc judge DPDK against kernel sockets on
+                the same machine.
 
 the dataplane restarted for each.  Loads (--guest-loads): 1 MiB and 64 KiB
 brw write and read, 8 in flight; also 4, 8, 16 and 32 KiB writes.  For
@@ -337,7 +346,13 @@ GUEST_PATHS = {  # path: dataplane.socklnd.zc_min_payload
     "guest_copy": 2147483647,  # never: every payload copied into the socket
     "guest_zc": 16384,         # the default: payloads of 16 KiB and more by MSG_ZEROCOPY
     "guest_zc2k": 2048,        # the least Linux takes: where zero copy starts to pay (--guest-loads small)
+    "guest_dpdk": 16384,       # DPDK ports (GUEST_DPDK), socklnd's default
 }
+GUEST_DPDK = {"guest_dpdk"}
+# The DPDK ports' counters that say what the offloads did (status "ports").
+GUEST_PORT_KEYS = ["rx_frames", "tx_frames", "tso_frames", "tso_segments", "rx_lro", "large_segments_in",
+                   "csum_offloaded", "csum_verified", "tx_chained", "tx_bytes_held"]  # paths whose router drives the NICs as DPDK ports
+GUEST_HUGEPAGES = 384        # 2 MB pages reserved at boot when a DPDK path runs
 GUEST_DEFAULT_PATHS = ["guest_copy", "guest_zc"]
 GUEST_LOADS = [  # name, op, size, concurrency (--guest-loads: a subset, by name)
     ("write1m_c8", "write", 1048576, 8),
@@ -353,20 +368,25 @@ GUEST_DEFAULT_LOADS = ["write1m_c8", "read1m_c8", "write64k_c8", "read64k_c8"]
 GUEST_DIR = "/tmp/lnetr-router-bench"  # in the guest: a Unix socket cannot be made on its 9p shares
 
 # One worker; no gateways of its own to check.  Credits and buffers as the
-# host mode's router (lnetr_router.ROUTER_CONFIG); no hugepages and a small
-# memory pool as the o2ib guest's (tests/vm/o2ib_topology.py).
+# host mode's router (lnetr_router.ROUTER_CONFIG); a small memory pool as the
+# o2ib guest's (tests/vm/o2ib_topology.py), on hugepages for DPDK ports.
 GUEST_ROUTER_DATAPLANE = """\
 dataplane:
   cores: [0]
   main_core: 1
   poll: adaptive
-  hugepages: no
+  hugepages: {hugepages}
   memory_mb: 512
   control_socket: {sock}
   shm_name: /lnetr-router-bench
   alive_router_check_interval: 0
   socklnd:
     zc_min_payload: {zc_min_payload}
+{ports}"""
+GUEST_PORT = """\
+    - name: {name}
+      device: "{pci}"
+      address: {address}/24
 """
 
 # Run in the guest: the dataplane's status, through lnetr_router's own
@@ -395,16 +415,16 @@ def sock_sections(st):
     return {k: v for k, v in st.items() if "sock" in k.lower()}
 
 
-def sock_counters(st, path="", inside=False):
+def sock_counters(st, path="", inside=False, word="sock"):
     """Every number in the status document under a key whose name contains
-    "sock", at any depth: {"socklnd.tx_msgs": n, "workers[0].sock_x.y": n, ...}."""
+    `word`, at any depth: {"socklnd.tx_msgs": n, "workers[0].sock_x.y": n, ...}."""
     out = {}
     if isinstance(st, dict):
         for k, v in st.items():
-            out.update(sock_counters(v, "%s.%s" % (path, k) if path else k, inside or "sock" in k.lower()))
+            out.update(sock_counters(v, "%s.%s" % (path, k) if path else k, inside or word in k.lower(), word))
     elif isinstance(st, list):
         for i, v in enumerate(st):
-            out.update(sock_counters(v, "%s[%d]" % (path, i), inside))
+            out.update(sock_counters(v, "%s[%d]" % (path, i), inside, word))
     elif inside and isinstance(st, (int, float)) and not isinstance(st, bool):
         out[path] = st
     return out
@@ -459,6 +479,13 @@ class GuestBench:
         self.server_host = self.pinned("b", args.server_core)
         self.idle = {}
         self.loads = args.guest_loads
+        # The NICs' PCI functions, and which driver has them now.
+        self.pci = {side: self.sh("basename $(readlink -f /sys/class/net/%s/device/..)" % nic).strip()
+                    for side, nic in (("a", topo.if_ra), ("b", topo.if_rb))}
+        self.nics = "kernel"
+        if args.dpdk:
+            self.sh("modprobe -d /mods uio_pci_generic && mount -t hugetlbfs nodev /dev/hugepages && "
+                    "grep -q '^HugePages_Total: *%d$' /proc/meminfo" % GUEST_HUGEPAGES)
 
     def pinned(self, side, core):
         h = self.topo.host(side)
@@ -466,6 +493,39 @@ class GuestBench:
 
     def sh(self, cmd, timeout=60):
         return self.g.run(cmd, timeout=timeout, check=True)[1]
+
+    def nics_to(self, kind):
+        """The two NICs to DPDK ("dpdk": uio_pci_generic) or back to the
+        kernel ("kernel": virtio-pci, the netdevs addressed and up again),
+        by sysfs (dpdk-devbind.py takes seconds under TCG)."""
+        if self.nics == kind:
+            return
+        t = self.topo
+        override = "uio_pci_generic" if kind == "dpdk" else ""
+        script = ["set -e"]
+        for pci in self.pci.values():
+            dev = "/sys/bus/pci/devices/" + pci
+            script += ["echo '%s' > %s/driver_override" % (override, dev),
+                       "if [ -e %s/driver ]; then echo %s > %s/driver/unbind; fi" % (dev, pci, dev),
+                       "echo %s > /sys/bus/pci/drivers_probe" % pci,
+                       "test $(basename $(readlink -f %s/driver)) = %s" % (dev, override or "virtio-pci")]
+        self.sh("\n".join(script))
+        if kind == "kernel":
+            names = {}
+            for side, pci in self.pci.items():
+                end = time.monotonic() + 30
+                while True:
+                    rc, out, _ = self.g.run("ls /sys/bus/pci/devices/%s/virtio*/net/" % pci, timeout=30)
+                    if rc == 0 and out.split():
+                        names[side] = out.split()[0]
+                        break
+                    if time.monotonic() > end:
+                        raise RuntimeError("no netdev on %s after binding it to virtio-pci" % pci)
+                    time.sleep(0.5)
+            t.if_ra, t.if_rb = names["a"], names["b"]
+            self.sh("ip addr add %s/24 dev %s && ip link set %s up && ip addr add %s/24 dev %s && ip link set %s up"
+                    % (t.ra_ip, t.if_ra, t.if_ra, t.rb_ip, t.if_rb, t.if_rb))
+        self.nics = kind
 
     def start_server(self):
         t = self.topo
@@ -482,8 +542,14 @@ class GuestBench:
         if path is None:
             return
         t = self.topo
+        dpdk = path in GUEST_DPDK
+        self.nics_to("dpdk" if dpdk else "kernel")
+        ports = "" if not dpdk else "  ports:\n" + "".join(
+            GUEST_PORT.format(name=name, pci=self.pci[side], address=addr)
+            for side, name, addr in (("a", t.if_ra, t.ra_ip), ("b", t.if_rb, t.rb_ip)))
         config = (ROUTER_NETS.format(if_ra=t.if_ra, if_rb=t.if_rb, tcp1_lnd="", routing=1) +
-                  GUEST_ROUTER_DATAPLANE.format(sock=GUEST_DIR + "/dp.sock", zc_min_payload=GUEST_PATHS[path]))
+                  GUEST_ROUTER_DATAPLANE.format(sock=GUEST_DIR + "/dp.sock", zc_min_payload=GUEST_PATHS[path],
+                                                hugepages="yes" if dpdk else "no", ports=ports))
         self.sh("mkdir -p %s && cat > %s/%s.yaml <<'EOF'\n%sEOF" % (GUEST_DIR, GUEST_DIR, path, config))
         self.router = self.g.spawn("echo $$ > %s/dp.pid; exec %s --config %s/%s.yaml"
                                    % (GUEST_DIR, self.dataplane, GUEST_DIR, path))
@@ -568,6 +634,7 @@ class GuestBench:
         window = s1["uptime"] - s0["uptime"]
         floor = self.idle[path][-1]["guest_busy_cores"]
         c0, c1 = sock_counters(st0), sock_counters(st1)
+        p0, p1 = sock_counters(st0.get("ports", []), inside=True), sock_counters(st1.get("ports", []), inside=True)
         mib, kib = fwd / 1048576, fwd / 1024
         return {
             "ops_per_s": res["ops_per_s"], "MB_per_s": res["MB_per_s"], "latency_us": res["latency_us"],
@@ -585,6 +652,8 @@ class GuestBench:
             "host_busy_cores": (h1 - h0) / (t1 - t0),
             "sock_deltas": {k: c1[k] - c0[k] for k in c1 if k in c0},
             "sock_before": sock_sections(st0), "sock_after": sock_sections(st1),
+            # DPDK ports: frames, TSO and LRO units, checksums offloaded, bytes held.
+            "port_deltas": {k: p1[k] - p0[k] for k in p1 if k in p0 and p1[k] != p0[k]},
         }
 
     def round(self, order):
@@ -613,11 +682,12 @@ GUEST_METRICS = [  # (label, key, unit, higher is better)
 
 def guest_summarise(rounds, paths, loads):
     """Per load, metric and path: the median over the rounds, the spread,
-    and the median of the per-round ratios of each path to guest_copy (the
-    paths run back to back in each round, on the same guest).  Counters
-    under the *sock* sections whose name says zc or zero_copy, and that
-    changed, are summarised too: bytes_* per byte forwarded, the others per
-    MiB forwarded."""
+    and the medians of the per-round ratios of each path to guest_copy and
+    to guest_zc (the paths run back to back in each round, on the same
+    guest).  Counters under the *sock* sections whose name says zc or
+    zero_copy, and that changed, are summarised too: bytes_* per byte
+    forwarded, the others per MiB forwarded; so are the DPDK ports' offload
+    counters (GUEST_PORT_KEYS, summed over both ports) per MiB."""
     summary = {}
     for name, _, _, _ in loads:
         rows = [(label, (lambda s, k=key: s[name][k]), unit, better) for label, key, unit, better in GUEST_METRICS]
@@ -628,6 +698,12 @@ def guest_summarise(rounds, paths, loads):
             rows.append(("%s per %s" % (k, "byte" if per == 1 else "MiB"),
                          (lambda s, k=k, per=per: s[name]["sock_deltas"].get(k, 0) * per / s[name]["forwarded_bytes"]
                           if s[name]["forwarded_bytes"] else None), "", None))
+        for k in GUEST_PORT_KEYS:
+            if any(q.endswith("." + k) for r in rounds for p in r.values() for q in p[name].get("port_deltas", {})):
+                rows.append(("ports' %s per MiB" % k,
+                             (lambda s, k=k: sum(v for q, v in s[name].get("port_deltas", {}).items()
+                                                 if q.endswith("." + k)) * 1048576 / s[name]["forwarded_bytes"]
+                              if s[name]["forwarded_bytes"] else None), "", None))
         for label, get, unit, better in rows:
             row = {"unit": unit, "higher_is_better": better, "median": {}, "min": {}, "max": {}}
             for path in paths:
@@ -635,24 +711,28 @@ def guest_summarise(rounds, paths, loads):
                 if vals:
                     row["median"][path] = statistics.median(vals)
                     row["min"][path], row["max"][path] = min(vals), max(vals)
-            row["to_copy"] = {}
-            for path in paths:
-                ratios = [get(r[path]) / get(r["guest_copy"]) for r in rounds
-                          if path != "guest_copy" and path in r and "guest_copy" in r and get(r[path]) is not None
-                          and get(r["guest_copy"])]
-                if ratios:
-                    row["to_copy"][path] = statistics.median(ratios)
+            for base in ("guest_copy", "guest_zc"):
+                to = row["to_" + base[6:]] = {}
+                for path in paths:
+                    ratios = [get(r[path]) / get(r[base]) for r in rounds
+                              if path != base and path in r and base in r and get(r[path]) is not None
+                              and get(r[base])]
+                    if ratios:
+                        to[path] = statistics.median(ratios)
             summary["%s: %s" % (name, label)] = row
     return summary
 
 
 def print_guest_table(summary, paths):
     others = [p for p in paths if p != "guest_copy"]
-    say("\nmedians over the rounds; /copy: median of the per-round ratios of a path to guest_copy")
-    say("%-48s %5s" % ("", "") + "".join("%14s" % p for p in paths) + "".join("%14s" % (p[6:] + "/copy") for p in others))
+    dpdk = [p for p in paths if p in GUEST_DPDK and "guest_zc" in paths]
+    say("\nmedians over the rounds; /copy, /zc: median of the per-round ratios of a path to guest_copy, guest_zc")
+    say("%-48s %5s" % ("", "") + "".join("%14s" % p for p in paths) + "".join("%14s" % (p[6:] + "/copy") for p in others)
+        + "".join("%14s" % (p[6:] + "/zc") for p in dpdk))
     for label, row in summary.items():
         cells = ["%14s" % ("-" if row["median"].get(p) is None else "%.4g" % row["median"][p]) for p in paths]
         cells += ["%14s" % ("-" if row["to_copy"].get(p) is None else "%.3f" % row["to_copy"][p]) for p in others]
+        cells += ["%14s" % ("-" if row["to_zc"].get(p) is None else "%.3f" % row["to_zc"][p]) for p in dpdk]
         say("%-48s %5s" % (label, row["unit"]) + "".join(cells))
 
 
@@ -680,7 +760,8 @@ def guest_main(args, paths):
     try:
         topo.up()
         with lnetr_vm.Guest(nics=0, taps=[topo.taps["a"], topo.taps["b"]], name="router-bench",
-                            shares=[args.vm_build], env=env) as g:
+                            shares=[args.vm_build], env=env,
+                            append="hugepages=%d" % GUEST_HUGEPAGES if args.dpdk else "") as g:
             topo.attach(g)
             _, feats, _ = g.run("ethtool -k %s | grep -E '^(scatter-gather|tcp-segmentation-offload|"
                                 "generic-receive-offload|tx-checksumming):'" % topo.if_ra, timeout=30)
@@ -771,6 +852,7 @@ def main():
         if not names or set(names) - set(by_name):
             sys.exit("router_bench: --guest-loads: expected some of %s" % ",".join(by_name))
         args.guest_loads = [by_name[n] for n in names]
+        args.dpdk = bool(GUEST_DPDK & set(paths))
         return guest_main(args, paths)
 
     topo = Topology(direct=True)
