@@ -7,11 +7,22 @@ polling).  Paths, each a client through the router to a server:
 
     tcp_tcp     B2@tcp (kernel sockets) -> E@tcp2 (kernel sockets)
     tcp_o2ib    B2@tcp -> A@o2ib
+    o2ib_tcp    Y@o2ib -> B@tcp: the other way
     o2ib_o2ib   Y@o2ib -> C@o2ib1
+    o2ib1_o2ib  X@o2ib1 -> A@o2ib: the other way
     dpdk_o2ib   D@tcp1 (R's DPDK af_packet port, lnetr's own TCP) -> A@o2ib
+    o2ib_dpdk   Y@o2ib -> D2@tcp1 (a server in netns t): the other way
     o2ib_o2ib_pool  o2ib_o2ib with remote_keys: pool (the pool's own key in
                 every PUT_ACK) instead of the default per-transfer memory
                 windows, its router restarted for it each round
+
+A router carries each direction with different verbs work.  Where the
+client is on o2ib, its PUT's payload is RDMA-written by the client into the
+router buffer the router's PUT_ACK names, and a GET's reply is RDMA-written
+by the router into the sink the client's GET_REQ names; where the server is
+on o2ib, the router writes PUTs into the server's sinks and the server
+writes GET replies into the router's.  Each "other way" path is compared
+with its twin in the same round (rate and CPU per message).
 
 Loads (lnetr-peer brw, --check none on the client; the server verifies
 every PUT): 0-byte PUTs 16 in flight (message rate), 1 MiB PUTs and GETs 4
@@ -48,15 +59,21 @@ sys.path.insert(0, str(ROOT / "tests" / "vm"))
 os.environ.setdefault("LNETR_BUILD", str(ROOT / "build" / "release-vm"))
 
 import lnetr_vm  # noqa: E402
-from o2ib_topology import A, B2, C, D, E, R_IB, R_TCP, R_TCP1, Y, Topology  # noqa: E402
+from o2ib_topology import A, B, B2, C, D, D2, E, R_IB, R_IB1, R_TCP, R_TCP1, SERVERS, X, Y, Topology  # noqa: E402
 
 PATHS = {  # name: client NID, its routes, target, netns, remote_keys
     "tcp_tcp": (f"{B2}@tcp", f"tcp2|{R_TCP}@tcp", f"{E}@tcp2", None, "transfer"),
     "tcp_o2ib": (f"{B2}@tcp", f"o2ib|{R_TCP}@tcp", f"{A}@o2ib", None, "transfer"),
+    "o2ib_tcp": (f"{Y}@o2ib", f"tcp|{R_IB}@o2ib", f"{B}@tcp", None, "transfer"),
     "o2ib_o2ib": (f"{Y}@o2ib", f"o2ib1|{R_IB}@o2ib", f"{C}@o2ib1", None, "transfer"),
+    "o2ib1_o2ib": (f"{X}@o2ib1", f"o2ib|{R_IB1}@o2ib1", f"{A}@o2ib", None, "transfer"),
     "dpdk_o2ib": (f"{D}@tcp1", f"o2ib|{R_TCP1}@tcp1", f"{A}@o2ib", "t", "transfer"),
+    "o2ib_dpdk": (f"{Y}@o2ib", f"tcp1|{R_IB}@o2ib", f"{D2}@tcp1", None, "transfer"),
     "o2ib_o2ib_pool": (f"{Y}@o2ib", f"o2ib1|{R_IB}@o2ib", f"{C}@o2ib1", None, "pool"),
 }
+# Each path the other way: the same two nets, client and server swapped.
+OTHER_WAY = {"o2ib_tcp": "tcp_o2ib", "o2ib1_o2ib": "o2ib_o2ib", "o2ib_dpdk": "dpdk_o2ib"}
+SERVER_NETNS = {"D2": "t"}
 LOADS = [  # name, op, size, concurrency
     ("put0_c16", "write", 0, 16),
     ("write1m_c4", "write", 1048576, 4),
@@ -132,8 +149,10 @@ def main():
     with lnetr_vm.Guest(nics=4, name="o2ib-bench", mem_mb=3072) as g:
         topo = Topology(g, os.environ["LNETR_BUILD"], name="o2ib-bench")
         topo.setup()
-        for name in ("A", "C", "E"):
-            topo.start_server(name)
+        targets = {PATHS[p][2] for p in paths}
+        for name, (nid, _) in SERVERS.items():
+            if nid in targets:
+                topo.start_server(name, SERVER_NETNS.get(name))
         keys = None
         for rnd in range(args.rounds):
             # Alternate the order of the paths from round to round.
@@ -182,6 +201,14 @@ def main():
                 summary[f"{path}/{ln}"]["rate_vs_tcp_tcp"] = ratio(
                     path, "tcp_tcp", ln, "ops_per_s" if load[2] == 0 else "MB_per_s")
                 summary[f"{path}/{ln}"]["user_per_msg_vs_tcp_tcp"] = ratio(path, "tcp_tcp", ln, "user_us_per_msg")
+            twin = OTHER_WAY.get(path)
+            if twin in paths:
+                # The same nets the other way, same round.
+                summary[f"{path}/{ln}"]["other_way"] = twin
+                summary[f"{path}/{ln}"]["rate_vs_other_way"] = ratio(
+                    path, twin, ln, "ops_per_s" if load[2] == 0 else "MB_per_s")
+                summary[f"{path}/{ln}"]["user_per_msg_vs_other_way"] = ratio(path, twin, ln, "user_us_per_msg")
+                summary[f"{path}/{ln}"]["sys_per_msg_vs_other_way"] = ratio(path, twin, ln, "sys_us_per_msg")
             if path == "o2ib_o2ib" and "o2ib_o2ib_pool" in paths:
                 # Per-transfer keys (the default) against pool keys, same round.
                 summary[f"{path}/{ln}"]["user_per_msg_vs_pool_keys"] = ratio(path, "o2ib_o2ib_pool", ln,
@@ -209,6 +236,10 @@ def main():
         print(f"| {path} | {load} | {rate} | {f(v.get('rate_vs_tcp_tcp'), '%.2f')} | {f(v['user_us_per_msg'], '%.0f')} "
               f"| {f(v.get('user_per_msg_vs_tcp_tcp'), '%.2f')} | {f(v['sys_us_per_msg'], '%.0f')} "
               f"| {f(v['copied_per_byte'], '%.5f')} |")
+    for key, v in summary.items():
+        if "rate_vs_other_way" in v:
+            print(f"{key} / {v['other_way']}: rate {f(v['rate_vs_other_way'], '%.2f')}, user CPU per msg "
+                  f"{f(v['user_per_msg_vs_other_way'], '%.2f')}, kernel {f(v['sys_per_msg_vs_other_way'], '%.2f')}")
     for key, v in summary.items():
         if "user_per_msg_vs_pool_keys" in v:
             print(f"remote_keys transfer / pool, {key.split('/')[1]}: user CPU per msg "

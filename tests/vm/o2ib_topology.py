@@ -9,15 +9,17 @@ the qemu hub (lnetr_vm.Guest.setup_rxe):
     R   10.99.2.2@o2ib    eth1/rxe1 ---+   lnetr-dataplane, one worker:
         10.99.3.2@o2ib1   eth2/rxe2 ---+     o2ib, o2ib1 (verbs), tcp and tcp2 (kernel
     C   10.99.3.1@o2ib1   eth3/rxe3 ---+     sockets on dummy interfaces), tcp1 (a DPDK
+        (X 10.99.3.4@o2ib1 on eth3 too: o2ib1 clients)
     B   10.98.0.2@tcp     dum0 (with R 10.98.0.1@tcp;         af_packet port on veth vr)
                           B2 10.98.0.3@tcp: tcp clients)
     E   10.96.0.2@tcp2    dum1 (with R 10.96.0.1@tcp2)
     D   10.97.0.2@tcp1    netns t, veth vt <-> vr (R's DPDK port, 10.97.0.1)
+                          (D2 10.97.0.3@tcp1 on vt too: a server there)
 
-A, B, C and E are servers; clients have NIDs of their own (a second
-process with a server's NID would be a restarted node to the router).  The
-router's control socket and API socket live in the guest's /tmp (a Unix
-socket cannot be made on the 9p share).
+A, B, C and E are servers (D2 too, in the benchmark); clients have NIDs
+of their own (a second process with a server's NID would be a restarted
+node to the router).  The router's control socket and API socket live in
+the guest's /tmp (a Unix socket cannot be made on the 9p share).
 """
 
 import json
@@ -33,7 +35,8 @@ from lnetr_router import not_at_rest  # noqa: E402
 from lnetr_test import parse_yaml  # noqa: E402
 
 A, Y, Z, R_IB, R_IB1, C = "10.99.2.1", "10.99.2.4", "10.99.2.3", "10.99.2.2", "10.99.3.2", "10.99.3.1"
-R_TCP, B, B2, R_TCP1, D = "10.98.0.1", "10.98.0.2", "10.98.0.3", "10.97.0.1", "10.97.0.2"
+X = "10.99.3.4"
+R_TCP, B, B2, R_TCP1, D, D2 = "10.98.0.1", "10.98.0.2", "10.98.0.3", "10.97.0.1", "10.97.0.2", "10.97.0.3"
 R_TCP2, E = "10.96.0.1", "10.96.0.2"
 
 ROUTER_CONFIG = """\
@@ -93,6 +96,7 @@ SERVERS = {
     "C": (f"{C}@o2ib1", f"tcp,tcp1,tcp2,o2ib|{R_IB1}@o2ib1"),
     "B": (f"{B}@tcp", f"o2ib,o2ib1,tcp1,tcp2|{R_TCP}@tcp"),
     "E": (f"{E}@tcp2", f"o2ib,o2ib1,tcp1,tcp|{R_TCP2}@tcp2"),
+    "D2": (f"{D2}@tcp1", f"o2ib,o2ib1,tcp,tcp2|{R_TCP1}@tcp1"),  # in netns t
 }
 
 
@@ -112,7 +116,8 @@ class Topology:
         self.servers = {}
 
     def setup(self):
-        self.g.setup_rxe({0: [f"{A}/24", f"{Y}/24"], 1: [f"{R_IB}/24", f"{Z}/24"], 2: f"{R_IB1}/24", 3: f"{C}/24"})
+        self.g.setup_rxe({0: [f"{A}/24", f"{Y}/24"], 1: [f"{R_IB}/24", f"{Z}/24"], 2: f"{R_IB1}/24",
+                           3: [f"{C}/24", f"{X}/24"]})
         self.dir.mkdir(parents=True, exist_ok=True)
         self.sh("modprobe -d /mods -a veth dummy 2>/dev/null; true")
         self.sh(f"ip link add dum0 type dummy && ip link set dum0 up && ip addr add {R_TCP}/24 dev dum0 && "
@@ -120,7 +125,8 @@ class Topology:
         self.sh(f"ip link add dum1 type dummy && ip link set dum1 up && ip addr add {R_TCP2}/24 dev dum1 && "
                 f"ip addr add {E}/24 dev dum1")
         self.sh(f"ip netns add t && ip link add vr type veth peer name vt && ip link set vt netns t && "
-                f"ip -n t addr add {D}/24 dev vt && ip -n t link set vt up && ip -n t link set lo up && "
+                f"ip -n t addr add {D}/24 dev vt && ip -n t addr add {D2}/24 dev vt && "
+                f"ip -n t link set vt up && ip -n t link set lo up && "
                 f"ip link set vr up && ethtool -K vr tx off tso off gso off gro off >/dev/null && "
                 f"ip netns exec t ethtool -K vt tx off tso off gso off gro off >/dev/null")
         self.sh("mkdir -p /tmp/lnetr-o2ib")
