@@ -490,7 +490,7 @@ RouterMsg* Forwarder::alloc_msg() {
   free_msgs_ = m->next;
   --msgs_free_;
   lnd::RefChain chain = std::move(m->chain);  // (empty: its storage is reused)
-  *m = RouterMsg{};
+  m->reset();
   m->chain = std::move(chain);
   m->home = index_;
   return m;

@@ -41,8 +41,11 @@
 namespace lnetr::dp {
 
 struct PeerNi;
+struct RouterMsg;
 
-struct RouterMsg {
+// Everything of a descriptor a new message starts afresh with (RouterMsg
+// adds the inline payload, which it does not).
+struct RouterMsgState {
   enum class Kind : std::uint8_t {
     forward,  // routed: buffer, credits, possibly another worker
     local,    // a REPLY or ACK the router sends (payload in inline_)
@@ -90,7 +93,15 @@ struct RouterMsg {
   std::uint32_t fault_rule = 0;     // the delay rule holding it
   lnd::Rx rx;                  // home's receive
   lnd::Tx tx;                  // the sender's transmit
-  std::array<std::uint8_t, 512> inline_{};  // a local REPLY's payload (ping info)
+};
+
+struct RouterMsg : RouterMsgState {
+  // A local REPLY's payload (ping info) or a gateway's ping reply: written
+  // before it is read, so a reused descriptor does not clear it.
+  std::array<std::uint8_t, 512> inline_;
+
+  // The state of a new message, the inline payload left as it is.
+  void reset() { static_cast<RouterMsgState&>(*this) = RouterMsgState{}; }
 };
 
 // An intrusive FIFO of descriptors (credit and pool wait queues).
