@@ -67,6 +67,22 @@ class SockTransport::ReceiveQueue {
     else add_run(Run{nullptr, bytes.size(), nullptr});
     return bytes.size();
   }
+  // The first bytes, where they lie in one piece in a frame (else empty).
+  ByteSpan front() const noexcept {
+    if (run_head_ == runs_.size() || !runs_[run_head_].frame) return {};
+    return ByteSpan(runs_[run_head_].data, runs_[run_head_].len);
+  }
+  // Drop the first `n` bytes (n <= size()) unread; frames used up are let
+  // go through `refs`.
+  void drop(std::size_t n, lnd::FrameRefs* refs) {
+    while (n > 0) {
+      Run& r = runs_[run_head_];
+      const std::size_t k = std::min(n, r.len);
+      if (!r.frame) ring_drop(k);
+      consume(r, k, refs);
+      n -= k;
+    }
+  }
   // Copy the first `n` bytes (n <= size()) to `dst` and drop them; frames
   // used up are let go through `refs`.
   void pop_to(std::uint8_t* dst, std::size_t n, lnd::FrameRefs* refs) {
@@ -152,6 +168,10 @@ class SockTransport::ReceiveQueue {
     const std::size_t first = std::min(n, ring_.size() - head_);
     std::memcpy(dst, ring_.data() + head_, first);
     std::memcpy(dst + first, ring_.data(), n - first);
+    head_ = (head_ + n) % ring_.size();
+    len_ -= n;
+  }
+  void ring_drop(std::size_t n) noexcept {
     head_ = (head_ + n) % ring_.size();
     len_ -= n;
   }
@@ -364,6 +384,15 @@ class SockTransport::LinkStream final : public sock::Stream {
     l.t_.stats_.bytes_copied += n;
     if (l.conn_) l.conn_->window_opened(l.t_.now_);
     return static_cast<ssize_t>(n);
+  }
+
+  // A head read in place: never while a loan holds bytes of its own (they
+  // come first), nor from the ring of copied bytes.
+  ByteSpan peek() noexcept override { return l_->lent_ ? ByteSpan{} : l_->rq_.front(); }
+  void skip(std::size_t n) noexcept override {
+    Link& l = *l_;
+    l.rq_.drop(n, l.t_.frames_);
+    if (l.conn_) l.conn_->window_opened(l.t_.now_);
   }
 
   ssize_t sendv(const iovec* iov, std::size_t n) noexcept override { return sendv_lent(iov, n, nullptr, nullptr); }

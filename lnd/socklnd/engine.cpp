@@ -320,7 +320,28 @@ void Conn::do_read() {
       continue;
     }
 
-    // RxState::head: decode what is staged, else read more into the stage.
+    // RxState::head: decode it where the stream holds it in one piece,
+    // else what is staged, else read more into the stage.
+    if (stage_len_ == 0) {
+      const ByteSpan held = s_->peek();
+      if (!held.empty()) {
+        auto need = message_head_bytes_needed(held, version_, order_);
+        if (!need) {
+          close(CloseReason::bad_message, -EPROTO);
+          return;
+        }
+        if (held.size() >= *need) {
+          auto head = decode_message_head(held, version_, order_);
+          if (!head) {
+            close(CloseReason::bad_message, -EPROTO);
+            return;
+          }
+          s_->skip(head->size);
+          on_message_head(*head);
+          continue;
+        }
+      }
+    }
     const ByteSpan staged(stage_.data() + stage_off_, stage_len_);
     auto need = message_head_bytes_needed(staged, version_, order_);
     if (!need) {

@@ -21,6 +21,7 @@
 #include "lnd/socklnd/address.hpp"
 #include "lnd/socklnd/poller.hpp"
 #include "lnd/ref_chain.hpp"
+#include "router/bytes.hpp"
 
 namespace lnetr::sock {
 
@@ -81,6 +82,13 @@ class Stream {
   // no further than a message's head.  False (kernel sockets): read as
   // much as fits, one system call for many small messages.
   virtual bool receives_in_place() const noexcept { return false; }
+  // The next bytes to read, where the stream holds them in one piece (a
+  // received frame), without taking them: the engine decodes a message's
+  // head there, and skip()s it, instead of copying it out.  Empty when
+  // nothing is held in one piece (kernel sockets: always).
+  virtual ByteSpan peek() noexcept { return {}; }
+  // Drop the first n bytes (n <= peek().size()) as read.
+  virtual void skip(std::size_t n) noexcept { (void)n; }
   // Its position: bytes taken by sendv()/sendv_lent() since the stream
   // opened, whoever wrote them (a stream that lends).
   virtual std::uint64_t taken() const noexcept { return 0; }
