@@ -158,6 +158,7 @@ class Conn final : public IoHandler {
   void do_read();
   void do_write();
   bool read_some(std::uint8_t* dst, std::size_t len, std::size_t& got);
+  void heard();
   bool handshake_read();
   void finish_active_hello(const Hello& h);
   void on_message_head(const MessageHead& head);
@@ -263,15 +264,21 @@ void Conn::on_io(std::uint32_t events) {
   if (!closed() && writable_) do_write();
 }
 
+// Bytes came from the peer: the receive deadline starts again, and the
+// peer is alive (no keepalive due).
+void Conn::heard() {
+  const Clock::time_point now = node_.turn_time();
+  rx_deadline_ = now + node_.timeout_of(ni_);
+  if (peer_) peer_->last_alive_ = now;
+}
+
 // Read up to `len` bytes; false when the connection was closed.
 bool Conn::read_some(std::uint8_t* dst, std::size_t len, std::size_t& got) {
   got = 0;
   const ssize_t n = s_->recv(dst, len);
   if (n > 0) {
     got = static_cast<std::size_t>(n);
-    const Clock::time_point now = node_.turn_time();
-    rx_deadline_ = now + node_.timeout_of(ni_);
-    if (peer_) peer_->last_alive_ = now;
+    heard();
     return true;
   }
   if (n == 0) {
@@ -322,6 +329,7 @@ void Conn::do_read() {
 
     // RxState::head: decode it where the stream holds it in one piece,
     // else what is staged, else read more into the stage.
+    std::size_t held_need = 0;  // a head begun in the stream: what it needs
     if (stage_len_ == 0) {
       const ByteSpan held = s_->peek();
       if (!held.empty()) {
@@ -337,9 +345,11 @@ void Conn::do_read() {
             return;
           }
           s_->skip(head->size);
+          heard();
           on_message_head(*head);
           continue;
         }
+        held_need = *need;
       }
     }
     const ByteSpan staged(stage_.data() + stage_off_, stage_len_);
@@ -373,7 +383,7 @@ void Conn::do_read() {
     const std::size_t room = stage_.size() - stage_off_ - stage_len_;
     std::size_t ask = room;
     if (s_->receives_in_place()) {
-      ask = std::min(room, *need - stage_len_);
+      ask = std::min(room, std::max(*need, held_need) - stage_len_);
     } else if (large_last_) {
       const std::size_t whole = (version_ != 1 ? kMsgHeaderSize : 0) + header_size(header_form(version_));
       ask = std::min(room, std::max(*need, whole) - stage_len_);
