@@ -72,17 +72,9 @@ class SockTransport::ReceiveQueue {
     if (run_head_ == runs_.size() || !runs_[run_head_].frame) return {};
     return ByteSpan(runs_[run_head_].data, runs_[run_head_].len);
   }
-  // Drop the first `n` bytes (n <= size()) unread; frames used up are let
-  // go through `refs`.
-  void drop(std::size_t n, lnd::FrameRefs* refs) {
-    while (n > 0) {
-      Run& r = runs_[run_head_];
-      const std::size_t k = std::min(n, r.len);
-      if (!r.frame) ring_drop(k);
-      consume(r, k, refs);
-      n -= k;
-    }
-  }
+  // Drop the first `n` bytes of front() (n <= front().size()) unread; its
+  // frame, if used up, is let go through `refs`.
+  void drop_front(std::size_t n, lnd::FrameRefs* refs) noexcept { consume(runs_[run_head_], n, refs); }
   // Copy the first `n` bytes (n <= size()) to `dst` and drop them; frames
   // used up are let go through `refs`.
   void pop_to(std::uint8_t* dst, std::size_t n, lnd::FrameRefs* refs) {
@@ -168,10 +160,6 @@ class SockTransport::ReceiveQueue {
     const std::size_t first = std::min(n, ring_.size() - head_);
     std::memcpy(dst, ring_.data() + head_, first);
     std::memcpy(dst + first, ring_.data(), n - first);
-    head_ = (head_ + n) % ring_.size();
-    len_ -= n;
-  }
-  void ring_drop(std::size_t n) noexcept {
     head_ = (head_ + n) % ring_.size();
     len_ -= n;
   }
@@ -391,7 +379,7 @@ class SockTransport::LinkStream final : public sock::Stream {
   ByteSpan peek() noexcept override { return l_->lent_ ? ByteSpan{} : l_->rq_.front(); }
   void skip(std::size_t n) noexcept override {
     Link& l = *l_;
-    l.rq_.drop(n, l.t_.frames_);
+    l.rq_.drop_front(n, l.t_.frames_);
     if (l.conn_) l.conn_->window_opened(l.t_.now_);
   }
 

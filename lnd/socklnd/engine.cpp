@@ -327,45 +327,29 @@ void Conn::do_read() {
       continue;
     }
 
-    // RxState::head: decode it where the stream holds it in one piece,
-    // else what is staged, else read more into the stage.
-    std::size_t held_need = 0;  // a head begun in the stream: what it needs
-    if (stage_len_ == 0) {
-      const ByteSpan held = s_->peek();
-      if (!held.empty()) {
-        auto need = message_head_bytes_needed(held, version_, order_);
-        if (!need) {
-          close(CloseReason::bad_message, -EPROTO);
-          return;
-        }
-        if (held.size() >= *need) {
-          auto head = decode_message_head(held, version_, order_);
-          if (!head) {
-            close(CloseReason::bad_message, -EPROTO);
-            return;
-          }
-          s_->skip(head->size);
-          heard();
-          on_message_head(*head);
-          continue;
-        }
-        held_need = *need;
-      }
-    }
-    const ByteSpan staged(stage_.data() + stage_off_, stage_len_);
-    auto need = message_head_bytes_needed(staged, version_, order_);
+    // RxState::head: decode it where the stream holds it in one piece (a
+    // received frame), else from the stage; else read more into the stage.
+    const ByteSpan held = stage_len_ == 0 ? s_->peek() : ByteSpan{};
+    const bool in_place = !held.empty();
+    const ByteSpan bytes = in_place ? held : ByteSpan(stage_.data() + stage_off_, stage_len_);
+    auto need = message_head_bytes_needed(bytes, version_, order_);
     if (!need) {
       close(CloseReason::bad_message, -EPROTO);
       return;
     }
-    if (stage_len_ >= *need) {
-      auto head = decode_message_head(staged, version_, order_);
+    if (bytes.size() >= *need) {
+      auto head = decode_message_head(bytes, version_, order_);
       if (!head) {
         close(CloseReason::bad_message, -EPROTO);
         return;
       }
-      stage_off_ += head->size;
-      stage_len_ -= head->size;
+      if (in_place) {
+        s_->skip(head->size);
+        heard();
+      } else {
+        stage_off_ += head->size;
+        stage_len_ -= head->size;
+      }
       on_message_head(*head);
       continue;
     }
@@ -383,7 +367,7 @@ void Conn::do_read() {
     const std::size_t room = stage_.size() - stage_off_ - stage_len_;
     std::size_t ask = room;
     if (s_->receives_in_place()) {
-      ask = std::min(room, std::max(*need, held_need) - stage_len_);
+      ask = std::min(room, *need - stage_len_);  // (a head begun in a frame: all it needs)
     } else if (large_last_) {
       const std::size_t whole = (version_ != 1 ? kMsgHeaderSize : 0) + header_size(header_form(version_));
       ask = std::min(room, std::max(*need, whole) - stage_len_);
