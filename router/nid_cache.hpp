@@ -30,9 +30,6 @@ class NidCache {
     Slot& s = slots_[index(nid)];
     if (s.nid == nid) s.value = nullptr;
   }
-  void clear() noexcept {
-    for (Slot& s : slots_) s.value = nullptr;
-  }
 
  private:
   static std::size_t index(const Nid& n) noexcept {
