@@ -348,10 +348,10 @@ GUEST_PATHS = {  # path: dataplane.socklnd.zc_min_payload
     "guest_zc2k": 2048,        # the least Linux takes: where zero copy starts to pay (--guest-loads small)
     "guest_dpdk": 16384,       # DPDK ports (GUEST_DPDK), socklnd's default
 }
-GUEST_DPDK = {"guest_dpdk"}
+GUEST_DPDK = {"guest_dpdk"}  # paths whose router drives the NICs as DPDK ports
 # The DPDK ports' counters that say what the offloads did (status "ports").
 GUEST_PORT_KEYS = ["rx_frames", "tx_frames", "tso_frames", "tso_segments", "rx_lro", "large_segments_in",
-                   "csum_offloaded", "csum_verified", "tx_chained", "tx_bytes_held"]  # paths whose router drives the NICs as DPDK ports
+                   "csum_offloaded", "csum_verified", "tx_chained", "tx_bytes_held"]
 GUEST_HUGEPAGES = 384        # 2 MB pages reserved at boot when a DPDK path runs
 GUEST_DEFAULT_PATHS = ["guest_copy", "guest_zc"]
 GUEST_LOADS = [  # name, op, size, concurrency (--guest-loads: a subset, by name)
@@ -415,16 +415,17 @@ def sock_sections(st):
     return {k: v for k, v in st.items() if "sock" in k.lower()}
 
 
-def sock_counters(st, path="", inside=False, word="sock"):
+def sock_counters(st, path="", inside=False):
     """Every number in the status document under a key whose name contains
-    `word`, at any depth: {"socklnd.tx_msgs": n, "workers[0].sock_x.y": n, ...}."""
+    "sock", at any depth: {"socklnd.tx_msgs": n, "workers[0].sock_x.y": n, ...}
+    (inside: every number of `st`)."""
     out = {}
     if isinstance(st, dict):
         for k, v in st.items():
-            out.update(sock_counters(v, "%s.%s" % (path, k) if path else k, inside or word in k.lower(), word))
+            out.update(sock_counters(v, "%s.%s" % (path, k) if path else k, inside or "sock" in k.lower()))
     elif isinstance(st, list):
         for i, v in enumerate(st):
-            out.update(sock_counters(v, "%s[%d]" % (path, i), inside, word))
+            out.update(sock_counters(v, "%s[%d]" % (path, i), inside))
     elif inside and isinstance(st, (int, float)) and not isinstance(st, bool):
         out[path] = st
     return out
