@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "control/request.hpp"
+#include "dataplane/unix_fd.hpp"
 
 namespace lnetr::control {
 
@@ -138,6 +139,13 @@ void Api::serve(int fd) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kIoSeconds);
   std::string req;
   char buf[16384];
+  int file = -1;  // passed with the request (capture start's)
+  struct Closer {
+    int& fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{file};
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return;  // nothing complete in time: no answer
@@ -145,16 +153,16 @@ void Api::serve(int fd) {
     const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) return;
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    const ssize_t n = unix_fd::recv(fd, buf, sizeof buf, file);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the end of the request
     req.append(buf, static_cast<std::size_t>(n));
     if (req.size() > kMaxRequestBytes) break;  // refused by respond()
   }
-  send_all(fd, respond(svc_, req, level_));
+  send_all(fd, respond(svc_, req, level_, file));
 }
 
-std::string Api::respond(Service& svc, std::string_view text, Level level) {
+std::string Api::respond(Service& svc, std::string_view text, Level level, int file) {
   auto parsed = parse_request(text);
   if (auto* e = std::get_if<RequestError>(&parsed)) return failure("", e->err, e->descr);
   const Request& r = std::get<Request>(parsed);
@@ -163,7 +171,7 @@ std::string Api::respond(Service& svc, std::string_view text, Level level) {
                    "'" + r.command + "' is not served on the read-only socket: use the management socket "
                    "(control.socket)");
   try {
-    return success(r.command, svc.handle(r.command, r.args));
+    return success(r.command, svc.handle(r.command, r.args, file));
   } catch (const ApiError& e) {
     return failure(r.command, e.err, e.descr);
   } catch (const std::exception& e) {

@@ -38,8 +38,9 @@ class Api {
   void start();
   void stop();
 
-  // One request's text -> the response's text (what a connection gets).
-  static std::string respond(Service& svc, std::string_view request, Level level = Level::manage);
+  // One request's text -> the response's text (what a connection gets);
+  // `file` is a descriptor passed with it (capture start's), lent.
+  static std::string respond(Service& svc, std::string_view request, Level level = Level::manage, int file = -1);
 
   static constexpr int kMaxClients = 16;
   static constexpr int kIoSeconds = 5;

@@ -1,6 +1,6 @@
-// Commands that act on the network to test it: LNet fault injection
-// (fault add, del, show, reset) and an operator's LNet ping through the
-// dataplane.
+// Commands that act on the network to test or debug it: LNet fault
+// injection (fault add, del, show, reset), an operator's LNet ping through
+// the dataplane, and captures of the DPDK ports' frames.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -60,6 +60,54 @@ Json Service::fault(const std::string& op, const Json& args) {
   only(args, {});
   const auto r = dataplane<status::FaultList>(op == "show" ? "lnet_fault list" : "lnet_fault reset");
   return {{"fault", r}};
+}
+
+// ---- capture ----------------------------------------------------------------------
+
+// The dataplane writes the frames of its DPDK ports into the file lnetrctl
+// opened, whose descriptor came with the request: lnetr-control never
+// opens it, so the file is wherever the operator may write.  A NID filter
+// is its IPv4 address (frames to or from it: LNet traffic, ARP); o2ib NIDs
+// never appear on a DPDK port.
+Json Service::capture(const std::string& op, const Json& args, int file) {
+  auto answer = [this](const status::CaptureState& st) {
+    Json c = st;
+    std::lock_guard lock(mu_);
+    if (!capture_file_.empty()) c["file"] = capture_file_;
+    return Json{{"capture", c}};
+  };
+  if (op != "start") {
+    only(args, {});
+    return answer(dataplane<status::CaptureState>("capture " + op));
+  }
+  only(args, {"port", "nid", "count", "file"});
+  std::string line = "capture start";
+  const auto port = opt_text(args, "port");
+  if (port && (port->empty() || port->find_first_of(" =\n*") != std::string::npos))
+    bad("argument 'port': expected a port's name (dataplane.ports), got '" + *port + "'");
+  line += " port=" + port.value_or("*");
+  if (const auto nid = opt_nid(args, "nid")) {
+    if (nid->lnd() != LndType::sock || !nid->is_nid4())
+      bad("argument 'nid': " + to_string(*nid) +
+          " is not an IPv4 tcp NID, and only those travel on DPDK ports (o2ib: see docs/operations.md)");
+    const std::uint32_t a = nid->addr4();
+    line += " host=" + std::to_string(a >> 24) + "." + std::to_string(a >> 16 & 255) + "." +
+            std::to_string(a >> 8 & 255) + "." + std::to_string(a & 255);
+  } else {
+    line += " host=*";
+  }
+  line += " count=" + std::to_string(opt_int(args, "count", 1, 1LL << 40).value_or(0));
+  const auto path = opt_text(args, "file");
+  if (file < 0)
+    throw ApiError{EBADF, "capture start needs the capture file passed with the request (lnetrctl capture start "
+                          "FILE opens it)"};
+  const auto st = dataplane<status::CaptureState>(line, file);
+  {
+    std::lock_guard lock(mu_);
+    capture_file_ = path.value_or("");
+  }
+  log("info", "capture started" + (path ? " into " + *path : std::string()));
+  return answer(st);
 }
 
 // ---- ping -------------------------------------------------------------------------

@@ -21,6 +21,7 @@
 #include "control/controller.hpp"
 #include "control/exit_record.hpp"
 #include "control/service_internal.hpp"
+#include "dataplane/unix_fd.hpp"
 #include "dataplane/systemd.hpp"
 #include "router/forward.hpp"
 
@@ -238,6 +239,7 @@ const std::vector<std::string>& Service::commands() {
       "route show", "route add",  "route del",   "gateway show", "routing show", "set routing", "net show",
       "peer show",  "stats show", "stats reset", "dataplane show", "buffers show", "global show", "set", "export", "import",
       "ping", "save", "system show", "fault add", "fault del", "fault show", "fault reset",
+      "capture start", "capture stop", "capture show",
   };
   return names;
 }
@@ -247,11 +249,12 @@ bool Service::changes(const std::string& command) {
   // change (handle() then names the valid ones on the management socket).
   static const std::vector<std::string> read_only = {"route show", "gateway show", "routing show", "net show",
                                                       "peer show",  "stats show",   "dataplane show", "buffers show",
-                                                      "global show", "export", "system show", "fault show"};
+                                                      "global show", "export", "system show", "fault show",
+                                                      "capture show"};
   return std::find(read_only.begin(), read_only.end(), command) == read_only.end();
 }
 
-Json Service::handle(const std::string& command, const Json& args) {
+Json Service::handle(const std::string& command, const Json& args, int file) {
   if (!args.is_object()) bad("'args' must be a mapping");
   if (command == "route show") return route_show(args);
   if (command == "route add") return route_add(args);
@@ -274,6 +277,8 @@ Json Service::handle(const std::string& command, const Json& args) {
   if (command == "system show") return system_show(args);
   if (command.starts_with("fault ") && std::find(commands().begin(), commands().end(), command) != commands().end())
     return fault(command.substr(6), args);
+  if (command.starts_with("capture ") && std::find(commands().begin(), commands().end(), command) != commands().end())
+    return capture(command.substr(8), args, file);
   std::string all;
   for (const auto& c : commands()) all += (all.empty() ? "'" : ", '") + c + "'";
   bad("unknown command '" + command + "': expected one of " + all);
@@ -281,7 +286,7 @@ Json Service::handle(const std::string& command, const Json& args) {
 
 // ---- the dataplane's control socket ---------------------------------------------
 
-Json Service::dataplane_answer(const std::string& line) const {
+Json Service::dataplane_answer(const std::string& line, int file) const {
   const std::string& path = cfg_.dataplane.control_socket.value;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un a{};
@@ -299,7 +304,7 @@ Json Service::dataplane_answer(const std::string& line) const {
   }
   const std::string req = line + "\n";
   std::string reply;
-  bool ok = ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+  bool ok = unix_fd::send(fd, req.data(), req.size(), file, MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
   // On the heap: this runs on the metrics server's threads too, whose
   // stacks are small.
   std::vector<char> buf(65536);

@@ -71,8 +71,9 @@ class Service {
   void shutdown() noexcept { stopping_.store(true); }
 
   // API: run `command` with `args` (a JSON object); the response's data, or
-  // an ApiError thrown.
-  Json handle(const std::string& command, const Json& args);
+  // an ApiError thrown.  `file` is a descriptor passed with the request
+  // (capture start's file), lent.
+  Json handle(const std::string& command, const Json& args, int file = -1);
   // Every metric series, at scrape time (control/metrics.hpp).
   void collect(class Families& f);
   void o2iblnd_metrics(class Families& f, const status::O2iblnd& ib, const std::set<std::string>& peers) const;
@@ -98,6 +99,9 @@ class Service {
   Json stats_reset(const Json& args);
   // LNet fault injection rules, kept by the dataplane (lnetrctl fault).
   Json fault(const std::string& op, const Json& args);
+  // Captures of the DPDK ports' frames, made by the dataplane into the
+  // file lnetrctl opened (lnetrctl capture).
+  Json capture(const std::string& op, const Json& args, int file);
   Json stats_now() const;  // the dataplane's counters as stats show gives them
   Json dataplane_show(const Json& args);
   static void subtract(Json& now, const Json& base);
@@ -118,11 +122,12 @@ class Service {
   // record dataplane/status.hpp defines for it (Answer).  An answer of
   // another status version, one that is not its record, or a refusal is
   // thrown as an ApiError.
+  // `file`: a descriptor passed with it (-1: none).
   template <class Answer>
-  Answer dataplane(const std::string& line) const {
-    return read_answer<Answer>(dataplane_answer(line), line);
+  Answer dataplane(const std::string& line, int file = -1) const {
+    return read_answer<Answer>(dataplane_answer(line, file), line);
   }
-  Json dataplane_answer(const std::string& line) const;  // its version checked
+  Json dataplane_answer(const std::string& line, int file = -1) const;  // its version checked
   template <class Answer>
   static Answer read_answer(const Json& answer, const std::string& line) {
     try {
@@ -142,6 +147,7 @@ class Service {
   Json stats_base_;
   std::uint64_t stats_base_incarnation_ = 0;
   mutable std::mutex mu_;
+  std::string capture_file_;  // the last capture's file, as lnetrctl named it
   config::Config cfg_;
   std::string config_path_;
   std::mutex save_mu_;  // one save at a time

@@ -6,6 +6,7 @@
 
 #include <malloc.h>
 #include <poll.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -21,11 +22,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <fstream>
 #include <thread>
 
 #include "dataplane/log.hpp"
 #include "dataplane/status.hpp"
+#include "dataplane/unix_fd.hpp"
 
 namespace lnetr::dp {
 namespace {
@@ -121,6 +124,7 @@ std::string too_long() {
 }
 
 constexpr auto kControlTickPeriod = 100ms;
+constexpr auto kCaptureTurn = 1ms;
 constexpr auto kTrimPeriod = 10s;
 constexpr std::size_t kTrimFree = 8u << 20;  // free heap worth a trim
 constexpr auto kRequestTime = 2s;  // to send the request line
@@ -137,8 +141,13 @@ void Control::run() {
       tick();
       next_tick = now + kControlTickPeriod;
     }
-    // Wait for the next tick, a client's deadline or a socket.
+    // Wait for the next tick, a client's deadline or a socket (or, while a
+    // capture runs, a millisecond: its frames are written as they come).
     auto wake = next_tick;
+    if (fabric_.capture && fabric_.capture->running()) {
+      fabric_.capture->drain();
+      wake = std::min(wake, now + kCaptureTurn);
+    }
     fds.clear();
     const bool accepting = listen_fd_ >= 0 && clients_.size() < kMaxClients;
     if (accepting) fds.push_back({listen_fd_, POLLIN, 0});
@@ -158,13 +167,18 @@ void Control::run() {
         ++kept;
       } else {
         ::close(clients_[i].fd);
+        if (clients_[i].passed >= 0) ::close(clients_[i].passed);
       }
     }
     clients_.resize(kept);
     if (accepting && (fds[0].revents & POLLIN) != 0) accept_clients(now);
   }
-  for (const Client& c : clients_) ::close(c.fd);
+  for (const Client& c : clients_) {
+    ::close(c.fd);
+    if (c.passed >= 0) ::close(c.passed);
+  }
   clients_.clear();
+  if (fabric_.capture) fabric_.capture->stop();  // (while the workers still loop)
 }
 
 void Control::accept_clients(std::chrono::steady_clock::time_point now) {
@@ -183,7 +197,8 @@ bool Control::serve(Client& c, short revents, std::chrono::steady_clock::time_po
     char buf[kMaxRequest];
     bool complete = false;
     for (;;) {
-      const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+      // A descriptor may come with the line (capture start's file).
+      const ssize_t n = unix_fd::recv(c.fd, buf, sizeof buf, c.passed);
       if (n == 0) {
         complete = true;  // the line ends at the end of the stream
         break;
@@ -208,7 +223,7 @@ bool Control::serve(Client& c, short revents, std::chrono::steady_clock::time_po
       }
     }
     if (complete) {
-      c.out = c.overlong || c.in.size() >= kMaxRequest ? too_long() : handle(c.in);
+      c.out = c.overlong || c.in.size() >= kMaxRequest ? too_long() : handle(c.in, c.passed);
       c.deadline = std::chrono::steady_clock::now() + kAnswerTime;
       revents |= POLLOUT;  // most answers go out at once
     }
@@ -315,8 +330,9 @@ void Control::tick() {
   }
 }
 
-std::string Control::handle(const std::string& request) {
+std::string Control::handle(const std::string& request, int& passed) {
   if (request == "status") return status_answer();
+  if (request.starts_with("capture ")) return capture(request.substr(8), passed);
   if (request == "o2ib connections" || request.starts_with("o2ib connections "))
     return o2ib_connections(request.substr(std::min<std::size_t>(request.size(), 17)));
   if (request == "routing 1") return set_routing(true);
@@ -332,7 +348,7 @@ std::string Control::handle(const std::string& request) {
   if (request.starts_with("lnet_fault ")) return lnet_fault(request.substr(11));
   return error(EINVAL, "unknown request '" + request +
                            "': expected 'status', 'o2ib connections [NID...]', 'routing 0|1', 'drop_asym_route [0|1]' "
-                           "or 'lnet_fault add|del|list|reset'");
+                           "'lnet_fault add|del|list|reset' or 'capture start|stop|show'");
 }
 
 // Every o2iblnd connection with its credits, or those of the peers listed
@@ -400,6 +416,56 @@ std::string Control::fault(const std::string& args) {
   c->release();
   log_warn("fault: worker %u stalled for %u s on request", worker, seconds);
   return status::encode(status::Stalled{worker, seconds});
+}
+
+// Captures of the DPDK ports' frames (capture.hpp): "start port=NAME|*
+// host=IPV4|* count=N" with the file's descriptor passed beside the line,
+// "stop", "show".
+std::string Control::capture(const std::string& args, int& passed) {
+  Capture* cap = fabric_.capture;
+  if (args == "show") return status::encode(cap->state());
+  if (args == "stop") {
+    if (!cap->running()) return error(ENOENT, "no capture is running");
+    cap->stop();
+    return status::encode(cap->state());
+  }
+  if (!args.starts_with("start ")) return error(EINVAL, "expected 'capture start ...', 'capture stop' or 'capture show'");
+  if (fabric_.ports.empty())
+    return error(ENODEV, "this router has no DPDK ports: capture a kernel socket's interface with tcpdump");
+  Capture::Filter f;
+  std::uint64_t count = 0;
+  std::istringstream words(args.substr(6));
+  std::string w;
+  while (words >> w) {
+    const auto eq = w.find('=');
+    const std::string key = w.substr(0, eq), value = eq == std::string::npos ? "" : w.substr(eq + 1);
+    if (key == "port" && value != "*") {
+      for (std::size_t i = 0; i < setup_.ports.size(); ++i)
+        if (setup_.ports[i].name == value) f.port = fabric_.ports[i]->port_id();
+      if (f.port < 0) {
+        std::string names;
+        for (const PortSetup& p : setup_.ports) names += (names.empty() ? "" : ", ") + p.name;
+        return error(ENODEV, "no DPDK port '" + value + "': the ports are " + names);
+      }
+      f.port_name = value;
+    } else if (key == "host" && value != "*") {
+      in_addr a{};
+      if (::inet_pton(AF_INET, value.c_str(), &a) != 1) return error(EINVAL, "'" + value + "' is not an IPv4 address");
+      f.host = a.s_addr;
+      f.host_name = value;
+    } else if (key == "count") {
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), count);
+      if (ec != std::errc() || p != value.data() + value.size()) return error(EINVAL, "count: expected a number");
+    } else if (key != "port" && key != "host") {
+      return error(EINVAL, "unknown capture argument '" + w + "': expected port=, host= or count=");
+    }
+  }
+  if (passed < 0) return error(EBADF, "capture start needs the file's descriptor passed with the request");
+  const int fd = passed;
+  passed = -1;  // the capture's now, whatever happens
+  std::string err;
+  if (!cap->start(fd, std::move(f), count, err)) return error(cap->running() ? EBUSY : EINVAL, err);
+  return status::encode(cap->state());
 }
 
 // LNet fault injection: the control thread keeps the rules; every change

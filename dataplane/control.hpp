@@ -12,6 +12,9 @@
 //   drop_asym_route [0|1]  show / set the asymmetric-route check
 //   lnet_fault add RULE | del ID|all | list | reset
 //                        LNet fault injection rules (router/lnet_fault.hpp)
+//   capture start port=NAME|* host=IPV4|* count=N  (with the file's
+//                        descriptor passed on the socket, SCM_RIGHTS)
+//   capture stop | show  the capture of the DPDK ports' frames (capture.hpp)
 //   fault stall WORKER SECONDS  (only with LNETR_TEST_FAULTS=1 in the
 //                        environment) block a worker's loop, for the tests
 //                        of the service watchdog
@@ -43,14 +46,20 @@ class Control {
   // Run until SharedState::stop.
   void run();
 
-  // The answer to one request line (also used by tests).
-  std::string handle(const std::string& request);
+  // The answer to one request line (also used by tests); `passed` is a
+  // descriptor passed with it (-1: none), set to -1 if the request took it.
+  std::string handle(const std::string& request, int& passed);
+  std::string handle(const std::string& request) {
+    int none = -1;
+    return handle(request, none);
+  }
 
  private:
   struct Client {
     int fd = -1;
     std::string in;                // the request line so far
     bool overlong = false;         // it was longer than the control socket takes
+    int passed = -1;               // a descriptor passed with it (closed with the client)
     std::string out;               // the answer, once the request is complete
     std::size_t sent = 0;
     std::chrono::steady_clock::time_point deadline;
@@ -63,6 +72,8 @@ class Control {
   std::string o2ib_connections(const std::string& args);
   std::string set_routing(bool on);
   std::string fault(const std::string& args);
+  // "start ..." (with a file), "stop", "show".
+  std::string capture(const std::string& args, int& passed);
   // LNet fault injection rules (lnetrctl fault): "add RULE", "del ID|all",
   // "list", "reset" (router/lnet_fault.hpp).
   std::string lnet_fault(const std::string& args);

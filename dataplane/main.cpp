@@ -352,6 +352,12 @@ int run(const Setup& setup) {
                              : "per transfer (a registration per sink: the device has no type 2 memory windows)");
   }
 
+  // (Made before the workers, whose port queues hold its taps; gone
+  // before the EAL.)
+  auto capture = std::make_unique<Capture>(
+      n, [&fabric](std::uint32_t i) { fabric.workers[i]->kick(); },
+      [&region](std::uint32_t i) { return region.counters(i).loops.get(); });
+  fabric.capture = capture.get();
   const std::uint64_t incarnation = sock::new_incarnation();
   std::vector<std::unique_ptr<Worker>> workers;
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -408,6 +414,7 @@ int run(const Setup& setup) {
   // message descriptors.
   for (auto& p : ports) p->stop();
   workers.clear();
+  capture.reset();
   ports.clear();
   rte_eal_cleanup();
   return 0;

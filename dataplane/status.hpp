@@ -665,6 +665,22 @@ struct FaultList {
 };
 LNETR_STATUS_RECORD(FaultList, faults, held)
 
+// `capture start|stop|show`: the capture of the DPDK ports' frames into
+// a pcapng file (dataplane/capture.hpp).
+struct CaptureState {
+  std::string state;                // running, or off
+  std::optional<std::string> port;  // only this port's frames (its name), else every port's
+  std::optional<std::string> host;  // only frames to or from this IPv4 address
+  std::uint64_t count = 0;          // frames after which it stops itself (0: until stopped)
+  std::uint64_t frames = 0;         // frames written to the file
+  std::uint64_t bytes = 0;          // bytes written to the file
+  std::uint64_t dropped = 0;        // frames that matched but are not in the file: no buffer to copy
+                                    // them into, a worker's ring full, or the file refused them
+  std::optional<std::string> stopped;  // why it stopped itself: the count reached, or the file's error
+  bool operator==(const CaptureState&) const = default;
+};
+LNETR_STATUS_RECORD(CaptureState, state, port, host, count, frames, bytes, dropped, stopped)
+
 // `fault stall WORKER SECONDS` (tests only).
 struct Stalled {
   std::uint64_t stalled = 0;  // the worker

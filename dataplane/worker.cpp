@@ -129,6 +129,7 @@ bool Worker::init(std::string& err) {
       // (Without the ECN bits, which Linux clears from IP_TOS on TCP sockets.)
       if (n.port == static_cast<int>(i) && n.tos >= 0) sc.tos = static_cast<std::uint8_t>(n.tos & 0xfc);
     auto lane = std::make_unique<Lane>(port, static_cast<std::uint16_t>(queue), sc);
+    if (fabric_.capture) lane->rxtx.set_tap(&fabric_.capture->tap(index_));
     // Connections accepted on the port go through the acceptor as kernel
     // sockets' do (request and HELLO read there, then the owning Node).
     lane->transport = std::make_unique<SockTransport>(

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dataplane/capture.hpp"
 #include "dataplane/forwarder.hpp"
 #include "dataplane/log.hpp"
 #include "dataplane/message.hpp"
@@ -72,6 +73,9 @@ struct Fabric {
   // the router buffer and mbuf pools registered on them before the workers
   // start; each worker has its own transport on each.
   std::vector<std::shared_ptr<o2ib::VerbsDevice>> verbs;
+  // Captures of the ports' frames (lnetrctl capture): each worker's port
+  // queues show theirs to its tap.
+  Capture* capture = nullptr;
   rte_ring* ring(std::uint32_t from, std::uint32_t to) const noexcept { return rings[from * n + to]; }
 };
 

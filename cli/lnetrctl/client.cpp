@@ -7,9 +7,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "dataplane/unix_fd.hpp"
+
 namespace lnetr::lnetrctl {
 
-Json Client::call(const std::string& command, const Json& args) const {
+Json Client::call(const std::string& command, const Json& args, int file) const {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   if (path_.size() >= sizeof a.sun_path) throw CallError{ENAMETOOLONG, "socket path too long: " + path_};
@@ -28,7 +30,8 @@ Json Client::call(const std::string& command, const Json& args) const {
   const std::string req = Json{{"version", control::kRequestVersion}, {"command", command}, {"args", args}}.dump();
   std::size_t off = 0;
   while (off < req.size()) {
-    const ssize_t n = ::send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
+    // (The descriptor goes with the first bytes.)
+    const ssize_t n = unix_fd::send(fd, req.data() + off, req.size() - off, off == 0 ? file : -1, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     off += static_cast<std::size_t>(n);

@@ -22,8 +22,9 @@ class Client {
   explicit Client(std::string socket_path, int timeout_s = 30) : path_(std::move(socket_path)), timeout_s_(timeout_s) {}
   const std::string& path() const noexcept { return path_; }
 
-  // The response's data; CallError thrown on failure.
-  Json call(const std::string& command, const Json& args = Json::object()) const;
+  // The response's data; CallError thrown on failure.  `file`: a
+  // descriptor passed with the request (capture start's file), if not -1.
+  Json call(const std::string& command, const Json& args = Json::object(), int file = -1) const;
 
  private:
   std::string path_;

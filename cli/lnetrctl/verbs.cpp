@@ -1,6 +1,8 @@
 #include "cli/lnetrctl/verbs.hpp"
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fcntl.h>
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -143,6 +145,15 @@ std::vector<VerbSpec> make_verbs() {
                         "matched and acted on",
        {}, {}, true},
       {"fault", "reset", "start the fault rules' counts from zero", {}, {}, false},
+      {"capture", "start", "capture the DPDK ports' frames into a pcapng file (for tshark, Wireshark or "
+                           "lnetr-decode) until capture stop, or COUNT frames",
+       {{"--port", "port", ValueKind::text, "only this DPDK port's frames (its name in dataplane.ports)"},
+        {"--nid", "nid", ValueKind::nid, "only frames to or from this tcp NID's address"},
+        {"--count", "count", ValueKind::integer, "stop after this many frames", false, 1, 1099511627776L}},
+       {{"FILE", ValueKind::file, "the pcapng file to write (made, or emptied)", false, true}}, true},
+      {"capture", "stop", "end the capture: its last frames are written and the file closed", {}, {}, true},
+      {"capture", "show", "the capture running or last run: its filter, and the frames written and dropped", {}, {},
+       true},
       {"top", "", "live forwarding rates per net and per peer, refreshed in place (q or Ctrl-C quits)",
        {{"--interval", "", ValueKind::seconds, "seconds between refreshes (default 1)"},
         {"--count", "", ValueKind::integer, "stop after this many refreshes (default: until quit)", false, 1, 1000000},
@@ -531,6 +542,32 @@ int system_verb(Context& ctx, const Parsed& p) {
   return appliance(ctx, action, args);
 }
 
+// The file is opened here, as the operator, and its descriptor passed to
+// lnetr-control (which passes it to the dataplane).
+int capture_start(Context& ctx, const Parsed& p) {
+  const std::string& file = p.positionals.at(0);
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int e = errno;
+    print_error(ctx.err, "manage", "capture", e, "cannot write " + file + ": " + std::strerror(e));
+    return kExitFailed;
+  }
+  Json args = args_of(p);
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(file, ec);
+  args["file"] = ec ? file : abs.lexically_normal().string();
+  Json data;
+  try {
+    data = ctx.client.call("capture start", args, fd);
+  } catch (const CallError& e) {
+    ::close(fd);
+    return fail(ctx, *p.verb, e);
+  }
+  ::close(fd);
+  print(ctx, data, p.json);
+  return kExitOk;
+}
+
 int dispatch(Context& ctx, const Parsed& p) {
   const VerbSpec& v = *p.verb;
   if (v.object == "system" && v.action != "show") return system_verb(ctx, p);
@@ -540,6 +577,7 @@ int dispatch(Context& ctx, const Parsed& p) {
   if (v.object == "import") return import_file(ctx, p);
   if (v.object == "export") return export_config(ctx, p);
   if (v.object == "top") return top(ctx, p);
+  if (v.object == "capture" && v.action == "start") return capture_start(ctx, p);
   if (v.object == "save") {
     try {
       const Json data = ctx.client.call("save", args_of(p));

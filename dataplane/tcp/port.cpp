@@ -508,6 +508,7 @@ unsigned PortQueue::poll_burst(Stack& stack, Time now) {
   }
   rte_mbuf* burst[kBurst];
   const std::uint16_t n = rte_eth_rx_burst(port_.port_id(), queue_, burst, kBurst);
+  if (n > 0 && tap_ && tap_->on()) tap_->frames(port_.port_id(), queue_, burst, n, false);
   const bool steering = port_.config().queues > 1;
   // Frames for other queues, with their owner, passed on after the burst:
   // one enqueue per owner.
@@ -586,6 +587,7 @@ void PortQueue::queue_tx(rte_mbuf* m) {
     rte_pktmbuf_free(m);
     return;
   }
+  if (tap_ && tap_->on()) tap_->frames(port_.port_id(), queue_, &m, 1, true);
   tx_.push_back(m);
   tx_len_.push_back(rte_pktmbuf_pkt_len(m));
   if (tx_.size() % kBurst == 0) (void)flush();

@@ -16,6 +16,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <chrono>
@@ -142,6 +143,23 @@ class EthPort {
   std::vector<rte_ring*> steer_;  // per queue: frames other queues received for it (several queues)
 };
 
+// A capture of the frames port queues receive and send (lnetrctl capture).
+// While on(), a queue shows it each burst it receives (before steering or
+// impairment: what the device delivered) and each frame it queues for the
+// device (what the stack built, before any offload the device applies).
+// Off, it costs a queue a load and a branch per burst received and per
+// frame sent, and copies nothing.  One per worker: frames() runs on the
+// worker that owns the queue.
+class FrameTap {
+ public:
+  bool on() const noexcept { return on_.load(std::memory_order_acquire); }
+  virtual void frames(std::uint16_t port, std::uint16_t queue, rte_mbuf* const* m, unsigned n, bool sent) noexcept = 0;
+
+ protected:
+  ~FrameTap() = default;
+  std::atomic<bool> on_{false};
+};
+
 // One queue pair of a port: what one worker's stack sends and receives
 // through.  Used by that worker only.
 class PortQueue final : public Port, public lnd::FrameRefs {
@@ -189,6 +207,9 @@ class PortQueue final : public Port, public lnd::FrameRefs {
 
   EthPort& port() const noexcept { return port_; }
   std::uint16_t queue() const noexcept { return queue_; }
+  // The capture this queue's frames are shown to while it is on (its
+  // worker's), if any.
+  void set_tap(FrameTap* tap) noexcept { tap_ = tap; }
   // (rx_frames_held read from the budget: other workers' send queues
   // change it too.)
   PortStats stats() const noexcept {
@@ -215,6 +236,7 @@ class PortQueue final : public Port, public lnd::FrameRefs {
   rte_mbuf* building_tail_ = nullptr;  // its last segment, if chained
   std::uint64_t chained_seen_ = 0;     // tx_chained at the last release_sent() when idle
   FrameBudget& budget_;  // its frames' (port_.budget(queue_))
+  FrameTap* tap_ = nullptr;
   bool cleanup_ = true;  // the device frees sent frames on request (tx_done_cleanup)
   std::vector<std::uint8_t> linear_;  // a chained frame, linearised
   std::vector<FramePiece> chain_;     // a chained frame's buffers, handed over in place

@@ -13,14 +13,22 @@ duplication, reordering, delay).
 
 import json
 import os
+import re
+import shlex
 import shutil
+import struct
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 
 from lnetr_router import Router, Topology, dataplane_binary, parse_metrics, scrape_metrics
-from lnetr_test import PeerTestCase
+from lnetr_test import PeerTestCase, build_dir, parse_yaml
+
+
+def decode_binary():
+    return os.environ.get("LNETR_DECODE") or os.path.join(build_dir(), "cli", "decode", "lnetr-decode")
 
 SIZES = [0, 1, 4095, 4096, 4097, 65536, 1048576]
 
@@ -224,6 +232,145 @@ while time.time() < end:
         seen[f[15]] = seen.get(f[15], 0) + 1
 print(json.dumps(seen), flush=True)
 """
+
+
+class DpdkCapture(DpdkRouterTestCase):
+    """lnetrctl capture on the router's DPDK ports during a brw,
+    docs/operations.md's commands run as written (names replaced by this
+    topology's): the file is read by tshark's LNet dissector and by
+    lnetr-decode, which both find the PUTs and GETs with their NIDs, and
+    holds exactly the frames the capture says it wrote, only those of the
+    port and NID asked for.  Then a capture that ends itself at its count,
+    and the refusals."""
+
+    def cli(self, *args):
+        from test_lnetrctl import lnetrctl_binary
+        cp = self.topo.host("r").run([lnetrctl_binary(), "--socket", self.router.api_sock] + list(args), timeout=60)
+        return cp.returncode, cp.stdout, cp.stderr
+
+    def test_a_capture_on_a_dpdk_port_during_a_brw(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vm"))
+        from appliance import doc_blocks, shell_commands  # noqa: E402
+        _, err = self.router.start_control(self.procs)
+        self.assertIsNone(err)
+        here = os.path.dirname(os.path.abspath(__file__))
+        commands = shell_commands(doc_blocks(os.path.join(here, "..", "..", "docs", "operations.md"))["capture"])
+        names = {"dpdk0": self.topo.if_ra, "10.1.0.2@tcp1": self.topo.a_nid, "/tmp/": self.dir + "/"}
+        for k, v in names.items():
+            commands = [c.replace(k, v) for c in commands]
+        pcap = os.path.join(self.dir, "lnet.pcapng")
+        b = self.server("b")
+        brw = None
+        for cmd in commands:
+            argv = shlex.split(cmd)
+            if argv[0] == "lnetrctl":
+                rc, out, err = self.cli(*argv[1:])
+                self.assertEqual(rc, 0, "%s: %s%s" % (cmd, out, err))
+                shown = parse_yaml(out)["capture"]
+            else:
+                argv[0] = {"lnetr-decode": decode_binary()}.get(argv[0], argv[0])
+                cp = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+                self.assertEqual(cp.returncode, 0, "%s: %s" % (cmd, cp.stderr))
+                shown = cp.stdout
+            if argv[1:3] == ["capture", "start"] and brw is None:
+                self.assertEqual((shown["state"], shown["port"], shown["host"], shown["file"]),
+                                 ("running", self.topo.if_ra, self.topo.a_ip, pcap), shown)
+                # The brw, while the capture runs: PUTs and GETs of three sizes.
+                for op in ("write", "read"):
+                    rc, doc, cp = self.peer("a", ["brw", self.topo.b_nid, "--op", op, "--sizes", "0,4096,65536",
+                                                  "--count", "30", "--concurrency", "4", "--timeout", "30"])
+                    self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+                brw = True
+            elif argv[1:3] == ["capture", "show"]:
+                self.assertEqual((shown["state"], shown["count"], shown["dropped"]), ("running", 0, 0), shown)
+                self.assertGreater(shown["frames"], 100, shown)
+            elif argv[1:3] == ["capture", "stop"]:
+                stopped = shown
+                self.assertEqual((stopped["state"], stopped["dropped"]), ("off", 0), stopped)
+                self.assertGreater(stopped["frames"], 100, stopped)
+                self.assertEqual(os.path.getsize(pcap), stopped["bytes"] + self.header_bytes(pcap), stopped)
+            elif argv[0] == "tshark":
+                tshark = shown
+            elif argv[0] == decode_binary():
+                decoded = shown
+        rc, stats = self.stop_server(b)
+        self.assertEqual(rc, 0, "the server found corrupted data: %s" % stats)
+        # The file holds what the capture wrote, only port ra's frames to
+        # or from A, both ways.
+        fields = self.tshark(pcap, "-T", "fields", "-e", "ip.src", "-e", "ip.dst")
+        self.assertEqual(len(fields), stopped["frames"])
+        ips = {(f[0], f[1]) for f in fields if f[0]}
+        self.assertEqual(ips, {(self.topo.a_ip, self.topo.ra_ip), (self.topo.ra_ip, self.topo.a_ip)}, ips)
+        # tshark's LNet dissector: PUTs (1) and GETs (2) from A to B, ACKs
+        # (0) and REPLYs (3) back, each with both NIDs' addresses.
+        seen = set()
+        for line in self.tshark(pcap, "-Y", "lnet", "-T", "fields", "-e", "lnet.msg_type", "-e", "lnet.nid.addr",
+                                "-E", "occurrence=a"):
+            for t, addrs in zip(line[0].split(","), [line[1].split(",")[i:i + 2]
+                                                    for i in range(0, len(line[1].split(",")), 2)]):
+                seen.add((int(t), tuple(sorted(addrs))))
+        pair = tuple(sorted((self.topo.a_ip, self.topo.b_ip)))
+        for t in (0, 1, 2, 3):
+            self.assertIn((t, pair), seen, seen)
+        self.assertIn("LNET", tshark)
+        # lnetr-decode: the same messages, by name, with their NIDs.
+        for kind in ("PUT", "GET", "ACK", "REPLY"):
+            self.assertRegex(decoded, r"LNET %s %s -> %s" % (kind, re.escape(self.topo.a_nid if kind in ("PUT", "GET")
+                                                                              else self.topo.b_nid),
+                                                           re.escape(self.topo.b_nid if kind in ("PUT", "GET")
+                                                                     else self.topo.a_nid)))
+        # The last command's capture (every port, 1,000 frames) ends by
+        # itself once the peers' traffic fills it.
+        b = self.server("b")
+        rc, doc, cp = self.peer("a", ["brw", self.topo.b_nid, "--op", "write", "--sizes", "65536", "--count", "100",
+                                      "--concurrency", "4", "--timeout", "30"])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        self.stop_server(b)
+        rc, out, err = self.cli("capture", "show")
+        shown = parse_yaml(out)["capture"]
+        self.assertEqual((shown["state"], shown["frames"], shown["count"], shown.get("stopped")),
+                         ("off", 1000, 1000, "the count was reached"), shown)
+        fields = self.tshark(os.path.join(self.dir, "all.pcapng"), "-T", "fields", "-e", "frame.interface_name")
+        self.assertEqual(len(fields), 1000)
+        # (pcapng names each port's interface: af_packet's, the kernel's.)
+        self.assertEqual({f[0] for f in fields}, {self.topo.if_ra, self.topo.if_rb})
+        # Refusals, each naming what is wrong (lnetctl's error block).
+        for args, errno, needle in (
+                (("capture", "stop"), 2, "no capture is running"),
+                (("capture", "start", "--port", "nosuch", pcap), 19, self.topo.if_rb),
+                (("capture", "start", "--nid", "10.1.1.1@o2ib", pcap), 22, "o2ib"),
+                (("capture", "start", os.path.join(self.dir, "no", "such", "dir.pcapng")), 2, "cannot write")):
+            rc, out, err = self.cli(*args)
+            self.assertEqual(rc, 1, out + err)
+            item = parse_yaml(err)["manage"][0]["capture"]
+            self.assertEqual(item["errno"], -errno, err)
+            self.assertIn(needle, item["descr"])
+        rc, out, err = self.cli("capture", "start", pcap)
+        self.assertEqual(rc, 0, err)
+        rc, out, err = self.cli("capture", "start", os.path.join(self.dir, "second.pcapng"))
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("already", err)
+        self.assertEqual(self.cli("capture", "stop")[0], 0)
+        self.assert_router_idle()
+
+    def tshark(self, path, *args):
+        cp = subprocess.run(["tshark", "-r", path] + list(args), capture_output=True, text=True, timeout=120)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        return [line.split("\t") for line in cp.stdout.splitlines()]
+
+    @staticmethod
+    def header_bytes(path):
+        """The pcapng file's bytes before its first packet block: the
+        section header and the interfaces' descriptions."""
+        with open(path, "rb") as f:
+            data = f.read()
+        off = 0
+        while off + 8 <= len(data):
+            btype, blen = struct.unpack_from("<II", data, off)
+            if btype == 6:  # enhanced packet block
+                break
+            off += blen
+        return off
 
 
 class DpdkRoutingSynFlood(DpdkRouterTestCase):

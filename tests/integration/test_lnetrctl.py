@@ -202,17 +202,21 @@ class Verbs(LnetrctlTestCase):
         rc, out, err = as_nobody(ro, "route", "show", "-v")
         self.assertEqual(rc, 0, err)
         before = parse_yaml(out)["route"]
-        for verb in (("net", "show"), ("global", "show"), ("stats", "show"), ("export",), ("fault", "show")):
+        for verb in (("net", "show"), ("global", "show"), ("stats", "show"), ("export",), ("fault", "show"),
+                     ("capture", "show")):
             rc, out, err = as_nobody(ro, *verb)
             self.assertEqual(rc, 0, "%s: %s" % (verb, err))
         # ... but change nothing there, and not reach the management socket.
         for verb in (("route", "add", "--net", "tcp5", "--gateway", self.topo.b_nid), ("set", "routing", "0"),
                      ("set", "drop_asym_route", "1"), ("stats", "reset"), ("ping", self.topo.b_nid),
-                     ("fault", "add", "--kind", "drop", "--rate", "1"), ("fault", "del", "--all")):
+                     ("fault", "add", "--kind", "drop", "--rate", "1"), ("fault", "del", "--all"),
+                     ("capture", "start", "/tmp/lnetr-ro-%d.pcapng" % os.getpid()), ("capture", "stop")):
             rc, out, err = as_nobody(ro, *verb)
             self.assertNotEqual(rc, 0, verb)
             self.assertIn("errno: -13", err, verb)
             self.assertIn("read-only socket", err, verb)
+        if os.path.exists("/tmp/lnetr-ro-%d.pcapng" % os.getpid()):
+            os.unlink("/tmp/lnetr-ro-%d.pcapng" % os.getpid())
         rc, out, err = as_nobody(self.router.api_sock, "route", "show")
         self.assertNotEqual(rc, 0)
         self.assertIn("Permission denied", err)

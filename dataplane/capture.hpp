@@ -1,0 +1,91 @@
+// Captures of the DPDK ports' frames into pcapng files (lnetrctl capture
+// start|stop|show), for an operator chasing a protocol problem on a port
+// that tcpdump cannot see.
+//
+// Each worker has a tap (tcp::FrameTap) that its port queues show their
+// frames to while a capture runs.  The frames that match the filter are
+// copied, wrapped in their pcapng block (rte_pcapng_copy: the port, the
+// queue, the direction, a TSC time stamp), into a pool set aside for
+// captures and passed on a ring of the worker's own to the control thread,
+// which writes them to the file.  A frame that finds no buffer or a full
+// ring is counted as dropped, never waited for.  The pool and the rings
+// are made at the first capture; with none running a queue copies nothing
+// and pays a load and a branch per burst.
+//
+// The file is the operator's: lnetrctl opens it and its descriptor is
+// passed along the Unix sockets (SCM_RIGHTS), so the dataplane writes where
+// the operator may, and nowhere else.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dataplane/status.hpp"
+#include "dataplane/tcp/port.hpp"
+
+struct rte_mempool;
+struct rte_ring;
+struct rte_pcapng;
+
+namespace lnetr::dp {
+
+class Capture {
+ public:
+  struct Filter {
+    int port = -1;                       // an ethdev port id; -1: every port
+    std::optional<std::uint32_t> host;   // an IPv4 address as it is on the wire (IPv4 and ARP frames)
+    std::string port_name, host_name;    // the two as the operator gave them (for show)
+  };
+
+  // `kick` wakes worker i if it sleeps; `loops` reads its loop counter.
+  Capture(std::uint32_t workers, std::function<void(std::uint32_t)> kick,
+          std::function<std::uint64_t(std::uint32_t)> loops);
+  ~Capture();
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+
+  // Worker i's tap, for each of its port queues (before the workers start).
+  tcp::FrameTap& tap(std::uint32_t worker) noexcept;
+
+  // The rest is the control thread's.
+  // Start writing the frames that match `filter` into `fd` (taken over:
+  // closed when the capture ends, or here on failure), `count` of them at
+  // most (0: until stopped).  False with `err` if one is running already,
+  // `fd` is not a regular file open for writing, or no pool can be made.
+  bool start(int fd, Filter filter, std::uint64_t count, std::string& err);
+  // End the capture: the workers stop copying, what they copied is written
+  // and the file closed.
+  void stop();
+  // Write what the workers copied; the capture ends itself once `count`
+  // frames are written or the file refuses one.  Called often while
+  // running() (each turn of the control loop).
+  void drain();
+  bool running() const noexcept { return file_ != nullptr; }
+  status::CaptureState state() const;
+
+ private:
+  class Tap;
+  bool make_pool(std::string& err);
+  std::uint64_t dropped_total() const noexcept;
+  void end(const std::string& why);
+
+  std::vector<std::unique_ptr<Tap>> taps_;
+  std::function<void(std::uint32_t)> kick_;
+  std::function<std::uint64_t(std::uint32_t)> loops_;
+  std::atomic<std::uint64_t> filter_{0};  // the filter packed for the workers (Tap::matches)
+  rte_mempool* pool_ = nullptr;
+  rte_pcapng* file_ = nullptr;
+  Filter filter_shown_;
+  std::uint64_t count_ = 0, frames_ = 0, bytes_ = 0;
+  std::uint64_t dropped_base_ = 0;   // the taps' drops when it started
+  std::uint64_t write_dropped_ = 0;  // frames the file refused
+  std::uint64_t dropped_last_ = 0;   // the last capture's drops, once it ended
+  std::optional<std::string> stopped_;
+};
+
+}  // namespace lnetr::dp
