@@ -7,12 +7,14 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_pdump.h>
 #include <rte_ring.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <malloc.h>
 #include <sys/resource.h>
@@ -127,6 +129,31 @@ unsigned pool_memory_mb(const Setup& s, bool huge) {
 // A PCI address ("0000:3b:00.0" or "3b:00.0"), as opposed to a virtual
 // device's "net_xxx0,...".
 
+// What the EAL leaves behind once cleaned up: its runtime directory (empty
+// but for DPDK's multi-process files), one per run; and with
+// dataplane.dumpcap (`prefix` not empty) the hugepages' files under the
+// prefix in every hugetlbfs mount, which keep their pages reserved until
+// removed.
+void remove_dpdk_files(const std::string& prefix, const std::string& runtime_dir) {
+  std::error_code ec;
+  if (!runtime_dir.empty()) std::filesystem::remove_all(runtime_dir, ec);
+  if (prefix.empty()) return;
+  std::ifstream mounts("/proc/mounts");
+  std::string dev, dir, type;
+  std::size_t removed = 0;
+  while (mounts >> dev >> dir >> type) {
+    mounts.ignore(1024, '\n');
+    if (type != "hugetlbfs") continue;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.path().filename().string().starts_with(prefix + "map_") && std::filesystem::remove(e.path(), ec)) ++removed;
+  }
+  log_info("dataplane.dumpcap: %zu hugepage files removed", removed);
+}
+
+bool use_hugepages(const Setup& s) {
+  return s.hugepages == Hugepages::yes || (s.hugepages == Hugepages::automatic && hugepages_available());
+}
+
 std::vector<std::string> eal_args(const Setup& s) {
   std::vector<std::string> a = {"lnetr-dataplane"};
   // lcore 0 is the control thread on the main core; lcore i+1 is CPT i's
@@ -149,12 +176,19 @@ std::vector<std::string> eal_args(const Setup& s) {
     }
   }
   if (!pci) a.push_back("--no-pci");
-  a.push_back("--file-prefix=lnetr" + std::to_string(getpid()));
   a.push_back("--log-level=lib.eal:warning");
-  const bool huge = s.hugepages == Hugepages::yes || (s.hugepages == Hugepages::automatic && hugepages_available());
-  if (huge) {
+  const bool huge = use_hugepages(s);
+  if (!s.dumpcap_prefix.empty()) {
+    // A secondary process (dpdk-dumpcap) attaches through the shared
+    // configuration under this prefix and maps the hugepages' files;
+    // those a previous run left are removed first.
+    a.push_back("--file-prefix=" + s.dumpcap_prefix);
+    a.push_back("--huge-unlink=existing");
+  } else if (huge) {
+    a.push_back("--file-prefix=lnetr" + std::to_string(getpid()));
     a.push_back("--in-memory");
   } else {
+    a.push_back("--file-prefix=lnetr" + std::to_string(getpid()));
     a.push_back("--no-huge");
     a.push_back("--no-shconf");
   }
@@ -214,6 +248,11 @@ void raise_fd_limit(const Setup& setup) {
 
 int run(const Setup& setup) {
   raise_fd_limit(setup);
+  if (!setup.dumpcap_prefix.empty() && !use_hugepages(setup)) {
+    log_error("dataplane.dumpcap: dpdk-dumpcap attaches through hugepages, and none are free (reserve some: "
+              "docs/operations.md, Capturing traffic)");
+    return 1;
+  }
   const std::vector<std::string> args = eal_args(setup);
   std::vector<char*> argv;
   std::string line;
@@ -225,6 +264,13 @@ int run(const Setup& setup) {
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
     log_error("EAL initialisation failed: %s", rte_strerror(rte_errno));
     return 1;
+  }
+  if (!setup.dumpcap_prefix.empty()) {
+    if (rte_pdump_init() != 0) {
+      log_error("dataplane.dumpcap: DPDK's packet-capture server did not start: %s", rte_strerror(rte_errno));
+      return 1;
+    }
+    log_info("dpdk-dumpcap may attach: dpdk-dumpcap --file-prefix=%s", setup.dumpcap_prefix.c_str());
   }
   const std::uint32_t n = setup.ncpts();
   if (rte_lcore_count() != n + 1) {
@@ -416,7 +462,10 @@ int run(const Setup& setup) {
   workers.clear();
   capture.reset();
   ports.clear();
+  if (!setup.dumpcap_prefix.empty()) rte_pdump_uninit();
+  const std::string runtime_dir = rte_eal_get_runtime_dir();
   rte_eal_cleanup();
+  remove_dpdk_files(setup.dumpcap_prefix, runtime_dir);
   return 0;
 }
 

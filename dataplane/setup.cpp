@@ -188,6 +188,12 @@ SetupResult make_setup(const config::Config& cfg) {
                                                               : Hugepages::automatic;
   s.memory_mb = dp.memory_mb.given() ? dp.memory_mb.value : 0;
   s.eal_args = dp.eal_args.value;
+  if (dp.dumpcap.value) {
+    s.dumpcap_prefix = dp.shm_name.value.substr(1);
+    if (s.hugepages == Hugepages::no)
+      errors.push_back(where(dp.dumpcap.source, "dpdk-dumpcap attaches through hugepages, and "
+                                                "dataplane.hugepages is no"));
+  }
   s.control_socket = dp.control_socket.value;
   s.shm_name = dp.shm_name.value;
   s.alive_router_check_interval = std::chrono::seconds(dp.alive_router_check_interval.value);

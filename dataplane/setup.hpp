@@ -75,6 +75,10 @@ struct Setup {
   Hugepages hugepages = Hugepages::automatic;
   unsigned memory_mb = 0;  // 0: what the pools need
   std::vector<std::string> eal_args;
+  // dataplane.dumpcap: DPDK's multi-process mode under this file prefix
+  // (dpdk-dumpcap --file-prefix=...), and its packet-capture server; empty:
+  // off.
+  std::string dumpcap_prefix;
   std::string control_socket = "/run/lnetr/dataplane.sock";
   std::string shm_name = "/lnetr";
 

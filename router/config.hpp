@@ -294,6 +294,9 @@ struct DataplaneConfig {
   Field<HugePages> hugepages{HugePages::automatic};
   Field<std::uint32_t> memory_mb{512};  // EAL memory when running without hugepages
   Field<std::vector<std::string>> eal_args;
+  // dpdk-dumpcap may attach: DPDK's shared configuration and packet-capture
+  // server (hugepages required).
+  Field<bool> dumpcap{false};
   Field<std::string> control_socket{std::string(kDefaultControlSocket)};
   // POSIX shared-memory name of the region shared with lnetr-control.
   static constexpr std::string_view kDefaultShmName = "/lnetr";

@@ -138,6 +138,9 @@ const Setting kSettings[] = {
               "EAL memory in MiB without hugepages"),
     LNETR_CUSTOM(dataplane, "eal_args", "DataplaneConfig::eal_args", "[]", start, dataplane,
                  "extra EAL arguments, appended as given"),
+    LNETR_FLAG(dataplane, DataplaneConfig, dumpcap, start, dataplane,
+               "1: dpdk-dumpcap may attach (DPDK's shared configuration, file prefix: shm_name without its /; "
+               "needs hugepages)"),
     LNETR_TEXT(dataplane, DataplaneConfig, control_socket, kSocketPath, start, both,
                "the Unix socket on which lnetr-control and lnetrctl reach the dataplane"),
     LNETR_CUSTOM(dataplane, "shm_name", "DataplaneConfig::shm_name", "/lnetr", start, both,

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <cstdio>
 #include <ctime>
 
@@ -112,7 +113,13 @@ DpdkLink::~DpdkLink() {
   queue_.reset();
   port_.reset();
   reader_.reset();
-  if (eal_) rte_eal_cleanup();
+  if (eal_) {
+    // (The EAL leaves its runtime directory, one per run.)
+    const std::string runtime_dir = rte_eal_get_runtime_dir();
+    rte_eal_cleanup();
+    std::error_code ec;
+    std::filesystem::remove_all(runtime_dir, ec);
+  }
 }
 
 sock::Transport& DpdkLink::transport() noexcept { return *transport_; }

@@ -226,7 +226,7 @@ dataplane:
   shm_name: /{tag}
   alive_router_check_interval: {check}
   router_ping_timeout: {check}
-  socklnd:
+{dataplane}  socklnd:
     sock_timeout: {sock_timeout}
     conns_per_peer: {conns_per_peer}
 {socklnd}{ports}control:
@@ -241,9 +241,10 @@ class Router:
 
     def __init__(self, topo, workdir, routing=1, check=2, sock_timeout=10, poll="adaptive", cores=(0, 1),
                  metrics="off", pmd="net_af_packet", impair=None, zero_copy=True, queues=1, conns_per_peer=1,
-                 tso=None, tcp1_lnd=None, tcp1_cpt=None, socklnd=None, limits=None):
+                 tso=None, tcp1_lnd=None, tcp1_cpt=None, socklnd=None, limits=None, dataplane=None):
         """socklnd: more dataplane.socklnd keys ({"zc_min_payload": 65536});
-        limits: dataplane.limits keys ({"peers": 100})."""
+        limits: dataplane.limits keys ({"peers": 100}); dataplane: more
+        dataplane keys ({"dumpcap": 1})."""
         self.topo = topo
         self.sock = os.path.join(workdir, "dp.sock")
         self.api_sock = os.path.join(workdir, "control.sock")
@@ -253,6 +254,7 @@ class Router:
                                          check=check, sock_timeout=sock_timeout, poll=poll, tag=topo.tag, api_sock=self.api_sock,
                                          metrics=metrics, ports=self._ports(topo, pmd, impair, zero_copy, queues, tso),
                                          conns_per_peer=conns_per_peer,
+                                         dataplane="".join("  %s: %s\n" % kv for kv in sorted((dataplane or {}).items())),
                                          socklnd="".join("    %s: %s\n" % kv for kv in sorted((socklnd or {}).items())) +
                                          ("" if not limits else "  limits:\n" + "".join(
                                              "    %s: %s\n" % kv for kv in sorted(limits.items()))),

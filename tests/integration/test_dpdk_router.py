@@ -45,6 +45,7 @@ class DpdkRouterTestCase(PeerTestCase):
     conns_per_peer = 1  # the router's and the peers'
     tso = None  # the ports' `tso` (None: not given)
     tcp1_lnd = None  # the tcp1 NI's `lnd tunables`
+    dataplane = None  # more dataplane keys
 
     def setUp(self):
         super().setUp()
@@ -58,7 +59,7 @@ class DpdkRouterTestCase(PeerTestCase):
         self.router = Router(self.topo, self.dir, cores=self.cores, poll="busy" if len(self.cores) == 1 else "adaptive",
                              pmd=self.pmd, impair=self.impair, metrics=self.metrics, zero_copy=self.zero_copy,
                              queues=self.queues, conns_per_peer=self.conns_per_peer, tso=self.tso,
-                             tcp1_lnd=self.tcp1_lnd)
+                             tcp1_lnd=self.tcp1_lnd, dataplane=self.dataplane)
         err = self.router.start(self.procs)
         if err:
             self.fail(err)
@@ -371,6 +372,97 @@ class DpdkCapture(DpdkRouterTestCase):
                 break
             off += blen
         return off
+
+
+def reserve_hugepages(case, pages):
+    """At least `pages` free 2 MB hugepages and a hugetlbfs mount, for the
+    test `case`; given back when it ends (the count as it was, the mount
+    removed).  Skips the test if the kernel cannot find the memory."""
+    path = "/proc/sys/vm/nr_hugepages"
+    with open(path) as f:
+        before = int(f.read())
+    free = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("HugePages_Free:"):
+                free = int(line.split()[1])
+    if free < pages:
+        with open(path, "w") as f:
+            f.write(str(before + pages - free))
+
+        def give_back():
+            with open(path, "w") as f:
+                f.write(str(before))
+        case.addCleanup(give_back)
+        with open("/proc/meminfo") as f:
+            got = [int(l.split()[1]) for l in f if l.startswith("HugePages_Free:")][0]
+        if got < pages:
+            case.skipTest("only %d of %d hugepages could be reserved" % (got, pages))
+    with open("/proc/mounts") as f:
+        mounted = any(l.split()[2] == "hugetlbfs" for l in f)
+    if not mounted:
+        mnt = tempfile.mkdtemp(prefix="lnetr-huge-")
+        subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", mnt], check=True)
+        case.addCleanup(os.rmdir, mnt)
+        case.addCleanup(subprocess.run, ["umount", mnt])
+
+
+class DpdkDumpcap(DpdkRouterTestCase):
+    """dataplane.dumpcap: Debian's dpdk-dumpcap attaches to the running
+    dataplane as a DPDK secondary process and captures a port's frames
+    with a libpcap filter during a brw (docs/operations.md's commands, the
+    prefix, port and file this test's); the dataplane leaves neither
+    hugepage files nor its runtime directory behind."""
+    dataplane = {"dumpcap": 1, "hugepages": "yes"}
+
+    def setUp(self):
+        reserve_hugepages(self, 256)
+        super().setUp()
+
+    def test_dpdk_dumpcap_attaches_and_captures_a_filtered_brw(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vm"))
+        from appliance import doc_blocks, shell_commands  # noqa: E402
+        here = os.path.dirname(os.path.abspath(__file__))
+        commands = shell_commands(doc_blocks(os.path.join(here, "..", "..", "docs", "operations.md"))["dumpcap"])
+        self.assertEqual(len(commands), 2, commands)
+        names = {"--file-prefix=lnetr": "--file-prefix=" + self.topo.tag, "/tmp/": self.dir + "/"}
+        for k, v in names.items():
+            commands = [c.replace(k, v) for c in commands]
+        listed = self.topo.host("r").run(shlex.split(commands[0]), timeout=120)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn("net_af_packet0", listed.stdout)
+        self.assertIn("net_af_packet1", listed.stdout)
+        pcap = os.path.join(self.dir, "dumpcap.pcapng")
+        dumpcap = subprocess.Popen(["ip", "netns", "exec", self.topo.ns["r"]] + shlex.split(commands[1]),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: dumpcap.poll() is not None or dumpcap.kill())
+        # Attached once it has made the file (its output is buffered).
+        end = time.monotonic() + 60
+        while not os.path.exists(pcap) and dumpcap.poll() is None and time.monotonic() < end:
+            time.sleep(0.1)
+        self.assertTrue(os.path.exists(pcap), dumpcap.poll() is not None and dumpcap.communicate())
+        time.sleep(1)
+        b = self.server("b")
+        rc, doc, cp = self.peer("a", ["brw", self.topo.b_nid, "--op", "write", "--sizes", "65536", "--count", "50",
+                                      "--concurrency", "4", "--timeout", "30"])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        rc, stats = self.stop_server(b)
+        self.assertEqual(rc, 0, "the server found corrupted data: %s" % stats)
+        out, err = dumpcap.communicate(timeout=60)
+        self.assertEqual(dumpcap.returncode, 0, out + err)
+        cp = subprocess.run(["tshark", "-r", pcap, "-T", "fields", "-e", "tcp.port", "-e", "lnet.msg_type"],
+                            capture_output=True, text=True, timeout=120)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        lines = [l.split("\t") for l in cp.stdout.splitlines()]
+        self.assertGreaterEqual(len(lines), 200)  # -c 200 (it stops at the end of a burst)
+        self.assertTrue(all("988" in l[0].split(",") for l in lines), lines[:5])  # -f 'tcp port 988'
+        self.assertIn("1", {t for l in lines for t in l[1].split(",")})  # PUTs among them
+        self.router.proc.stop()
+        with open("/proc/mounts") as f:
+            mounts = [l.split()[1] for l in f if l.split()[2] == "hugetlbfs"]
+        self.assertEqual([f for m in mounts for f in os.listdir(m) if f.startswith(self.topo.tag)], [])
+        self.assertFalse(os.path.exists("/var/run/dpdk/" + self.topo.tag))
+        self.assertEqual(self.router.proc.returncode, 0)
 
 
 class DpdkRoutingSynFlood(DpdkRouterTestCase):

@@ -94,6 +94,20 @@ namespace {
 
 // An o2ib NI given by NID (the dataplane finds its RDMA device at start):
 // its tunables in force are Linux's clamps of the file's.
+TEST(Setup, DumpcapRunsUnderTheShmNamesPrefixAndNeedsHugepages) {
+  std::string yaml = two_nets(1);
+  yaml.insert(yaml.find("  ports:\n"), "  dumpcap: 1\n  shm_name: /site7\n");
+  const SetupResult s = setup_of(yaml);
+  ASSERT_TRUE(s) << s.error()[0];
+  EXPECT_EQ(s->dumpcap_prefix, "site7");
+  EXPECT_EQ(setup_of(two_nets(1))->dumpcap_prefix, "");  // off unless asked for
+  yaml.insert(yaml.find("  ports:\n"), "  hugepages: no\n");
+  const SetupResult refused = setup_of(yaml);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error(), ElementsAre("lnetr.yaml:12:12: dataplane.dumpcap: dpdk-dumpcap attaches through "
+                                           "hugepages, and dataplane.hugepages is no"));
+}
+
 TEST(Setup, O2ibNiTunablesAreClampedAsLinuxClampsThem) {
   const SetupResult s = setup_of(
       "net:\n"
