@@ -96,15 +96,34 @@ Json Service::global_show(const Json& args) {
             {"router_ping_timeout", std::chrono::duration_cast<std::chrono::seconds>(params_.ping_timeout).count()}}}};
 }
 
+std::optional<std::string> Service::set_buffers(std::size_t c, std::uint32_t n) {
+  const std::string pool(kPoolNames[c]);
+  const auto r = dataplane<status::BuffersSet>("buffers " + pool + " " + std::to_string(n));
+  std::lock_guard lock(mu_);
+  config::BufferConfig& b = cfg_.buffers;
+  config::Field<std::uint32_t>& f = c == 0 ? b.tiny : c == 1 ? b.small : b.large;
+  f.value = n == 0 ? kDefaultPoolBuffers[c] : n;
+  runtime_buffers_[c] = n;
+  log("info", pool + "_buffers set to " + std::to_string(n) + ": " + std::to_string(r.per_cpt) + " per CPT" +
+                  (r.warning ? " (" + *r.warning + ")" : ""));
+  return r.warning;
+}
+
 // The tunables lnetr-control applies at run time.
 Json Service::set_tunable(const Json& args) {
   only(args, {"health_sensitivity", "alive_router_check_interval", "router_ping_timeout", "drop_asym_route",
               "tiny_buffers", "small_buffers", "large_buffers"});
-  for (const char* pool : {"tiny_buffers", "small_buffers", "large_buffers"})
-    if (args.contains(pool))
-      throw ApiError{EOPNOTSUPP, std::string(pool) + " cannot change at run time: lnetr-dataplane sizes its router buffer "
-                                                     "pools when it starts; set buffers: in its configuration file "
-                                                     "and restart it"};
+  Json out;
+  for (std::size_t c = 0; c < kPoolClasses; ++c) {
+    const std::string key = std::string(kPoolNames[c]) + "_buffers";
+    if (const auto n = opt_int(args, key.c_str(), 0, 0x7fffffff)) {
+      if (args.size() != 1) bad("set " + key + " alone");
+      const auto warning = set_buffers(c, static_cast<std::uint32_t>(*n));
+      out[key] = *n;
+      if (warning) out["warning"] = *warning;
+      return {{"global", out}};
+    }
+  }
   const auto sens = opt_int(args, "health_sensitivity", 0, kSensitivityMax);
   const auto check = opt_int(args, "alive_router_check_interval", 0, 0x7fffffff);
   const auto timeout = opt_int(args, "router_ping_timeout", 1, 0x7fffffff);
@@ -128,7 +147,6 @@ Json Service::set_tunable(const Json& args) {
   if (timeout) params_.ping_timeout = std::chrono::seconds(*timeout);
   if (ctl_) ctl_->health().set_params(params_);
   log("info", "tunables set: " + args.dump());
-  Json out;
   if (sens) out["health_sensitivity"] = *sens;
   if (check) out["alive_router_check_interval"] = *check;
   if (timeout) out["router_ping_timeout"] = *timeout;

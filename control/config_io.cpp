@@ -140,8 +140,8 @@ std::string yaml_section(const std::string& key, const Json& v) {
 // Writes what is in force to the file lnetr-control was started with, so
 // that a restart or reboot keeps it: the file's text stays as it is
 // (comments, the nets, buffers, the dataplane and control sections), but
-// its route, routing and global sections are written anew from the
-// running router.  The result must load, and replaces the file whole
+// its route, routing, buffers and global sections are written anew from
+// the running router.  The result must load, and replaces the file whole
 // (written beside it, then renamed).
 Json Service::save(const Json& args) {
   only(args, {});
@@ -167,7 +167,7 @@ Json Service::save(const Json& args) {
     if (i + 1 < entries.size() && entries[i + 1].key_mark.line == entries[i].key_mark.line)
       throw ApiError{EINVAL, config_path_ + " is written in flow style: not saved (write it in block style)"};
     const std::string& k = entries[i].key;
-    if (k != "route" && k != "routing" && k != "global") continue;
+    if (k != "route" && k != "routing" && k != "buffers" && k != "global") continue;
     const std::size_t from = entries[i].key_mark.line - 1;
     std::size_t to = i + 1 < entries.size() ? entries[i + 1].key_mark.line - 1 : lines.size();
     // Comments and blank lines just above the next key belong to it.
@@ -198,6 +198,7 @@ Json Service::save(const Json& args) {
   out += std::string(kSavedNote) + when + " (lnetrctl save).\n";
   out += yaml_section("route", backup["route"]);
   out += yaml_section("routing", backup["routing"]);
+  out += yaml_section("buffers", backup["buffers"]);
   out += yaml_section("global", running["global"]);
 
   const auto loaded = config::load_config(out, config_path_);
@@ -245,9 +246,9 @@ Json Service::save(const Json& args) {
 }
 
 // An lnetctl-style YAML document (e.g. what `lnetctl export` wrote): its
-// routes are added (or, with del, deleted) and its routing state applied;
-// what cannot change at run time (nets, buffer sizes) must match or is
-// reported.  Nothing changes if the document does not load.
+// routes are added (or, with del, deleted), its routing state and router
+// buffer pools applied; what cannot change at run time (nets) must match
+// or is reported.  Nothing changes if the document does not load.
 Json Service::import_config(const Json& args) {
   only(args, {"text", "name", "del"});
   const std::string text = required(opt_text(args, "text"), "text");
@@ -312,14 +313,6 @@ Json Service::import_config(const Json& args) {
                              "configuration file)");
       }
     }
-    const config::BufferConfig& b = in.buffers;
-    if ((b.tiny.given() && b.tiny.value != cfg_.buffers.tiny.value) ||
-        (b.small.given() && b.small.value != cfg_.buffers.small.value) ||
-        (b.large.given() && b.large.value != cfg_.buffers.large.value))
-      warnings.push_back(name + ": buffers differ from the running ones (tiny " + std::to_string(cfg_.buffers.tiny.value) +
-                         ", small " + std::to_string(cfg_.buffers.small.value) + ", large " +
-                         std::to_string(cfg_.buffers.large.value) +
-                         "); router buffers are sized when the dataplane starts: edit its configuration file");
     bool changed = false;
     const RouteTableBuilder before = *builder_;  // an import that cannot be applied changes nothing
     for (const config::RouteConfig& r : in.routes) {
@@ -359,6 +352,26 @@ Json Service::import_config(const Json& args) {
   if (in.routing.enable.given() && !del) {
     const auto r = dataplane<status::RoutingSet>(in.routing.enable.value ? "routing 1" : "routing 0");
     done.push_back("routing " + r.routing);
+  }
+  // Router buffer pools that differ from those in force: resized at run
+  // time, as lnetctl's import does.
+  const std::array<const config::Field<std::uint32_t>*, kPoolClasses> pools = {&in.buffers.tiny, &in.buffers.small,
+                                                                               &in.buffers.large};
+  for (std::size_t c = 0; c < kPoolClasses && !del; ++c) {
+    if (!pools[c]->given()) continue;
+    std::uint32_t now = 0;
+    {
+      std::lock_guard lock(mu_);
+      now = c == 0 ? cfg_.buffers.tiny.value : c == 1 ? cfg_.buffers.small.value : cfg_.buffers.large.value;
+    }
+    const std::string key = std::string(kPoolNames[c]) + "_buffers";
+    if (pools[c]->value == now) continue;
+    try {
+      if (const auto w = set_buffers(c, pools[c]->value)) warnings.push_back(config::to_string(pools[c]->source) + ": " + *w);
+      done.push_back(key + " " + std::to_string(pools[c]->value));
+    } catch (const ApiError& e) {
+      errors.push_back({{"buffers", key}, {"errno", -e.err}, {"descr", e.descr}});
+    }
   }
   if (in.global.health_sensitivity.given() && !del) {
     std::lock_guard lock(mu_);

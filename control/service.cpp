@@ -188,6 +188,7 @@ bool Service::attach(shm::Region region) {
     return false;
   }
   asym_pending_ = runtime_asym_.has_value();
+  buffers_pending_ = std::any_of(runtime_buffers_.begin(), runtime_buffers_.end(), [](const auto& b) { return b.has_value(); });
   log("info", "attached to " + cfg_.dataplane.shm_name.value + " (dataplane incarnation " +
                   std::to_string(incarnation) + "); published route table version " +
                   std::to_string(shm::published_version(ctl_->region().header().published.load())) + " with " +
@@ -215,8 +216,31 @@ void Service::reapply_runtime_settings() {
   log("info", std::string("drop_asym_route ") + (on ? "1" : "0") + " (set at run time) given to the restarted dataplane");
 }
 
+void Service::reapply_buffers() {
+  std::array<std::optional<std::uint32_t>, kPoolClasses> want;
+  {
+    std::lock_guard lock(mu_);
+    if (!buffers_pending_ || !ctl_) return;
+    want = runtime_buffers_;
+  }
+  for (std::size_t c = 0; c < kPoolClasses; ++c) {
+    if (!want[c]) continue;
+    try {
+      dataplane<status::BuffersSet>("buffers " + std::string(kPoolNames[c]) + " " + std::to_string(*want[c]));
+    } catch (const ApiError& e) {
+      if (e.err == EHOSTDOWN) return;  // its control socket is not up yet: on a later step
+      log("error", std::string(kPoolNames[c]) + "_buffers " + std::to_string(*want[c]) +
+                       " (set at run time) not taken by the restarted dataplane: " + e.descr);
+    }
+  }
+  std::lock_guard lock(mu_);
+  buffers_pending_ = false;
+  log("info", "router buffer pools resized at run time given to the restarted dataplane");
+}
+
 bool Service::step(Clock::time_point now) {
   reapply_runtime_settings();
+  reapply_buffers();
   std::lock_guard lock(mu_);
   if (!ctl_) return true;
   return ctl_->step(now) ? ctl_->publish() : true;

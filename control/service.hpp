@@ -159,6 +159,14 @@ class Service {
   // socket answers.
   std::optional<bool> runtime_asym_;
   bool asym_pending_ = false;
+  // Router buffer pools resized at run time (set, import), by pool class:
+  // given again to a restarted dataplane in the same way.
+  std::array<std::optional<std::uint32_t>, kPoolClasses> runtime_buffers_{};
+  bool buffers_pending_ = false;
+  // Resize pool `c` to `n` (over all CPTs; 0: the default) in the
+  // dataplane, and record it; any warning the dataplane gave.
+  std::optional<std::string> set_buffers(std::size_t c, std::uint32_t n);
+  void reapply_buffers();
   std::mutex asym_mu_;  // held from sending drop_asym_route to recording it (before mu_)
   void reapply_runtime_settings();
   std::optional<RouteTableBuilder> builder_;

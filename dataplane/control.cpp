@@ -1,6 +1,8 @@
 #include "dataplane/control.hpp"
 
 #include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_mempool.h>
 
 #include "lnd/o2iblnd/verbs.hpp"
 
@@ -83,7 +85,11 @@ Control::Control(const Setup& setup, SharedState& shared, Fabric& fabric, const 
                       "watchdog is no longer fed",
                       i);
           }),
-      faults_(std::getenv("LNETR_TEST_FAULTS") != nullptr && std::string(std::getenv("LNETR_TEST_FAULTS")) == "1") {}
+      faults_(std::getenv("LNETR_TEST_FAULTS") != nullptr && std::string(std::getenv("LNETR_TEST_FAULTS")) == "1") {
+  // (Before the workers run: what their pools were made with.)
+  for (std::size_t c = 0; c < kPoolClasses; ++c)
+    for (const Worker* w : fabric.workers) pool_room_[c].push_back(w->pool_room(static_cast<PoolClass>(c)));
+}
 
 Control::~Control() {
   if (listen_fd_ >= 0) {
@@ -333,6 +339,7 @@ void Control::tick() {
 std::string Control::handle(const std::string& request, int& passed) {
   if (request == "status") return status_answer();
   if (request.starts_with("capture ")) return capture(request.substr(8), passed);
+  if (request.starts_with("buffers ")) return buffers(request.substr(8));
   if (request == "o2ib connections" || request.starts_with("o2ib connections "))
     return o2ib_connections(request.substr(std::min<std::size_t>(request.size(), 17)));
   if (request == "routing 1") return set_routing(true);
@@ -348,7 +355,7 @@ std::string Control::handle(const std::string& request, int& passed) {
   if (request.starts_with("lnet_fault ")) return lnet_fault(request.substr(11));
   return error(EINVAL, "unknown request '" + request +
                            "': expected 'status', 'o2ib connections [NID...]', 'routing 0|1', 'drop_asym_route [0|1]' "
-                           "'lnet_fault add|del|list|reset' or 'capture start|stop|show'");
+                           "'lnet_fault add|del|list|reset', 'buffers tiny|small|large N' or 'capture start|stop|show'");
 }
 
 // Every o2iblnd connection with its credits, or those of the peers listed
@@ -466,6 +473,85 @@ std::string Control::capture(const std::string& args, int& passed) {
   std::string err;
   if (!cap->start(fd, std::move(f), count, err)) return error(cap->running() ? EBUSY : EINVAL, err);
   return status::encode(cap->state());
+}
+
+// lnetctl set tiny_buffers|small_buffers|large_buffers N: N buffers over
+// all CPTs (0: the default), max(N / CPTs, 1) each, as Linux.  A worker
+// whose pools hold fewer is first given a pool for the rest, registered
+// with every RDMA device (peers write into router buffers); then each
+// worker resizes its pool (Forwarder::resize_pool).  Memory is never given
+// back: a shrunk pool gives up buffers as they return, and keeps them for
+// a later growth.
+std::string Control::buffers(const std::string& args) {
+  std::size_t c = kPoolClasses;
+  for (std::size_t k = 0; k < kPoolClasses; ++k)
+    if (args.starts_with(std::string(kPoolNames[k]) + " ")) c = k;
+  std::uint32_t total = 0;
+  const std::string num = c < kPoolClasses ? args.substr(kPoolNames[c].size() + 1) : "";
+  auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), total);
+  if (c == kPoolClasses || ec != std::errc() || p != num.data() + num.size() || num.empty())
+    return error(EINVAL, "expected 'buffers tiny|small|large N'");
+  const auto pc = static_cast<PoolClass>(c);
+  const std::uint32_t given = total == 0 ? kDefaultPoolBuffers[c] : total;
+  const std::uint32_t per = std::max<std::uint32_t>(given / fabric_.n, 1);
+  const std::uint32_t size = pool_capacity(pc);
+  std::vector<rte_mempool*> added(fabric_.n, nullptr);
+  std::uint64_t bytes = 0;
+  for (std::uint32_t w = 0; w < fabric_.n && size > 0; ++w) {
+    if (per <= pool_room_[c][w]) continue;
+    const std::uint32_t more = per - pool_room_[c][w];
+    const std::string name = "lnetr_" + std::string(kPoolNames[c]) + "_" + std::to_string(w) + "_" +
+                             std::to_string(++pools_added_);
+    added[w] = rte_mempool_create(name.c_str(), more, size, 0, 0, nullptr, nullptr, nullptr, nullptr, SOCKET_ID_ANY,
+                                  RTE_MEMPOOL_F_SP_PUT | RTE_MEMPOOL_F_SC_GET);
+    if (!added[w]) {
+      const std::string why = rte_strerror(rte_errno);
+      for (rte_mempool* m : added)
+        if (m) rte_mempool_free(m);
+      return error(ENOMEM, "no memory for " + std::to_string(more) + " more " + std::string(kPoolNames[c]) +
+                               " buffers of " + std::to_string(size) + " bytes on CPT " + std::to_string(w) + ": " +
+                               why + " (the dataplane's memory: dataplane.memory_mb, or hugepages)");
+    }
+    bytes += std::uint64_t{more} * size;
+  }
+  // Peers write into router buffers: the new memory is registered with
+  // every RDMA device before any worker takes a buffer from it.
+  for (std::uint32_t w = 0; w < fabric_.n; ++w) {
+    if (!added[w]) continue;
+    for (const auto& dev : fabric_.verbs) {
+      if (!dev) continue;
+      struct Walk {
+        o2ib::VerbsDevice* dev;
+        std::string err;
+      } walk{dev.get(), {}};
+      rte_mempool_mem_iter(
+          added[w],
+          [](rte_mempool*, void* arg, rte_mempool_memhdr* mh, unsigned) {
+            auto* wk = static_cast<Walk*>(arg);
+            if (wk->err.empty()) wk->dev->register_live(mh->addr, mh->len, wk->err);
+          },
+          &walk);
+      if (!walk.err.empty()) {
+        // (Pools registered in part are kept, unused: a device may hold
+        // their memory.)
+        return error(ENOMEM, "the new " + std::string(kPoolNames[c]) + " buffers cannot be registered: " + walk.err);
+      }
+    }
+  }
+  for (std::uint32_t w = 0; w < fabric_.n; ++w)
+    if (added[w]) pool_room_[c][w] = per;
+  const bool all = on_workers([pc, per, added](Worker& w) {
+    if (rte_mempool* m = added[w.index()]) w.add_pool(pc, m);
+    w.forwarder().resize_pool(pc, per);
+  });
+  log_info("%s router buffers: %u per CPT (%u in all)%s", kPoolNames[c].data(), per, per * fabric_.n,
+           bytes ? (", " + std::to_string(bytes >> 20) + " MiB added").c_str() : "");
+  status::BuffersSet a{std::string(kPoolNames[c]), total, per, std::nullopt};
+  if (per < kMinPoolBuffers[c])
+    a.warning = std::to_string(per) + " " + std::string(kPoolNames[c]) + " buffers per CPT is below the " +
+                std::to_string(kMinPoolBuffers[c]) + " recommended";
+  if (!all) a.warning = "a worker was slow to answer: it resizes its pool when it gets to it";
+  return status::encode(a);
 }
 
 // LNet fault injection: the control thread keeps the rules; every change

@@ -12,6 +12,8 @@
 //   drop_asym_route [0|1]  show / set the asymmetric-route check
 //   lnet_fault add RULE | del ID|all | list | reset
 //                        LNet fault injection rules (router/lnet_fault.hpp)
+//   buffers tiny|small|large N  router buffers over all CPTs (0: the
+//                        default), as lnetctl set tiny_buffers ... does
 //   capture start port=NAME|* host=IPV4|* count=N  (with the file's
 //                        descriptor passed on the socket, SCM_RIGHTS)
 //   capture stop | show  the capture of the DPDK ports' frames (capture.hpp)
@@ -24,6 +26,7 @@
 // periodic work (link watching, ping-info pushes, the routing drain).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -74,6 +77,8 @@ class Control {
   std::string fault(const std::string& args);
   // "start ..." (with a file), "stop", "show".
   std::string capture(const std::string& args, int& passed);
+  // "tiny|small|large N".
+  std::string buffers(const std::string& args);
   // LNet fault injection rules (lnetrctl fault): "add RULE", "del ID|all",
   // "list", "reset" (router/lnet_fault.hpp).
   std::string lnet_fault(const std::string& args);
@@ -102,6 +107,10 @@ class Control {
   std::uint32_t next_fault_id_ = 0;
   std::chrono::steady_clock::time_point next_trim_{};
   std::size_t trimmed_free_ = 0;  // free heap after the last trim (or the least since)
+  // By pool class and worker: the buffers its pools hold (grown by
+  // buffers(), never shrunk).
+  std::array<std::vector<std::uint32_t>, kPoolClasses> pool_room_;
+  std::uint32_t pools_added_ = 0;  // (for their names)
 };
 
 }  // namespace lnetr::dp

@@ -41,7 +41,7 @@ Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& share
   cursor_.attach(routes_);
   for (std::size_t c = 0; c < kPoolClasses; ++c) {
     const std::uint32_t n = std::max<std::uint32_t>(setup.buffers[c] / ncpts_, 1);
-    pool_state_[c].nbuffers = n;
+    pool_state_[c].nbuffers = pool_state_[c].req_nbuffers = n;
     pool_state_[c].credits = Credits::of(static_cast<std::int32_t>(n));
   }
   ring_wait_.resize(ncpts_);
@@ -764,8 +764,38 @@ void Forwarder::release_now(RouterMsg* m) {
   if (m->buf) ports_.put_buffer(m->pool, m->buf);
   PeerNi* src = m->src;
   free_msg(m);
-  give_pool(c);
+  PoolState& p = pool_state_[c];
+  if (p.nbuffers > p.req_nbuffers) {
+    // The pool is being shrunk: this buffer (and its credit) is given up.
+    --p.nbuffers;
+    p.credits.max = static_cast<std::int32_t>(p.nbuffers);
+  } else {
+    give_pool(c);
+  }
   give_rtr(*src);
+}
+
+void Forwarder::resize_pool(PoolClass pc, std::uint32_t n) {
+  const auto c = static_cast<std::size_t>(pc);
+  PoolState& p = pool_state_[c];
+  // Within what the pool has: the target moves, idle buffers are given up
+  // at once and those in use as they come back (Linux gives up idle ones
+  // only once they are next used and come back: the same in the end).
+  if (n <= p.req_nbuffers || n <= p.nbuffers) {
+    p.req_nbuffers = n;
+    const std::int32_t idle = std::min<std::int32_t>(p.credits.cur, static_cast<std::int32_t>(p.nbuffers - n));
+    if (idle > 0) {
+      p.nbuffers -= static_cast<std::uint32_t>(idle);
+      p.credits.cur = p.credits.cur - idle;
+      p.credits.max = static_cast<std::int32_t>(p.nbuffers);
+    }
+    return;
+  }
+  const std::uint32_t more = n - p.nbuffers;
+  p.req_nbuffers = p.nbuffers = n;
+  p.credits.max = static_cast<std::int32_t>(n);
+  for (std::uint32_t i = 0; i < more; ++i) give_pool(c);  // (waiters first)
+  p.credits.min = p.credits.cur;
 }
 
 void Forwarder::on_received(lnd::Rx& rx) {

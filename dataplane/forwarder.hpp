@@ -83,6 +83,13 @@ class Forwarder final : public lnd::Upper {
   // Lustre releases them when a rule is deleted).  Drop rules act on every message
   // received; delay and corrupt rules on messages forwarded.
   void set_faults(const std::vector<FaultRule>& rules);
+  // lnetctl set tiny_buffers|small_buffers|large_buffers: `n` buffers in
+  // this CPT's pool `c`, as Linux adjusts a router buffer pool.  More than
+  // it has: the pool's buffers and credits grow at once (the caller first
+  // made room for them: ForwarderPorts::get_buffer finds them) and waiting
+  // messages take them.  Fewer: idle buffers are given up at once, those
+  // in use as they come back, until the pool has `n`.
+  void resize_pool(PoolClass c, std::uint32_t n);
   FaultEngine& faults() noexcept { return faults_; }
   std::size_t fault_held() const noexcept { return fault_held_.size(); }
 
@@ -105,6 +112,7 @@ class Forwarder final : public lnd::Upper {
   // State, for introspection and tests.
   struct PoolState {
     std::uint32_t nbuffers = 0;
+    std::uint32_t req_nbuffers = 0;  // what it is to have: below nbuffers, returned buffers are given up
     Credits credits;
   };
   std::uint16_t index() const noexcept { return index_; }

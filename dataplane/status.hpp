@@ -681,6 +681,16 @@ struct CaptureState {
 };
 LNETR_STATUS_RECORD(CaptureState, state, port, host, count, frames, bytes, dropped, stopped)
 
+// `buffers tiny|small|large N`: a router buffer pool resized at run time.
+struct BuffersSet {
+  std::string pool;            // tiny, small or large
+  std::uint64_t total = 0;     // over all CPTs, as set (0 given: the default)
+  std::uint64_t per_cpt = 0;   // what each CPT's pool is to have
+  std::optional<std::string> warning;
+  bool operator==(const BuffersSet&) const = default;
+};
+LNETR_STATUS_RECORD(BuffersSet, pool, total, per_cpt, warning)
+
 // `fault stall WORKER SECONDS` (tests only).
 struct Stalled {
   std::uint64_t stalled = 0;  // the worker

@@ -108,6 +108,8 @@ Worker::~Worker() {
   lanes_.clear();
   for (rte_mempool* p : pool_)
     if (p) rte_mempool_free(p);
+  for (const auto& more : more_pools_)
+    for (rte_mempool* p : more) rte_mempool_free(p);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -589,12 +591,28 @@ bool Worker::push(std::uint32_t to, RingItem item) {
 // ---- ForwarderPorts ------------------------------------------------------------
 
 std::uint8_t* Worker::get_buffer(PoolClass c) {
+  const auto k = static_cast<std::size_t>(c);
   void* buf = nullptr;
-  if (rte_mempool_get(pool_[static_cast<std::size_t>(c)], &buf) != 0) return nullptr;  // credits say never
-  return static_cast<std::uint8_t*>(buf);
+  // Pools added at run time first (the newest): their buffers are the
+  // first a grown pool lends, as it would be in a kernel router.
+  for (auto p = more_pools_[k].rbegin(); p != more_pools_[k].rend(); ++p)
+    if (rte_mempool_get(*p, &buf) == 0) return static_cast<std::uint8_t*>(buf);
+  if (rte_mempool_get(pool_[k], &buf) == 0) return static_cast<std::uint8_t*>(buf);
+  return nullptr;  // credits say never
 }
 
-void Worker::put_buffer(PoolClass c, std::uint8_t* buf) { rte_mempool_put(pool_[static_cast<std::size_t>(c)], buf); }
+void Worker::put_buffer(PoolClass c, std::uint8_t* buf) {
+  const auto k = static_cast<std::size_t>(c);
+  // (With pools added, the buffer's own, from its object header.)
+  rte_mempool_put(more_pools_[k].empty() ? pool_[k] : rte_mempool_from_obj(buf), buf);
+}
+
+std::uint32_t Worker::pool_room(PoolClass c) const noexcept {
+  const auto k = static_cast<std::size_t>(c);
+  std::uint32_t n = pool_[k] ? pool_[k]->size : 0;
+  for (const rte_mempool* p : more_pools_[k]) n += p->size;
+  return n;
+}
 
 std::uint64_t Worker::buffer_iova(const std::uint8_t* buf) { return rte_mempool_virt2iova(buf); }
 

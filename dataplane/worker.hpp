@@ -113,6 +113,12 @@ class Worker final : public ForwarderPorts {
   o2ib::VerbsTransport* verbs_transport(std::size_t ni) const noexcept;
   const Forwarder& forwarder() const noexcept { return forwarder_; }
   Forwarder& forwarder() noexcept { return forwarder_; }
+  // On the worker's thread (a Command): a pool of class `c` added, its
+  // buffers free to take (the control thread made it; freed with the
+  // worker).
+  void add_pool(PoolClass c, rte_mempool* pool) { more_pools_[static_cast<std::size_t>(c)].push_back(pool); }
+  // The buffers the worker's pools of class `c` hold in all.
+  std::uint32_t pool_room(PoolClass c) const noexcept;
   const sock::Acceptor* acceptor() const noexcept { return acceptor_.get(); }
   // Connections a port accepted for a peer this worker does not own (it
   // connected from an address other than its NID's), closed.
@@ -220,6 +226,10 @@ class Worker final : public ForwarderPorts {
   std::uint64_t conns_misplaced_ = 0;
   bool on_port(const sock::Accepted& a) const noexcept;
   std::array<rte_mempool*, kPoolClasses> pool_{};
+  // Pools added at run time when a router buffer pool grew past what the
+  // worker started with (lnetctl set large_buffers ...): taken from first
+  // (the newest first); each buffer goes back to the pool it came from.
+  std::array<std::vector<rte_mempool*>, kPoolClasses> more_pools_{};
 
   // One port queue, the TCP/IP stack on it and socklnd's transport on that.
   struct Lane {

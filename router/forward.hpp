@@ -118,6 +118,8 @@ inline constexpr std::size_t kPoolClasses = 3;
 inline constexpr std::uint32_t kPageSize = 4096;
 inline constexpr std::array<std::uint32_t, kPoolClasses> kPoolPages = {0, 1, kLnetMtu / kPageSize};
 inline constexpr std::array<std::uint32_t, kPoolClasses> kDefaultPoolBuffers = {2048, 16384, 1024};
+// The fewest per CPT Linux recommends (it warns below them).
+inline constexpr std::array<std::uint32_t, kPoolClasses> kMinPoolBuffers = {512, 4096, 256};
 inline constexpr std::array<std::string_view, kPoolClasses> kPoolNames = {"tiny", "small", "large"};
 
 // The first pool whose buffers hold `payload` bytes (payload <= kLnetMtu).

@@ -118,11 +118,11 @@ const Setting kSettings[] = {
     // ---- routing, buffers ----
     LNETR_CUSTOM(routing, "enable", "RoutingConfig::enable", "1", runtime, dataplane,
                  "0 or 1 (2, stopping, reads as 0; 3, starting, as 1): forward messages"),
-    LNETR_CUSTOM(buffers, "tiny", "BufferConfig::tiny", "2048", start, dataplane,
+    LNETR_CUSTOM(buffers, "tiny", "BufferConfig::tiny", "2048", runtime, dataplane,
                  "router buffers for messages without payload, over all CPTs (0: the default)"),
-    LNETR_CUSTOM(buffers, "small", "BufferConfig::small", "16384", start, dataplane,
+    LNETR_CUSTOM(buffers, "small", "BufferConfig::small", "16384", runtime, dataplane,
                  "router buffers for payloads up to 4 KiB (0: the default)"),
-    LNETR_CUSTOM(buffers, "large", "BufferConfig::large", "1024", start, dataplane,
+    LNETR_CUSTOM(buffers, "large", "BufferConfig::large", "1024", runtime, dataplane,
                  "router buffers for payloads up to 1 MiB (0: the default)"),
 
     // ---- dataplane ----

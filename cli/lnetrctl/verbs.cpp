@@ -80,10 +80,13 @@ std::vector<VerbSpec> make_verbs() {
        {{"VALUE", ValueKind::integer, "seconds"}}, false},
       {"set", "router_ping_timeout", "seconds a gateway has to answer a check", {},
        {{"VALUE", ValueKind::integer, "seconds"}}, false},
-      {"set", "tiny_buffers", "router buffer pools are sized at dataplane start (refused, with the reason)", {},
-       {{"VALUE", ValueKind::integer, "buffers"}}, false},
-      {"set", "small_buffers", "as tiny_buffers", {}, {{"VALUE", ValueKind::integer, "buffers"}}, false},
-      {"set", "large_buffers", "as tiny_buffers", {}, {{"VALUE", ValueKind::integer, "buffers"}}, false},
+      {"set", "tiny_buffers", "router buffers for messages without payload, over all CPTs (0: the default): more "
+                              "at once, fewer as buffers in use come back",
+       {}, {{"VALUE", ValueKind::integer, "buffers"}}, false},
+      {"set", "small_buffers", "as tiny_buffers, for payloads up to 4 KiB", {}, {{"VALUE", ValueKind::integer, "buffers"}},
+       false},
+      {"set", "large_buffers", "as tiny_buffers, for payloads up to 1 MiB", {}, {{"VALUE", ValueKind::integer, "buffers"}},
+       false},
       {"ping", "", "LNet ping of NIDs through the dataplane (remote NIDs through a gateway)",
        {{"--timeout", "timeout", ValueKind::integer, "seconds to wait for each answer (default 1)", false, 1, 300}},
        {{"NID", ValueKind::nid, "NIDs to ping", true}}, true},
@@ -412,7 +415,10 @@ int set_tunable(Context& ctx, const Parsed& p) {
       }
       ctx.client.call("set routing", {{"enable", value == "1" ? 1 : 0}});
     } else {
-      ctx.client.call("set", {{p.verb->action, parse_int(value).value()}});
+      const Json r = ctx.client.call("set", {{p.verb->action, parse_int(value).value()}});
+      const Json g = r.value("global", Json::object());
+      if (g.contains("warning") && g["warning"].is_string())
+        ctx.err << "lnetrctl: warning: " << g["warning"].get<std::string>() << "\n";
     }
   } catch (const CallError& e) {
     return fail(ctx, *p.verb, e);

@@ -111,6 +111,7 @@ std::shared_ptr<VerbsDevice> VerbsDevice::open(std::uint32_t ip, std::string& er
 
 VerbsDevice::~VerbsDevice() {
   for (Mr& m : mrs_) ibv_dereg_mr(m.mr);
+  for (std::size_t i = 0; i < n_live_.load(); ++i) ibv_dereg_mr(live_[i].mr);
   if (pd_) ibv_dealloc_pd(pd_);
   if (anchor_) rdma_destroy_id(anchor_);
   if (channel_) rdma_destroy_event_channel(channel_);
@@ -121,18 +122,35 @@ std::string VerbsDevice::name() const {
   return n ? n : "?";
 }
 
-bool VerbsDevice::register_payload(void* addr, std::size_t len, bool remote_write, std::string& err) {
+ibv_mr* VerbsDevice::reg(void* addr, std::size_t len, bool remote_write, std::string& err) {
   // Per-transfer keys: the pools themselves open nothing to peers (windows
   // are bound to them).
   int access = IBV_ACCESS_LOCAL_WRITE;
   if (remote_write && keys_ == RemoteKeys::pool) access |= IBV_ACCESS_REMOTE_WRITE;
   if (remote_write && windows_) access |= IBV_ACCESS_MW_BIND;
   ibv_mr* mr = ibv_reg_mr(pd_, addr, len, access);
-  if (!mr) {
+  if (!mr)
     err = "ibv_reg_mr of " + std::to_string(len) + " bytes on " + name() + ": " + std::strerror(errno) +
           " (is the memlock limit high enough?)";
+  return mr;
+}
+
+bool VerbsDevice::register_live(void* addr, std::size_t len, std::string& err) {
+  const std::size_t n = n_live_.load(std::memory_order_relaxed);
+  if (n == kLiveRegions) {
+    err = name() + ": " + std::to_string(kLiveRegions) + " memory regions added since the start already";
     return false;
   }
+  ibv_mr* mr = reg(addr, len, true, err);
+  if (!mr) return false;
+  live_[n] = Mr{reinterpret_cast<std::uintptr_t>(addr), len, mr, true};
+  n_live_.store(n + 1, std::memory_order_release);
+  return true;
+}
+
+bool VerbsDevice::register_payload(void* addr, std::size_t len, bool remote_write, std::string& err) {
+  ibv_mr* mr = reg(addr, len, remote_write, err);
+  if (!mr) return false;
   Mr m{reinterpret_cast<std::uintptr_t>(addr), len, mr, remote_write};
   mrs_.insert(std::upper_bound(mrs_.begin(), mrs_.end(), m, [](const Mr& x, const Mr& y) { return x.addr < y.addr; }),
               m);
@@ -142,10 +160,12 @@ bool VerbsDevice::register_payload(void* addr, std::size_t len, bool remote_writ
 const VerbsDevice::Mr* VerbsDevice::find(const void* addr, std::size_t len) const noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
   auto it = std::upper_bound(mrs_.begin(), mrs_.end(), a, [](std::uintptr_t v, const Mr& m) { return v < m.addr; });
-  if (it == mrs_.begin()) return nullptr;
-  --it;
-  if (a + len > it->addr + it->len) return nullptr;
-  return &*it;
+  if (it != mrs_.begin() && a + len <= std::prev(it)->addr + std::prev(it)->len) return &*std::prev(it);
+  // Memory added at run time (few regions, and only after a pool grew).
+  const std::size_t n = n_live_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i)
+    if (a >= live_[i].addr && a + len <= live_[i].addr + live_[i].len) return &live_[i];
+  return nullptr;
 }
 
 std::optional<std::uint32_t> VerbsDevice::lkey(const void* addr, std::size_t len) const noexcept {

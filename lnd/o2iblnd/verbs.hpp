@@ -33,6 +33,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -73,13 +75,18 @@ class VerbsDevice {
   // remote_write: peers may RDMA-write into it (router buffers); else it is
   // only read by the device (mbuf pools sent from).
   bool register_payload(void* addr, std::size_t len, bool remote_write, std::string& err);
+  // And router buffer memory added while the workers run (a pool grown at
+  // run time): registered for remote writes and published to the lookups
+  // below without a lock; at most kLiveRegions in a run.
+  static constexpr std::size_t kLiveRegions = 256;
+  bool register_live(void* addr, std::size_t len, std::string& err);
   std::optional<std::uint32_t> lkey(const void* addr, std::size_t len) const noexcept;
   // The remote key of memory registered for remote writes (RemoteKeys::pool).
   std::optional<std::uint32_t> rkey(const void* addr, std::size_t len) const noexcept;
   // The registration a sink in [addr, addr + len) is opened from (memory
   // registered with remote_write), or nullptr.
   ibv_mr* sink_mr(const void* addr, std::size_t len) const noexcept;
-  std::size_t payload_regions() const noexcept { return mrs_.size(); }
+  std::size_t payload_regions() const noexcept { return mrs_.size() + n_live_.load(std::memory_order_acquire); }
 
   ibv_context* context() const noexcept { return anchor_->verbs; }
   ibv_pd* pd() const noexcept { return pd_; }
@@ -96,6 +103,7 @@ class VerbsDevice {
     bool remote = false;
   };
   const Mr* find(const void* addr, std::size_t len) const noexcept;
+  ibv_mr* reg(void* addr, std::size_t len, bool remote_write, std::string& err);
 
   std::uint32_t ip_ = 0;
   RemoteKeys keys_ = RemoteKeys::pool;
@@ -105,6 +113,8 @@ class VerbsDevice {
   ibv_pd* pd_ = nullptr;
   ibv_device_attr attr_{};
   std::vector<Mr> mrs_;  // by address
+  std::array<Mr, kLiveRegions> live_{};  // registered at run time, in order; the first n_live_ are in use
+  std::atomic<std::size_t> n_live_{0};   // (written by one thread, the dataplane's control thread)
 };
 
 // Counters of one VerbsTransport (single writer: its worker).

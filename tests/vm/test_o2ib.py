@@ -178,10 +178,20 @@ class O2ibOverVerbs(unittest.TestCase):
         for size in SIZES:
             self.xfer(f"{Y}@o2ib", route, f"{C}@o2ib1", "put", size, 2)
             self.xfer(f"{Y}@o2ib", route, f"{C}@o2ib1", "get", size, 2)
+        # Large buffers grown at run time (lnetrctl set large_buffers):
+        # lent first, so the brw's RDMA lands in memory registered with the
+        # RDMA devices while the router ran.
+        grown = self.topo.request("buffers large 64")
+        self.assertEqual(grown["per_cpt"], 64, grown)
         rc, doc, out, err = self.peer(f"{Y}@o2ib", route, f"brw {C}@o2ib1 --op write --size 1048576 --concurrency 8 "
                                                          f"--duration 3 --timeout 20")
         self.assertEqual(rc, 0, out + err)
-        self.at_rest()
+        st = self.at_rest()
+        self.assertEqual(st["o2iblnd"]["post_failures"], 0)
+        self.assertEqual(st["o2iblnd"]["cq_errors"], 0)
+        self.assertEqual([p["large"]["nbuffers"] for p in st["buffers"]], [64])
+        self.assertEqual(self.topo.request("buffers large 48")["per_cpt"], 48)
+        self.assertEqual([p["large"]["nbuffers"] for p in self.status()["buffers"]], [48])  # idle: at once
 
     def test_4_dpdk_port_to_o2ib_copies_nothing(self):
         """D (tcp1, R's DPDK af_packet port with lnetr's TCP) through R to A

@@ -5,6 +5,8 @@
 #include "dataplane/forwarder.hpp"
 
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <rte_thash.h>
 
 #include <deque>
@@ -314,6 +316,61 @@ TEST(Forwarder, BufferPoolShortageQueuesAcrossPeers) {
   r.fwd->on_received(r.ports.resumed[0]);
   while (!r.ports.sent.empty()) r.complete();
   EXPECT_EQ(r.pool(PoolClass::large).credits.min, -1);
+  r.expect_idle();
+}
+
+// lnetctl set large_buffers at run time, as Linux adjusts a pool: growing
+// adds buffers and credits at once (a waiting message takes one); shrinking
+// only lowers the target, and buffers are given up as they come back.
+TEST(Forwarder, APoolResizedAtRunTimeGrowsAtOnceAndShrinksAsBuffersReturn) {
+  dp::Setup s = rig_setup();
+  s.nis[0].peer_buffer_credits = 8;
+  Rig r(s);  // 2 large buffers
+  std::vector<lnd::Rx*> rx;
+  for (int i = 0; i < 3; ++i) rx.push_back(&r.head(i % 2 ? kA2 : kA, kNiA, kB, 65536));
+  EXPECT_EQ(r.fwd->on_head(*rx[0]), lnd::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(*rx[1]), lnd::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->on_head(*rx[2]), lnd::RxVerdict::defer);
+  r.fwd->resize_pool(PoolClass::large, 3);
+  const Forwarder::PoolState& p = r.pool(PoolClass::large);
+  EXPECT_EQ(std::tuple(p.nbuffers, p.req_nbuffers), std::tuple(3u, 3u));
+  ASSERT_EQ(r.ports.resumed.size(), 1u);  // the waiter took the new buffer at once
+  EXPECT_EQ(r.ports.buffers_out[PoolClass::large], 3);
+  EXPECT_EQ(std::tuple(p.credits.cur, p.credits.max, p.credits.min), std::tuple(0, 3, 0));
+  r.fwd->on_received(*rx[0]);
+  r.fwd->on_received(*rx[1]);
+  r.fwd->on_received(r.ports.resumed[0]);
+  while (!r.ports.sent.empty()) r.complete();
+  r.expect_idle();
+  EXPECT_EQ(p.credits.cur, 3);
+  // Down to 1 while all three are in use: each that comes back is given
+  // up, credit and all, until the pool has one.
+  for (int i = 0; i < 3; ++i) {
+    lnd::Rx& m = r.head(kA, kNiA, kB, 65536);
+    ASSERT_EQ(r.fwd->on_head(m), lnd::RxVerdict::accept);
+    r.fwd->on_received(m);
+  }
+  r.fwd->resize_pool(PoolClass::large, 1);
+  EXPECT_EQ(std::tuple(p.nbuffers, p.req_nbuffers, p.credits.cur), std::tuple(3u, 1u, 0));
+  r.complete();
+  EXPECT_EQ(std::tuple(p.nbuffers, p.credits.cur), std::tuple(2u, 0));
+  r.complete();
+  EXPECT_EQ(std::tuple(p.nbuffers, p.credits.cur), std::tuple(1u, 0));
+  r.complete();
+  EXPECT_EQ(std::tuple(p.nbuffers, p.credits.cur, p.credits.max), std::tuple(1u, 1, 1));
+  r.expect_idle();
+  // Up again within what it had: the buffers come back at once.
+  r.fwd->resize_pool(PoolClass::large, 3);
+  EXPECT_EQ(std::tuple(p.nbuffers, p.req_nbuffers, p.credits.cur), std::tuple(3u, 3u, 3));
+  r.expect_idle();
+  // Down to 2 with one in use: an idle one goes at once.
+  lnd::Rx& m = r.head(kA, kNiA, kB, 65536);
+  ASSERT_EQ(r.fwd->on_head(m), lnd::RxVerdict::accept);
+  r.fwd->resize_pool(PoolClass::large, 2);
+  EXPECT_EQ(std::tuple(p.nbuffers, p.credits.cur, p.credits.max), std::tuple(2u, 1, 2));
+  r.fwd->on_received(m);
+  r.complete();
+  EXPECT_EQ(std::tuple(p.nbuffers, p.credits.cur), std::tuple(2u, 2));
   r.expect_idle();
 }
 
