@@ -21,9 +21,26 @@ namespace lnetr::dp {
 
 namespace {
 
-constexpr unsigned kPoolMbufs = 8191;   // copies in flight between the workers and the file, in all
+constexpr unsigned kPoolMbufs = 8191;   // copies' segments in flight between the workers and the file, in all
 constexpr unsigned kRingSize = 2048;    // per worker
 constexpr unsigned kWriteBurst = 32;
+// The pcapng blocks the control thread writes, one whole frame each in one
+// segment (DPDK 22.11's rte_pcapng_copy gives a block of several segments
+// the length of its first): the largest an mbuf holds, frames cut to it
+// (a 64 KiB TSO frame loses its last bytes; the block says how long it was).
+constexpr unsigned kBlocks = 2 * kWriteBurst;
+constexpr std::uint16_t kBlockRoom = UINT16_MAX;
+constexpr std::uint32_t kMaxSnap = kBlockRoom - RTE_PKTMBUF_HEADROOM - 64;  // (the block's header and options)
+
+// What a worker notes beside its copy (the mbuf's private area).
+struct CopyMeta {
+  std::uint64_t tsc;
+  std::uint16_t port;
+  std::uint16_t queue;
+  bool sent;
+};
+
+CopyMeta& meta(rte_mbuf* m) { return *static_cast<CopyMeta*>(rte_mbuf_to_priv(m)); }
 constexpr auto kQuiet = std::chrono::seconds(1);  // the longest stop() waits for the workers
 
 // The filter, packed into one word the workers read as they copy: the
@@ -68,8 +85,11 @@ bool has_host(const rte_mbuf* m, std::uint32_t host) {
 
 }  // namespace
 
-// A worker's tap: the frames of its queues that match are copied and
-// passed to the control thread on its ring.
+// A worker's tap: the frames of its queues that match are copied (in
+// segments of the copy pool, with the port, queue, direction and TSC
+// beside them) and passed to the control thread on its ring.  The pcapng
+// block is made there: rte_pcapng_copy keeps a clock of its own that it
+// updates without a lock, so only one thread may call it.
 class Capture::Tap final : public tcp::FrameTap {
  public:
   Tap(const std::atomic<std::uint64_t>& filter) : filter_(filter) {}
@@ -82,8 +102,8 @@ class Capture::Tap final : public tcp::FrameTap {
     const std::uint64_t now = rte_get_tsc_cycles();
     for (unsigned i = 0; i < n; ++i) {
       if ((f & kHasHost) != 0 && !has_host(m[i], static_cast<std::uint32_t>(f))) continue;
-      rte_mbuf* c = rte_pcapng_copy(port, queue, m[i], pool_, UINT32_MAX, now,
-                                    sent ? RTE_PCAPNG_DIRECTION_OUT : RTE_PCAPNG_DIRECTION_IN);
+      rte_mbuf* c = rte_pktmbuf_copy(m[i], pool_, 0, UINT32_MAX);
+      if (c) meta(c) = {now, port, queue, sent};
       if (!c) {
         dropped.fetch_add(1, std::memory_order_relaxed);
       } else if (rte_ring_sp_enqueue(ring_, c) != 0) {
@@ -108,19 +128,22 @@ Capture::Capture(std::uint32_t workers, std::function<void(std::uint32_t)> kick,
 
 Capture::~Capture() {
   if (file_) rte_pcapng_close(file_);  // (Control stops a capture before the workers go)
-  taps_.clear();
+  taps_.clear();  // (their rings; what is left in them goes with the pool)
   if (pool_) rte_mempool_free(pool_);
+  if (blocks_) rte_mempool_free(blocks_);
 }
 
 tcp::FrameTap& Capture::tap(std::uint32_t worker) noexcept { return *taps_[worker]; }
 
 bool Capture::make_pool(std::string& err) {
   if (pool_) return true;
-  rte_mempool* pool = rte_pktmbuf_pool_create("lnetr_capture", kPoolMbufs, 256, 0,
-                                              static_cast<std::uint16_t>(rte_pcapng_mbuf_size(RTE_MBUF_DEFAULT_DATAROOM)),
-                                              SOCKET_ID_ANY);
-  if (!pool) {
+  rte_mempool* pool = rte_pktmbuf_pool_create("lnetr_capture", kPoolMbufs, 256, sizeof(CopyMeta),
+                                              RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  rte_mempool* blocks = pool ? rte_pktmbuf_pool_create("lnetr_capture_blocks", kBlocks, 0, 0, kBlockRoom, SOCKET_ID_ANY)
+                             : nullptr;
+  if (!blocks) {
     err = std::string("no memory for the capture's buffers: ") + rte_strerror(rte_errno);
+    if (pool) rte_mempool_free(pool);
     return false;
   }
   for (std::size_t i = 0; i < taps_.size(); ++i) {
@@ -133,11 +156,13 @@ bool Capture::make_pool(std::string& err) {
         t->ring_ = nullptr;
       }
       rte_mempool_free(pool);
+      rte_mempool_free(blocks);
       return false;
     }
     taps_[i]->pool_ = pool;
   }
   pool_ = pool;
+  blocks_ = blocks;
   return true;
 }
 
@@ -151,17 +176,30 @@ bool Capture::start(int fd, Filter filter, std::uint64_t count, std::string& err
   const int mode = fd >= 0 ? ::fcntl(fd, F_GETFL) : -1;
   if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || mode < 0 || (mode & O_ACCMODE) == O_RDONLY) {
     err = "the capture file must be a regular file open for writing";
-  } else if (make_pool(err)) {
-    utsname u{};
-    ::uname(&u);
-    const std::string os = std::string(u.sysname) + " " + u.release;
-    file_ = rte_pcapng_fdopen(fd, os.c_str(), nullptr, "lnetr-dataplane " LNETR_VERSION, nullptr);
-    if (!file_) err = std::string("cannot write the capture file: ") + rte_strerror(rte_errno);
-  }
-  if (!file_) {
     if (fd >= 0) ::close(fd);
     return false;
   }
+  if (!make_pool(err)) {
+    ::close(fd);
+    return false;
+  }
+  // The file is emptied only now that it is taken (lnetrctl opens it
+  // without truncating, so that a refused start leaves it as it was).
+  if (::ftruncate(fd, 0) != 0 || ::lseek(fd, 0, SEEK_SET) != 0) {
+    err = std::string("cannot write the capture file: ") + std::strerror(errno);
+    ::close(fd);
+    return false;
+  }
+  utsname u{};
+  ::uname(&u);
+  const std::string os = std::string(u.sysname) + " " + u.release;
+  file_ = rte_pcapng_fdopen(fd, os.c_str(), nullptr, "lnetr-dataplane " LNETR_VERSION, nullptr);
+  if (!file_) {
+    err = std::string("cannot write the capture file: ") + rte_strerror(rte_errno);
+    ::close(fd);
+    return false;
+  }
+  empty_rings();  // (copies a worker made after the last capture's end)
   filter_shown_ = std::move(filter);
   filter_.store(pack(filter_shown_), std::memory_order_relaxed);
   count_ = count;
@@ -183,55 +221,97 @@ std::uint64_t Capture::dropped_total() const noexcept {
 }
 
 void Capture::drain() {
-  if (!running()) return;
+  // At most a ring's worth from each worker a call: the control thread
+  // has its other work, and workers that copy faster than the file takes
+  // them lose frames to their full rings (counted), not the thread.
   for (auto& t : taps_) {
-    rte_mbuf* m[kWriteBurst];
-    unsigned got;
-    while (running() && (got = rte_ring_sc_dequeue_burst(t->ring_, reinterpret_cast<void**>(m), kWriteBurst, nullptr)) > 0) {
-      unsigned take = got;
-      if (count_ != 0 && frames_ + take > count_) take = static_cast<unsigned>(count_ - frames_);
-      if (take > 0) {
-        const ssize_t w = rte_pcapng_write_packets(file_, m, static_cast<std::uint16_t>(take));
-        if (w < 0) {
-          const int e = errno;
-          write_dropped_ += take;
-          rte_pktmbuf_free_bulk(m, got);
-          end(std::string("the capture file refused a write: ") + std::strerror(e));
-          return;
-        }
-        frames_ += take;
-        bytes_ += static_cast<std::uint64_t>(w);
-      }
-      rte_pktmbuf_free_bulk(m, got);  // (those past the count too)
-      if (count_ != 0 && frames_ >= count_) end("the count was reached");
+    for (unsigned taken = 0; running() && taken < kRingSize;) {
+      rte_mbuf* m[kWriteBurst];
+      const unsigned got = rte_ring_sc_dequeue_burst(t->ring_, reinterpret_cast<void**>(m), kWriteBurst, nullptr);
+      if (got == 0) break;
+      taken += got;
+      write(m, got);
+      rte_pktmbuf_free_bulk(m, got);
     }
   }
 }
 
-void Capture::stop() {
-  if (running()) end("");
+void Capture::write(rte_mbuf* const* copies, unsigned n) {
+  unsigned take = n;
+  if (count_ != 0 && frames_ + take > count_) take = static_cast<unsigned>(count_ - frames_);  // (the rest: past it)
+  rte_mbuf* blocks[kWriteBurst];
+  unsigned k = 0;
+  std::uint64_t want = 0;
+  for (unsigned i = 0; i < take; ++i) {
+    const CopyMeta& c = meta(copies[i]);
+    const std::uint32_t len = std::min(rte_pktmbuf_pkt_len(copies[i]), kMaxSnap);
+    rte_mbuf* b = rte_pcapng_copy(c.port, c.queue, copies[i], blocks_, len, c.tsc,
+                                  c.sent ? RTE_PCAPNG_DIRECTION_OUT : RTE_PCAPNG_DIRECTION_IN);
+    if (!b) {
+      ++write_dropped_;
+      continue;
+    }
+    want += rte_pktmbuf_pkt_len(b);
+    blocks[k++] = b;
+  }
+  if (k == 0) return;
+  const ssize_t w = rte_pcapng_write_packets(file_, blocks, static_cast<std::uint16_t>(k));
+  const int e = errno;
+  rte_pktmbuf_free_bulk(blocks, k);
+  if (w < 0 || static_cast<std::uint64_t>(w) != want) {
+    // (A short write leaves a torn block: nothing after it would be read.)
+    write_dropped_ += k;
+    end(w < 0 ? std::string("the capture file refused a write: ") + std::strerror(e)
+              : std::string("the capture file took a write only in part (is the disk full?)"));
+    return;
+  }
+  frames_ += k;
+  bytes_ += want;
+  if (count_ != 0 && frames_ >= count_) end("the count was reached");
 }
 
-void Capture::end(const std::string& why) {
-  // The workers stop copying; once each has gone round its loop (woken if
-  // it sleeps) none is inside frames(), and the rings hold all there is.
-  for (auto& t : taps_) t->set(false);
-  std::vector<std::uint64_t> seen;
-  for (std::uint32_t i = 0; i < taps_.size(); ++i) seen.push_back(loops_(i));
-  const auto deadline = std::chrono::steady_clock::now() + kQuiet;
-  for (std::uint32_t i = 0; i < taps_.size(); ++i) {
-    while (loops_(i) == seen[i] && std::chrono::steady_clock::now() < deadline) {
-      kick_(i);
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  }
-  if (why.empty()) drain();  // (which ends it itself if that reaches the count)
+void Capture::empty_rings() {
   for (auto& t : taps_) {
     rte_mbuf* m[kWriteBurst];
     unsigned got;
     while ((got = rte_ring_sc_dequeue_burst(t->ring_, reinterpret_cast<void**>(m), kWriteBurst, nullptr)) > 0)
       rte_pktmbuf_free_bulk(m, got);
   }
+}
+
+void Capture::stop(bool workers_running) {
+  if (running()) end("", workers_running);
+}
+
+void Capture::end(const std::string& why, bool workers_running) {
+  // The workers stop copying; once each has gone round its loop (woken if
+  // it sleeps) none is inside frames(), and the rings hold all there is.
+  // (The fence: the taps' stores before the counters' loads.)
+  for (auto& t : taps_) t->set(false);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!workers_running) stopping_ = true;
+  if (!stopping_) {
+    std::vector<std::uint64_t> seen;
+    for (std::uint32_t i = 0; i < taps_.size(); ++i) seen.push_back(loops_(i));
+    const auto deadline = std::chrono::steady_clock::now() + kQuiet;
+    for (std::uint32_t i = 0; i < taps_.size(); ++i) {
+      while (loops_(i) == seen[i] && std::chrono::steady_clock::now() < deadline) {
+        kick_(i);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+  }
+  // What they copied, all of it (up to the count, which ends it itself).
+  for (auto& t : taps_) {
+    rte_mbuf* m[kWriteBurst];
+    unsigned got;
+    while (why.empty() && running() &&
+           (got = rte_ring_sc_dequeue_burst(t->ring_, reinterpret_cast<void**>(m), kWriteBurst, nullptr)) > 0) {
+      write(m, got);
+      rte_pktmbuf_free_bulk(m, got);
+    }
+  }
+  empty_rings();
   if (!file_) return;
   rte_pcapng_close(file_);  // (closes the descriptor)
   file_ = nullptr;

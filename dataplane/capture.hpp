@@ -4,13 +4,14 @@
 //
 // Each worker has a tap (tcp::FrameTap) that its port queues show their
 // frames to while a capture runs.  The frames that match the filter are
-// copied, wrapped in their pcapng block (rte_pcapng_copy: the port, the
-// queue, the direction, a TSC time stamp), into a pool set aside for
-// captures and passed on a ring of the worker's own to the control thread,
-// which writes them to the file.  A frame that finds no buffer or a full
-// ring is counted as dropped, never waited for.  The pool and the rings
-// are made at the first capture; with none running a queue copies nothing
-// and pays a load and a branch per burst.
+// copied into a pool set aside for captures, with the port, queue,
+// direction and a TSC time stamp beside them, and passed on a ring of the
+// worker's own to the control thread, which makes each a pcapng block
+// (rte_pcapng_copy, which only one thread may call) and writes it to the
+// file.  A frame that finds no buffer or a full ring is counted as
+// dropped, never waited for.  The pools and the rings are made at the
+// first capture; with none running a queue copies nothing and pays a load
+// and a branch per burst and per frame sent.
 //
 // The file is the operator's: lnetrctl opens it and its descriptor is
 // passed along the Unix sockets (SCM_RIGHTS), so the dataplane writes where
@@ -28,6 +29,7 @@
 #include "dataplane/status.hpp"
 #include "dataplane/tcp/port.hpp"
 
+struct rte_mbuf;
 struct rte_mempool;
 struct rte_ring;
 struct rte_pcapng;
@@ -59,8 +61,10 @@ class Capture {
   // `fd` is not a regular file open for writing, or no pool can be made.
   bool start(int fd, Filter filter, std::uint64_t count, std::string& err);
   // End the capture: the workers stop copying, what they copied is written
-  // and the file closed.
-  void stop();
+  // and the file closed.  `workers_running`: wait until each worker has
+  // gone round its loop (else the dataplane is stopping: copies still
+  // under way are not waited for).
+  void stop(bool workers_running = true);
   // Write what the workers copied; the capture ends itself once `count`
   // frames are written or the file refuses one.  Called often while
   // running() (each turn of the control loop).
@@ -72,13 +76,17 @@ class Capture {
   class Tap;
   bool make_pool(std::string& err);
   std::uint64_t dropped_total() const noexcept;
-  void end(const std::string& why);
+  void end(const std::string& why, bool workers_running = true);
+  // Frames the workers copied, as pcapng blocks into the file.
+  void write(rte_mbuf* const* copies, unsigned n);
+  void empty_rings();
 
   std::vector<std::unique_ptr<Tap>> taps_;
   std::function<void(std::uint32_t)> kick_;
   std::function<std::uint64_t(std::uint32_t)> loops_;
   std::atomic<std::uint64_t> filter_{0};  // the filter packed for the workers (Tap::matches)
-  rte_mempool* pool_ = nullptr;
+  rte_mempool* pool_ = nullptr;    // the workers' copies
+  rte_mempool* blocks_ = nullptr;  // the control thread's pcapng blocks
   rte_pcapng* file_ = nullptr;
   Filter filter_shown_;
   std::uint64_t count_ = 0, frames_ = 0, bytes_ = 0;
@@ -86,6 +94,7 @@ class Capture {
   std::uint64_t write_dropped_ = 0;  // frames the file refused
   std::uint64_t dropped_last_ = 0;   // the last capture's drops, once it ended
   std::optional<std::string> stopped_;
+  bool stopping_ = false;  // the workers are stopping: end() waits for none
 };
 
 }  // namespace lnetr::dp

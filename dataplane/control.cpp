@@ -184,7 +184,7 @@ void Control::run() {
     if (c.passed >= 0) ::close(c.passed);
   }
   clients_.clear();
-  if (fabric_.capture) fabric_.capture->stop();  // (while the workers still loop)
+  if (fabric_.capture) fabric_.capture->stop(false);  // (the workers are stopping)
 }
 
 void Control::accept_clients(std::chrono::steady_clock::time_point now) {
@@ -492,6 +492,11 @@ std::string Control::buffers(const std::string& args) {
   if (c == kPoolClasses || ec != std::errc() || p != num.data() + num.size() || num.empty())
     return error(EINVAL, "expected 'buffers tiny|small|large N'");
   const auto pc = static_cast<PoolClass>(c);
+  // Every worker must take the change: refused whole unless each command
+  // ring has room (only this thread fills them, so it stays there).
+  for (std::uint32_t w = 0; w < fabric_.n; ++w)
+    if (rte_ring_free_count(fabric_.commands[w]) == 0)
+      return error(EAGAIN, "worker " + std::to_string(w) + " is not taking commands (stalled?): try again");
   const std::uint32_t given = total == 0 ? kDefaultPoolBuffers[c] : total;
   const std::uint32_t per = std::max<std::uint32_t>(given / fabric_.n, 1);
   const std::uint32_t size = pool_capacity(pc);
@@ -547,10 +552,14 @@ std::string Control::buffers(const std::string& args) {
   log_info("%s router buffers: %u per CPT (%u in all)%s", kPoolNames[c].data(), per, per * fabric_.n,
            bytes ? (", " + std::to_string(bytes >> 20) + " MiB added").c_str() : "");
   status::BuffersSet a{std::string(kPoolNames[c]), total, per, std::nullopt};
+  std::string warning;
   if (per < kMinPoolBuffers[c])
-    a.warning = std::to_string(per) + " " + std::string(kPoolNames[c]) + " buffers per CPT is below the " +
-                std::to_string(kMinPoolBuffers[c]) + " recommended";
-  if (!all) a.warning = "a worker was slow to answer: it resizes its pool when it gets to it";
+    warning = std::to_string(per) + " " + std::string(kPoolNames[c]) + " buffers per CPT is below the " +
+              std::to_string(kMinPoolBuffers[c]) + " recommended";
+  if (!all)
+    warning += (warning.empty() ? "" : "; ") + std::string("a worker was slow to answer: it resizes its pool when it "
+                                                           "gets to it");
+  if (!warning.empty()) a.warning = warning;
   return status::encode(a);
 }
 

@@ -767,7 +767,7 @@ void Forwarder::release_now(RouterMsg* m) {
   PoolState& p = pool_state_[c];
   if (p.nbuffers > p.req_nbuffers) {
     // The pool is being shrunk: this buffer (and its credit) is given up.
-    --p.nbuffers;
+    p.nbuffers = p.nbuffers - 1;
     p.credits.max = static_cast<std::int32_t>(p.nbuffers);
   } else {
     give_pool(c);
@@ -785,8 +785,11 @@ void Forwarder::resize_pool(PoolClass pc, std::uint32_t n) {
     p.req_nbuffers = n;
     const std::int32_t idle = std::min<std::int32_t>(p.credits.cur, static_cast<std::int32_t>(p.nbuffers - n));
     if (idle > 0) {
-      p.nbuffers -= static_cast<std::uint32_t>(idle);
+      // (Credits first: a reader between the two sees buffers in use, not
+      // a pool at rest that is not.)
       p.credits.cur = p.credits.cur - idle;
+      if (p.credits.cur < p.credits.min) p.credits.min = p.credits.cur;
+      p.nbuffers = p.nbuffers - static_cast<std::uint32_t>(idle);
       p.credits.max = static_cast<std::int32_t>(p.nbuffers);
     }
     return;

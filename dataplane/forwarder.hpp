@@ -111,8 +111,9 @@ class Forwarder final : public lnd::Upper {
 
   // State, for introspection and tests.
   struct PoolState {
-    std::uint32_t nbuffers = 0;
-    std::uint32_t req_nbuffers = 0;  // what it is to have: below nbuffers, returned buffers are given up
+    // (Read by the control thread too: the status, the routing drain.)
+    Relaxed<std::uint32_t> nbuffers = 0;
+    Relaxed<std::uint32_t> req_nbuffers = 0;  // what it is to have: below nbuffers, returned buffers are given up
     Credits credits;
   };
   std::uint16_t index() const noexcept { return index_; }

@@ -552,7 +552,9 @@ int system_verb(Context& ctx, const Parsed& p) {
 // lnetr-control (which passes it to the dataplane).
 int capture_start(Context& ctx, const Parsed& p) {
   const std::string& file = p.positionals.at(0);
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // (Not emptied here: the dataplane does that once it takes the file, so
+  // that a refused start leaves an existing file as it was.)
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     const int e = errno;
     print_error(ctx.err, "manage", "capture", e, "cannot write " + file + ": " + std::strerror(e));

@@ -493,6 +493,10 @@ void PortQueue::take(rte_mbuf* m, Stack& stack, Time now) {
   }
 }
 
+void PortQueue::to_tap(rte_mbuf* const* m, unsigned n, bool sent) noexcept {
+  tap_->frames(port_.port_id(), queue_, m, n, sent);
+}
+
 unsigned PortQueue::poll(Stack& stack, Time now) {
   stack.begin_burst();
   const unsigned n = poll_burst(stack, now);
@@ -508,7 +512,8 @@ unsigned PortQueue::poll_burst(Stack& stack, Time now) {
   }
   rte_mbuf* burst[kBurst];
   const std::uint16_t n = rte_eth_rx_burst(port_.port_id(), queue_, burst, kBurst);
-  if (n > 0 && tap_ && tap_->on()) tap_->frames(port_.port_id(), queue_, burst, n, false);
+  if (n > 0 && tap_ && tap_->on()) [[unlikely]]
+    to_tap(burst, n, false);
   const bool steering = port_.config().queues > 1;
   // Frames for other queues, with their owner, passed on after the burst:
   // one enqueue per owner.
@@ -587,7 +592,8 @@ void PortQueue::queue_tx(rte_mbuf* m) {
     rte_pktmbuf_free(m);
     return;
   }
-  if (tap_ && tap_->on()) tap_->frames(port_.port_id(), queue_, &m, 1, true);
+  if (tap_ && tap_->on()) [[unlikely]]
+    to_tap(&m, 1, true);
   tx_.push_back(m);
   tx_len_.push_back(rte_pktmbuf_pkt_len(m));
   if (tx_.size() % kBurst == 0) (void)flush();

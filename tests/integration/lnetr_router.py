@@ -34,11 +34,15 @@ def ip(*args):
     subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def _unix_request(path, data, timeout=10, half_close=False):
-    """Send `data` on a Unix socket, read the answer to EOF, parse it as JSON."""
+def _unix_request(path, data, timeout=10, half_close=False, fd=None):
+    """Send `data` on a Unix socket (with descriptor `fd` beside it, if
+    given), read the answer to EOF, parse it as JSON."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     s.connect(path)
+    if fd is not None:
+        sent = socket.send_fds(s, [data.encode()], [fd])
+        data = data[sent:]
     s.sendall(data.encode())
     if half_close:
         s.shutdown(socket.SHUT_WR)
@@ -59,9 +63,10 @@ def api_request(path, command=None, args=None, text=None, timeout=10):
     return _unix_request(path, doc, timeout, half_close=True)
 
 
-def control_request(path, line):
-    """One request on a dataplane's control socket `path`; its JSON answer."""
-    return _unix_request(path, line + "\n")
+def control_request(path, line, fd=None):
+    """One request on a dataplane's control socket `path` (a descriptor
+    passed with it: capture start's file); its JSON answer."""
+    return _unix_request(path, line + "\n", fd=fd)
 
 
 def scrape_metrics(host, address):

@@ -253,7 +253,9 @@ class AllDpdk(PeerTestCase):
         self.dir = tempfile.mkdtemp(prefix="lnetr-alldpdk-")
         self.addCleanup(shutil.rmtree, self.dir, True)
 
-    def through_the_router(self, mtu, link="memif"):
+    def through_the_router(self, mtu, link="memif", capture=0):
+        """`capture`: that many frames captured from the brws' start (the
+        dataplane's capture, through its control socket)."""
         topo = MemifTopology(self.procs, self.dir, mtu=mtu, cores=(1 % os.cpu_count(),), main_core=0,
                              tag="lnetrad%d" % os.getpid(), link=link)
         try:
@@ -271,6 +273,14 @@ class AllDpdk(PeerTestCase):
         self.assertEqual(rc, 0, cp.stdout + cp.stderr)
         self.assertEqual(doc["ping"][0]["primary nid"], b)
         drops = topo.status()["statistics"]["drop_count"]
+        pcap = os.path.join(self.dir, "capture.pcapng")
+        if capture:
+            fd = os.open(pcap, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                st = control_request(topo.ctl, "capture start port=* host=* count=%d" % capture, fd=fd)
+            finally:
+                os.close(fd)
+            self.assertEqual(st["state"], "running", st)
         # (Each lnetr-peer run is a new memif client: the router sees its
         # port's link go down and up, pushes that to the peers, and routes
         # through it are down for a moment; the warm-up rides that out.)
@@ -287,6 +297,8 @@ class AllDpdk(PeerTestCase):
             self.assertGreater(doc["stats"]["dpdk"]["tx_frames"], 0, doc["stats"])
         rc, stats = self.stop_server(server)
         self.assertEqual(rc, 0, "the server found corrupted data: %s" % stats)
+        if capture:
+            self.check_capture(topo, pcap, capture, mtu)
         st = topo.status()
         self.assertGreaterEqual(st["statistics"]["route_count"], 1600)
         self.assertEqual(st["statistics"]["drop_count"], drops, st["drops"])
@@ -321,6 +333,24 @@ class AllDpdk(PeerTestCase):
             time.sleep(0.2)
         self.assertEqual(problems, [])
         return st
+
+    def check_capture(self, topo, pcap, count, mtu):
+        """The capture ended itself at its count, and its file holds every
+        frame whole (jumbo ones too, copied in several segments), which
+        tshark's LNet dissector reads."""
+        shown = control_request(topo.ctl, "capture show")
+        self.assertEqual((shown["state"], shown["frames"], shown.get("stopped")),
+                         ("off", count, "the count was reached"), shown)
+        cp = subprocess.run(["tshark", "-r", pcap, "-T", "fields", "-e", "frame.len", "-e", "frame.cap_len"],
+                            capture_output=True, text=True, timeout=300)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        lens = [tuple(map(int, line.split("\t"))) for line in cp.stdout.splitlines()]
+        self.assertEqual(len(lens), count)
+        self.assertEqual([l for l in lens if l[0] != l[1]], [])
+        self.assertEqual(max(l[0] for l in lens), mtu + 14)
+        cp = subprocess.run(["tshark", "-r", pcap, "-Y", "lnet.msg_type == 1"], capture_output=True, text=True,
+                            timeout=300)
+        self.assertGreater(len(cp.stdout.splitlines()), 0, cp.stderr)
 
     def test_standard_frames(self):
         self.through_the_router(1500)
@@ -380,7 +410,8 @@ class AllDpdk(PeerTestCase):
         self.assertEqual(st["statistics"]["drop_count"], st0["statistics"]["drop_count"], st["drops"])
 
     def test_jumbo_frames(self):
-        self.through_the_router(9000)
+        """And a capture of the first 3,000 frames (lnetrctl capture)."""
+        self.through_the_router(9000, capture=3000)
 
     def test_virtio_ports_with_offloads(self):
         """The router's ports on net_virtio_user, the peers' on net_vhost

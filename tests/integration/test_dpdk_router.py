@@ -348,9 +348,15 @@ class DpdkCapture(DpdkRouterTestCase):
             self.assertIn(needle, item["descr"])
         rc, out, err = self.cli("capture", "start", pcap)
         self.assertEqual(rc, 0, err)
-        rc, out, err = self.cli("capture", "start", os.path.join(self.dir, "second.pcapng"))
+        # A second start, even on the running capture's own file, is
+        # refused and empties nothing.
+        time.sleep(0.5)
+        size = os.path.getsize(pcap)
+        self.assertGreater(size, 0)
+        rc, out, err = self.cli("capture", "start", pcap)
         self.assertEqual(rc, 1, out + err)
         self.assertIn("already", err)
+        self.assertGreaterEqual(os.path.getsize(pcap), size)
         self.assertEqual(self.cli("capture", "stop")[0], 0)
         self.assert_router_idle()
 
