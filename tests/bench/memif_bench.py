@@ -14,6 +14,10 @@ their /proc) and the release build.
                    (cores 0 and 1, poll: busy), both loaded at once
     cpt2_together  the same pairs through one router with two workers
                    (pair k's ports on CPT k), both loaded at once
+    capture_MTU    lnetr_MTU with a capture of every frame running
+                   (lnetrctl capture's, through the control socket; the
+                   file emptied after each load): what a running capture
+                   costs the worker, and what it drops (not by default)
 
 Both peers run lnetr's TCP/IP on net_memif ports (tests/integration/
 lnetr_memif.py); the router runs one worker on core 1 (poll: adaptive),
@@ -69,12 +73,12 @@ os.environ.setdefault("LNETR_BUILD", os.path.join(ROOT, "build", "release"))
 
 from lnetr_memif import MemifTopology  # noqa: E402
 from lnetr_test import Host, Processes, parse_yaml, peer_binary, run_together  # noqa: E402
-from lnetr_router import brw, status_delta  # noqa: E402
+from lnetr_router import brw, control_request, status_delta  # noqa: E402
 from router_bench import cpu_model, say  # noqa: E402
 
 PATHS = ["lnetr_1500", "lnetr_9000", "wire_1500", "wire_9000", "cpt2_apart", "cpt2_together",
-         "virtio_1500", "virtio_9000", "virtioplain_1500", "virtioplain_9000"]
-DEFAULT_PATHS = PATHS[:4] + PATHS[6:]
+         "virtio_1500", "virtio_9000", "virtioplain_1500", "virtioplain_9000", "capture_1500", "capture_9000"]
+DEFAULT_PATHS = PATHS[:4] + PATHS[6:10]
 LINK = {"virtio": "virtio", "virtioplain": "virtio-plain"}  # path kind -> MemifTopology link
 # Port counters summed over the router's ports around a load (status "ports").
 PORT_KEYS = ("rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "tso_frames", "tso_segments", "rx_lro",
@@ -94,6 +98,7 @@ class Bench:
     def __init__(self, args, procs, workdir):
         self.args, self.procs, self.workdir = args, procs, workdir
         self.topos = []
+        self.capture = None  # the capture file of a capture_ path
         self.pairs = []  # (topology, pair) of each peer pair loaded
         self.servers = []
         self.pattern_errors = 0
@@ -110,6 +115,9 @@ class Bench:
         if self.topos:
             time.sleep(0.5)
         self.topos, self.pairs = [], []
+        if self.capture:
+            os.unlink(self.capture)
+            self.capture = None
 
     def topology(self, name, **kw):
         d = os.path.join(self.workdir, name)
@@ -137,6 +145,15 @@ class Bench:
             t = self.topology("r", kind="wire" if kind == "wire" else "router", mtu=int(mtu), cores=(WORKER_CORE,),
                               main_core=MAIN_CORE, peer_core=PEER_CORE, link=LINK.get(kind, "memif"))
             self.pairs = [(t, 0)]
+            if kind == "capture":
+                self.capture = os.path.join(self.workdir, "capture.pcapng")
+                fd = os.open(self.capture, os.O_WRONLY | os.O_CREAT, 0o600)
+                try:
+                    st = control_request(t.ctl, "capture start port=* host=* count=0", fd=fd)
+                finally:
+                    os.close(fd)
+                if st.get("state") != "running":
+                    raise RuntimeError("capture did not start: %s" % st)
         for t, k in self.pairs:
             server = self.procs.start([peer_binary(), "--nid", t.nid("b", k)] + t.peer_options("b", k) + ["server"])
             self.servers.append(server)
@@ -152,7 +169,15 @@ class Bench:
         """One load on every pair at once; with a router, what it cost."""
         routers = [t for t in self.topos if t.kind == "router"]
         st0 = [t.status() for t in routers]
+        cap0 = control_request(routers[0].ctl, "capture show") if self.capture else None
         results = run_together([lambda t=t, k=k: self.brw_pair(t, k, op, size, conc) for t, k in self.pairs])
+        if self.capture:
+            # What the capture kept and dropped over the load (warm-up
+            # included); the file is emptied for the next (the dataplane
+            # writes on past its end: a sparse file).
+            cap1 = control_request(routers[0].ctl, "capture show")
+            frames, dropped = cap1["frames"] - cap0["frames"], cap1["dropped"] - cap0["dropped"]
+            os.truncate(self.capture, 0)
         for (t, _), (res, cp) in zip(self.pairs, results):
             if res is None or res["errors"]:
                 raise RuntimeError("brw %s %d over %s_%d failed: %s%s%s" % (op, size, t.kind, t.mtu, res, cp.stdout,
@@ -160,6 +185,9 @@ class Bench:
         res = results[0][0]
         out = {"ops_per_s": sum(r["ops_per_s"] for r, _ in results), "MB_per_s": sum(r["MB_per_s"] for r, _ in results),
                "latency_us": res["latency_us"], "ops": sum(r["ops"] for r, _ in results)}
+        if self.capture:
+            out["capture"] = {"frames": frames, "dropped": dropped,
+                              "dropped_share": dropped / (frames + dropped) if frames + dropped else None}
         if not routers:
             return out
         st1 = [t.status() for t in routers]
@@ -212,6 +240,9 @@ class Bench:
             line = "  %-11s put0 %7.0f/s  4k w/r %6.0f/%6.0f/s  1m w/r %6.1f/%6.1f MB/s" % (
                 path, s["put0_c64"]["ops_per_s"], s["write4k_c32"]["ops_per_s"], s["read4k_c32"]["ops_per_s"],
                 s["write1m_c8"]["MB_per_s"], s["read1m_c8"]["MB_per_s"])
+            if path.startswith("capture"):
+                line += "  dropped " + " ".join("%s %.3f" % (name, s[name]["capture"]["dropped_share"] or 0)
+                                                for name, _, _, _ in loads)
             if not path.startswith("wire"):
                 w = s["write1m_c8"]
                 line += "  cyc/msg(0B) %5.0f  cyc/KiB(1m w) %4.0f  copied/B %.3f  B/frame rx/tx %5.0f/%5.0f" % (
@@ -248,6 +279,10 @@ def metric(load, key, unit, label):
     return (label, lambda s: s.get(load, {}).get(key), unit)
 
 
+def capture_metric(load, key, label):
+    return (label, lambda s: s.get(load, {}).get("capture", {}).get(key), "")
+
+
 def port_metric(load, key, unit, label):
     return (label, lambda s: s.get(load, {}).get("ports", {}).get(key), unit)
 
@@ -276,7 +311,7 @@ METRICS = [
     port_metric("write1m_c8", "lro_share", "", "frames received joined by LRO, 1 MiB write"),
     port_metric("write1m_c8", "rx_checksum_verified_share", "", "frames received, checksum verified by device"),
     port_metric("write1m_c8", "tx_checksum_offloaded_share", "", "segments sent, checksum left to device"),
-] + [worker_metric(load, w, key, "worker %d %s, %s" % (w, what, load))
+] + [capture_metric(load, "dropped_share", "capture: frames dropped, %s" % load) for load, _, _, _ in LOADS] + [worker_metric(load, w, key, "worker %d %s, %s" % (w, what, load))
      for load, _, _, _ in SCALING_LOADS for w in (0, 1)
      for key, what in (("busy_cycles_per_message", "busy cycles/msg"),
                        ("own_busy_cycles_per_message", "own busy cycles/msg"), ("on_cpu_share", "on-CPU share"))]
@@ -313,6 +348,11 @@ def summarise(rounds, paths):
                       if kind == "virtio" and p in r and plain in r and get(r[plain])]
             if ratios:
                 row.setdefault("ratio_to_plain", {})[p] = statistics.median(ratios)
+            plain = "lnetr_" + mtu  # what a running capture changes
+            ratios = [get(r[p]) / get(r[plain]) for r in rounds
+                      if kind == "capture" and p in r and plain in r and get(r[plain])]
+            if ratios:
+                row.setdefault("ratio_to_no_capture", {})[p] = statistics.median(ratios)
             twin = p + "@base"  # the same path with the baseline router
             ratios = [get(r[p]) / get(r[twin]) for r in rounds if p in r and twin in r and get(r[twin])]
             if ratios:
@@ -336,6 +376,8 @@ def print_table(summary, paths):
         for p in paths:
             v = row["median"].get(p)
             r = row.get("ratio_to_baseline", {}).get(p)
+            if r is None:
+                r = row.get("ratio_to_no_capture", {}).get(p)
             if r is None:
                 r = row["ratio_to_wire"].get(p, row.get("ratio_to_alone", {}).get(p, row.get("ratio_to_plain", {}).get(p)))
             text = "-" if v is None else ("%.3f" % v if v < 1 else "%.1f" % v if v < 100 else "%.0f" % v)
