@@ -735,6 +735,22 @@ class ControlProcess(RouterTestCase):
         res = self.router.api("global show")
         self.assertEqual(res["data"]["global"]["drop_asym_route"], 1, res)
 
+    def test_run_time_buffer_pools_outlive_a_dataplane_restart(self):
+        """set large_buffers without save: a dataplane that restarts (from
+        its file's 32) is given 64 again by lnetr-control."""
+        ctl = self.start_control()
+        res = self.router.api("set", {"large_buffers": 64})
+        self.assertEqual(res["errno"], 0, res)
+        large = lambda: [c["large"]["nbuffers"] for c in self.status()["buffers"]]
+        self.assertEqual(large(), [32, 32])
+        self.router.proc.stop(signal.SIGTERM)
+        err = self.router.start(self.procs)
+        self.assertIsNone(err, err)
+        self.assertTrue(ctl.wait_stderr("router buffer pools resized at run time given to the restarted dataplane",
+                                        timeout=15), ctl.stderr_so_far)
+        self.assertEqual(large(), [32, 32])
+        self.assertEqual(self.router.api("export", {"backup": 1})["data"]["buffers"]["large"], 64)
+
     def test_control_publishes_and_traffic_survives_its_restart(self):
         b = self.server("b")
         (v0,) = self.route_versions(0)
