@@ -184,6 +184,14 @@ std::vector<std::string> eal_args(const Setup& s) {
     // those a previous run left are removed first.
     a.push_back("--file-prefix=" + s.dumpcap_prefix);
     a.push_back("--huge-unlink=existing");
+    // The secondary maps the memory at the addresses the primary chose,
+    // which must then be free in it too.  DPDK's default (4 GiB) is inside
+    // an ASan build's shadow memory, so there the memory went just under
+    // the shared libraries and collided with dumpcap's own mappings about
+    // one run in five ("Cannot get a virtual area at requested address").
+    // 80 TiB is below the libraries and executables, above the shadow, and
+    // clear of ASan's allocator (96 TiB).
+    a.push_back("--base-virtaddr=0x500000000000");
   } else if (huge) {
     a.push_back("--file-prefix=lnetr" + std::to_string(getpid()));
     a.push_back("--in-memory");
