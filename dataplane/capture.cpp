@@ -41,6 +41,7 @@ struct CopyMeta {
 };
 
 CopyMeta& meta(rte_mbuf* m) { return *static_cast<CopyMeta*>(rte_mbuf_to_priv(m)); }
+
 constexpr auto kQuiet = std::chrono::seconds(1);  // the longest stop() waits for the workers
 
 // The filter, packed into one word the workers read as they copy: the
@@ -103,13 +104,12 @@ class Capture::Tap final : public tcp::FrameTap {
     for (unsigned i = 0; i < n; ++i) {
       if ((f & kHasHost) != 0 && !has_host(m[i], static_cast<std::uint32_t>(f))) continue;
       rte_mbuf* c = rte_pktmbuf_copy(m[i], pool_, 0, UINT32_MAX);
-      if (c) meta(c) = {now, port, queue, sent};
-      if (!c) {
-        dropped.fetch_add(1, std::memory_order_relaxed);
-      } else if (rte_ring_sp_enqueue(ring_, c) != 0) {
+      if (c) {
+        meta(c) = {now, port, queue, sent};
+        if (rte_ring_sp_enqueue(ring_, c) == 0) continue;
         rte_pktmbuf_free(c);
-        dropped.fetch_add(1, std::memory_order_relaxed);
       }
+      dropped.fetch_add(1, std::memory_order_relaxed);
     }
   }
   void set(bool on) noexcept { on_.store(on, std::memory_order_release); }
@@ -199,7 +199,7 @@ bool Capture::start(int fd, Filter filter, std::uint64_t count, std::string& err
     ::close(fd);
     return false;
   }
-  empty_rings();  // (copies a worker made after the last capture's end)
+  take_rings(kRingSize, false);  // (copies a worker made after the last capture's end)
   filter_shown_ = std::move(filter);
   filter_.store(pack(filter_shown_), std::memory_order_relaxed);
   count_ = count;
@@ -224,13 +224,17 @@ void Capture::drain() {
   // At most a ring's worth from each worker a call: the control thread
   // has its other work, and workers that copy faster than the file takes
   // them lose frames to their full rings (counted), not the thread.
+  take_rings(kRingSize, true);
+}
+
+void Capture::take_rings(unsigned per_ring, bool to_file) {
   for (auto& t : taps_) {
-    for (unsigned taken = 0; running() && taken < kRingSize;) {
+    for (unsigned taken = 0; taken < per_ring;) {
       rte_mbuf* m[kWriteBurst];
       const unsigned got = rte_ring_sc_dequeue_burst(t->ring_, reinterpret_cast<void**>(m), kWriteBurst, nullptr);
       if (got == 0) break;
       taken += got;
-      write(m, got);
+      if (to_file && running()) write(m, got);  // (which may end the capture: the rest is thrown away)
       rte_pktmbuf_free_bulk(m, got);
     }
   }
@@ -270,15 +274,6 @@ void Capture::write(rte_mbuf* const* copies, unsigned n) {
   if (count_ != 0 && frames_ >= count_) end("the count was reached");
 }
 
-void Capture::empty_rings() {
-  for (auto& t : taps_) {
-    rte_mbuf* m[kWriteBurst];
-    unsigned got;
-    while ((got = rte_ring_sc_dequeue_burst(t->ring_, reinterpret_cast<void**>(m), kWriteBurst, nullptr)) > 0)
-      rte_pktmbuf_free_bulk(m, got);
-  }
-}
-
 void Capture::stop(bool workers_running) {
   if (running()) end("", workers_running);
 }
@@ -301,25 +296,21 @@ void Capture::end(const std::string& why, bool workers_running) {
       }
     }
   }
-  // What they copied, all of it (up to the count, which ends it itself).
-  for (auto& t : taps_) {
-    rte_mbuf* m[kWriteBurst];
-    unsigned got;
-    while (why.empty() && running() &&
-           (got = rte_ring_sc_dequeue_burst(t->ring_, reinterpret_cast<void**>(m), kWriteBurst, nullptr)) > 0) {
-      write(m, got);
-      rte_pktmbuf_free_bulk(m, got);
-    }
-  }
-  empty_rings();
+  // What they copied, all of it (up to the count, which ends it itself;
+  // none after the file failed).  A ring holds kRingSize at most.
+  take_rings(kRingSize, why.empty());
   if (!file_) return;
   rte_pcapng_close(file_);  // (closes the descriptor)
   file_ = nullptr;
-  dropped_last_ = dropped_total() - dropped_base_ + write_dropped_;
   if (!why.empty()) stopped_ = why;
   log_info("capture ended%s%s: %llu frames, %llu bytes written, %llu dropped", why.empty() ? "" : ": ", why.c_str(),
            static_cast<unsigned long long>(frames_), static_cast<unsigned long long>(bytes_),
-           static_cast<unsigned long long>(dropped_last_));
+           static_cast<unsigned long long>(dropped()));
+}
+
+std::uint64_t Capture::dropped() const noexcept {
+  // (The taps' counts stop moving once it ended: they copy nothing then.)
+  return dropped_total() - dropped_base_ + write_dropped_;
 }
 
 status::CaptureState Capture::state() const {
@@ -330,7 +321,7 @@ status::CaptureState Capture::state() const {
   s.count = count_;
   s.frames = frames_;
   s.bytes = bytes_;
-  s.dropped = running() ? dropped_total() - dropped_base_ + write_dropped_ : dropped_last_;
+  s.dropped = dropped();
   s.stopped = stopped_;
   return s;
 }

@@ -10,8 +10,8 @@
 // (rte_pcapng_copy, which only one thread may call) and writes it to the
 // file.  A frame that finds no buffer or a full ring is counted as
 // dropped, never waited for.  The pools and the rings are made at the
-// first capture; with none running a queue copies nothing and pays a load
-// and a branch per burst and per frame sent.
+// first capture; with none running a queue copies nothing and pays two
+// loads and two branches per burst received and per frame sent.
 //
 // The file is the operator's: lnetrctl opens it and its descriptor is
 // passed along the Unix sockets (SCM_RIGHTS), so the dataplane writes where
@@ -79,12 +79,16 @@ class Capture {
   void end(const std::string& why, bool workers_running = true);
   // Frames the workers copied, as pcapng blocks into the file.
   void write(rte_mbuf* const* copies, unsigned n);
-  void empty_rings();
+  // Up to `per_ring` copies from each worker's ring: written (while the
+  // capture runs) or thrown away.
+  void take_rings(unsigned per_ring, bool to_file);
+  // Frames of this capture (or the last) that are not in the file.
+  std::uint64_t dropped() const noexcept;
 
   std::vector<std::unique_ptr<Tap>> taps_;
   std::function<void(std::uint32_t)> kick_;
   std::function<std::uint64_t(std::uint32_t)> loops_;
-  std::atomic<std::uint64_t> filter_{0};  // the filter packed for the workers (Tap::matches)
+  std::atomic<std::uint64_t> filter_{0};  // the filter packed for the workers (pack() in capture.cpp)
   rte_mempool* pool_ = nullptr;    // the workers' copies
   rte_mempool* blocks_ = nullptr;  // the control thread's pcapng blocks
   rte_pcapng* file_ = nullptr;
@@ -92,7 +96,6 @@ class Capture {
   std::uint64_t count_ = 0, frames_ = 0, bytes_ = 0;
   std::uint64_t dropped_base_ = 0;   // the taps' drops when it started
   std::uint64_t write_dropped_ = 0;  // frames the file refused
-  std::uint64_t dropped_last_ = 0;   // the last capture's drops, once it ended
   std::optional<std::string> stopped_;
   bool stopping_ = false;  // the workers are stopping: end() waits for none
 };

@@ -147,8 +147,8 @@ class EthPort {
 // While on(), a queue shows it each burst it receives (before steering or
 // impairment: what the device delivered) and each frame it queues for the
 // device (what the stack built, before any offload the device applies).
-// Off, it costs a queue a load and a branch per burst received and per
-// frame sent, and copies nothing.  One per worker: frames() runs on the
+// Off, it costs a queue two loads and two branches (the tap, its flag) per
+// burst received and per frame sent, and copies nothing.  One per worker: frames() runs on the
 // worker that owns the queue.
 class FrameTap {
  public:
