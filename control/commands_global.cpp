@@ -100,9 +100,7 @@ std::optional<std::string> Service::set_buffers(std::size_t c, std::uint32_t n) 
   const std::string pool(kPoolNames[c]);
   const auto r = dataplane<status::BuffersSet>("buffers " + pool + " " + std::to_string(n));
   std::lock_guard lock(mu_);
-  config::BufferConfig& b = cfg_.buffers;
-  config::Field<std::uint32_t>& f = c == 0 ? b.tiny : c == 1 ? b.small : b.large;
-  f.value = n == 0 ? kDefaultPoolBuffers[c] : n;
+  cfg_.buffers.pool(c).value = n == 0 ? kDefaultPoolBuffers[c] : n;
   runtime_buffers_[c] = n;
   log("info", pool + "_buffers set to " + std::to_string(n) + ": " + std::to_string(r.per_cpt) + " per CPT" +
                   (r.warning ? " (" + *r.warning + ")" : ""));

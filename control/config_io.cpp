@@ -355,20 +355,17 @@ Json Service::import_config(const Json& args) {
   }
   // Router buffer pools that differ from those in force: resized at run
   // time, as lnetctl's import does.
-  const std::array<const config::Field<std::uint32_t>*, kPoolClasses> pools = {&in.buffers.tiny, &in.buffers.small,
-                                                                               &in.buffers.large};
   for (std::size_t c = 0; c < kPoolClasses && !del; ++c) {
-    if (!pools[c]->given()) continue;
-    std::uint32_t now = 0;
+    const config::Field<std::uint32_t>& want = in.buffers.pool(c);
+    if (!want.given()) continue;
     {
       std::lock_guard lock(mu_);
-      now = c == 0 ? cfg_.buffers.tiny.value : c == 1 ? cfg_.buffers.small.value : cfg_.buffers.large.value;
+      if (want.value == cfg_.buffers.pool(c).value) continue;
     }
     const std::string key = std::string(kPoolNames[c]) + "_buffers";
-    if (pools[c]->value == now) continue;
     try {
-      if (const auto w = set_buffers(c, pools[c]->value)) warnings.push_back(config::to_string(pools[c]->source) + ": " + *w);
-      done.push_back(key + " " + std::to_string(pools[c]->value));
+      if (const auto w = set_buffers(c, want.value)) warnings.push_back(config::to_string(want.source) + ": " + *w);
+      done.push_back(key + " " + std::to_string(want.value));
     } catch (const ApiError& e) {
       errors.push_back({{"buffers", key}, {"errno", -e.err}, {"descr", e.descr}});
     }

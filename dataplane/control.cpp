@@ -86,9 +86,9 @@ Control::Control(const Setup& setup, SharedState& shared, Fabric& fabric, const 
                       i);
           }),
       faults_(std::getenv("LNETR_TEST_FAULTS") != nullptr && std::string(std::getenv("LNETR_TEST_FAULTS")) == "1") {
-  // (Before the workers run: what their pools were made with.)
+  // (Before the workers run: each pool was made with a buffer per credit.)
   for (std::size_t c = 0; c < kPoolClasses; ++c)
-    for (const Worker* w : fabric.workers) pool_room_[c].push_back(w->pool_room(static_cast<PoolClass>(c)));
+    for (const Worker* w : fabric.workers) pool_room_[c].push_back(w->forwarder().pools()[c].nbuffers);
 }
 
 Control::~Control() {
@@ -507,8 +507,7 @@ std::string Control::buffers(const std::string& args) {
     const std::uint32_t more = per - pool_room_[c][w];
     const std::string name = "lnetr_" + std::string(kPoolNames[c]) + "_" + std::to_string(w) + "_" +
                              std::to_string(++pools_added_);
-    added[w] = rte_mempool_create(name.c_str(), more, size, 0, 0, nullptr, nullptr, nullptr, nullptr, SOCKET_ID_ANY,
-                                  RTE_MEMPOOL_F_SP_PUT | RTE_MEMPOOL_F_SC_GET);
+    added[w] = make_router_pool(name, pc, more);
     if (!added[w]) {
       const std::string why = rte_strerror(rte_errno);
       for (rte_mempool* m : added)
@@ -524,23 +523,11 @@ std::string Control::buffers(const std::string& args) {
   for (std::uint32_t w = 0; w < fabric_.n; ++w) {
     if (!added[w]) continue;
     for (const auto& dev : fabric_.verbs) {
-      if (!dev) continue;
-      struct Walk {
-        o2ib::VerbsDevice* dev;
-        std::string err;
-      } walk{dev.get(), {}};
-      rte_mempool_mem_iter(
-          added[w],
-          [](rte_mempool*, void* arg, rte_mempool_memhdr* mh, unsigned) {
-            auto* wk = static_cast<Walk*>(arg);
-            if (wk->err.empty()) wk->dev->register_live(mh->addr, mh->len, wk->err);
-          },
-          &walk);
-      if (!walk.err.empty()) {
-        // (Pools registered in part are kept, unused: a device may hold
-        // their memory.)
-        return error(ENOMEM, "the new " + std::string(kPoolNames[c]) + " buffers cannot be registered: " + walk.err);
-      }
+      std::string err;
+      // (Pools registered in part are kept, unused: a device may hold
+      // their memory.)
+      if (dev && !each_chunk(added[w], [&](void* addr, std::size_t len) { return dev->register_live(addr, len, err); }))
+        return error(ENOMEM, "the new " + std::string(kPoolNames[c]) + " buffers cannot be registered: " + err);
     }
   }
   for (std::uint32_t w = 0; w < fabric_.n; ++w)

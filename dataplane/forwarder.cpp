@@ -781,7 +781,7 @@ void Forwarder::resize_pool(PoolClass pc, std::uint32_t n) {
   // Within what the pool has: the target moves, idle buffers are given up
   // at once and those in use as they come back (Linux gives up idle ones
   // only once they are next used and come back: the same in the end).
-  if (n <= p.req_nbuffers || n <= p.nbuffers) {
+  if (n <= p.nbuffers) {  // (req_nbuffers is never above nbuffers)
     p.req_nbuffers = n;
     const std::int32_t idle = std::min<std::int32_t>(p.credits.cur, static_cast<std::int32_t>(p.nbuffers - n));
     if (idle > 0) {

@@ -216,21 +216,15 @@ bool register_pools(o2ib::VerbsDevice& dev, std::string& err) {
     o2ib::VerbsDevice* dev;
     std::string* err;
     bool ok = true;
-    bool remote = false;
   } w{&dev, &err};
   rte_mempool_walk(
       [](rte_mempool* mp, void* arg) {
         auto* walk = static_cast<Walk*>(arg);
-        if (!walk->ok) return;
         const std::string name = mp->name;
-        walk->remote = name.rfind("lnetr_small_", 0) == 0 || name.rfind("lnetr_large_", 0) == 0;
-        rte_mempool_mem_iter(
-            mp,
-            [](rte_mempool*, void* arg2, rte_mempool_memhdr* mh, unsigned) {
-              auto* w2 = static_cast<Walk*>(arg2);
-              if (w2->ok && !w2->dev->register_payload(mh->addr, mh->len, w2->remote, *w2->err)) w2->ok = false;
-            },
-            walk);
+        const bool remote = name.rfind("lnetr_small_", 0) == 0 || name.rfind("lnetr_large_", 0) == 0;
+        walk->ok = walk->ok && each_chunk(mp, [&](void* addr, std::size_t len) {
+                     return walk->dev->register_payload(addr, len, remote, *walk->err);
+                   });
       },
       &w);
   return w.ok;

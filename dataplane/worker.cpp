@@ -170,8 +170,7 @@ bool Worker::init(std::string& err) {
     const std::uint32_t size = pool_capacity(static_cast<PoolClass>(c));
     if (size == 0) continue;  // tiny messages carry no payload: credits only
     const std::string name = "lnetr_" + std::string(kPoolNames[c]) + "_" + std::to_string(index_);
-    pool_[c] = rte_mempool_create(name.c_str(), n, size, 0, 0, nullptr, nullptr, nullptr, nullptr,
-                                  static_cast<int>(rte_socket_id()), RTE_MEMPOOL_F_SP_PUT | RTE_MEMPOOL_F_SC_GET);
+    pool_[c] = make_router_pool(name, static_cast<PoolClass>(c), n);
     if (!pool_[c]) {
       err = "cannot create the " + std::string(kPoolNames[c]) + " router buffer pool of CPT " +
             std::to_string(index_) + " (" + std::to_string(n) + " x " + std::to_string(size) +
@@ -593,8 +592,7 @@ bool Worker::push(std::uint32_t to, RingItem item) {
 std::uint8_t* Worker::get_buffer(PoolClass c) {
   const auto k = static_cast<std::size_t>(c);
   void* buf = nullptr;
-  // Pools added at run time first (the newest): their buffers are the
-  // first a grown pool lends, as it would be in a kernel router.
+  // Pools added at run time first, the newest first (more_pools_).
   for (auto p = more_pools_[k].rbegin(); p != more_pools_[k].rend(); ++p)
     if (rte_mempool_get(*p, &buf) == 0) return static_cast<std::uint8_t*>(buf);
   if (rte_mempool_get(pool_[k], &buf) == 0) return static_cast<std::uint8_t*>(buf);
@@ -607,11 +605,24 @@ void Worker::put_buffer(PoolClass c, std::uint8_t* buf) {
   rte_mempool_put(more_pools_[k].empty() ? pool_[k] : rte_mempool_from_obj(buf), buf);
 }
 
-std::uint32_t Worker::pool_room(PoolClass c) const noexcept {
-  const auto k = static_cast<std::size_t>(c);
-  std::uint32_t n = pool_[k] ? pool_[k]->size : 0;
-  for (const rte_mempool* p : more_pools_[k]) n += p->size;
-  return n;
+rte_mempool* make_router_pool(const std::string& name, PoolClass c, std::uint32_t n) {
+  return rte_mempool_create(name.c_str(), n, pool_capacity(c), 0, 0, nullptr, nullptr, nullptr, nullptr,
+                            static_cast<int>(rte_socket_id()), RTE_MEMPOOL_F_SP_PUT | RTE_MEMPOOL_F_SC_GET);
+}
+
+bool each_chunk(rte_mempool* mp, const std::function<bool(void*, std::size_t)>& reg) {
+  struct Walk {
+    const std::function<bool(void*, std::size_t)>* reg;
+    bool ok = true;
+  } walk{&reg};
+  rte_mempool_mem_iter(
+      mp,
+      [](rte_mempool*, void* arg, rte_mempool_memhdr* mh, unsigned) {
+        auto* w = static_cast<Walk*>(arg);
+        if (w->ok && !(*w->reg)(mh->addr, mh->len)) w->ok = false;
+      },
+      &walk);
+  return walk.ok;
 }
 
 std::uint64_t Worker::buffer_iova(const std::uint8_t* buf) { return rte_mempool_virt2iova(buf); }

@@ -79,6 +79,13 @@ struct Fabric {
   rte_ring* ring(std::uint32_t from, std::uint32_t to) const noexcept { return rings[from * n + to]; }
 };
 
+// A router buffer pool of class `c` (small or large; tiny messages carry
+// no payload): `n` buffers, taken and given back by one worker only.
+rte_mempool* make_router_pool(const std::string& name, PoolClass c, std::uint32_t n);
+// `reg` on each memory chunk of `mp` (to register it with an RDMA device);
+// false at the first it refuses.
+bool each_chunk(rte_mempool* mp, const std::function<bool(void* addr, std::size_t len)>& reg);
+
 // Mbufs of each port queue: its RX ring, its TX ring, and frames in flight.
 inline constexpr std::uint32_t kPortMbufs = 4096;
 // And, with zero_copy on, received frames kept by the payloads of messages
@@ -117,8 +124,6 @@ class Worker final : public ForwarderPorts {
   // buffers free to take (the control thread made it; freed with the
   // worker).
   void add_pool(PoolClass c, rte_mempool* pool) { more_pools_[static_cast<std::size_t>(c)].push_back(pool); }
-  // The buffers the worker's pools of class `c` hold in all.
-  std::uint32_t pool_room(PoolClass c) const noexcept;
   const sock::Acceptor* acceptor() const noexcept { return acceptor_.get(); }
   // Connections a port accepted for a peer this worker does not own (it
   // connected from an address other than its NID's), closed.
@@ -227,8 +232,9 @@ class Worker final : public ForwarderPorts {
   bool on_port(const sock::Accepted& a) const noexcept;
   std::array<rte_mempool*, kPoolClasses> pool_{};
   // Pools added at run time when a router buffer pool grew past what the
-  // worker started with (lnetctl set large_buffers ...): taken from first
-  // (the newest first); each buffer goes back to the pool it came from.
+  // worker started with (lnetctl set large_buffers ...): lent first, the
+  // newest first, so that memory just added is in use at once; each
+  // buffer goes back to the pool it came from.
   std::array<std::vector<rte_mempool*>, kPoolClasses> more_pools_{};
 
   // One port queue, the TCP/IP stack on it and socklnd's transport on that.

@@ -150,6 +150,10 @@ struct BufferConfig {
   Field<std::uint32_t> tiny{kDefaultTiny};
   Field<std::uint32_t> small{kDefaultSmall};
   Field<std::uint32_t> large{kDefaultLarge};
+
+  // By pool class (router/forward.hpp's order: tiny, small, large).
+  Field<std::uint32_t>& pool(std::size_t c) noexcept { return c == 0 ? tiny : c == 1 ? small : large; }
+  const Field<std::uint32_t>& pool(std::size_t c) const noexcept { return c == 0 ? tiny : c == 1 ? small : large; }
 };
 
 struct PeerConfig {
