@@ -90,9 +90,8 @@ Json Service::capture(const std::string& op, const Json& args, int file) {
     if (nid->lnd() != LndType::sock || !nid->is_nid4())
       bad("argument 'nid': " + to_string(*nid) +
           " is not an IPv4 tcp NID, and only those travel on DPDK ports (o2ib: see docs/operations.md)");
-    const std::uint32_t a = nid->addr4();
-    line += " host=" + std::to_string(a >> 24) + "." + std::to_string(a >> 16 & 255) + "." +
-            std::to_string(a >> 8 & 255) + "." + std::to_string(a & 255);
+    const std::string text = to_string(*nid);  // (an IPv4 tcp NID: "a.b.c.d@tcpN")
+    line += " host=" + text.substr(0, text.find('@'));
   } else {
     line += " host=*";
   }
