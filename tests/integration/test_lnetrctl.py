@@ -23,6 +23,7 @@ import unittest
 import yaml
 
 from lnetr_test import build_dir, parse_yaml
+from lnetr_router import brw
 from test_router import RouterTestCase
 
 
@@ -193,8 +194,8 @@ class Verbs(LnetrctlTestCase):
         self.stop_server(b)
 
     def test_router_buffers_resized_under_load(self):
-        """lnetctl set large_buffers while 64 KiB and 1 MiB PUTs flow
-        through both CPTs: the pools grow at once, shrink as their buffers
+        """lnetctl set large_buffers while 1 MiB PUTs, 32 in flight, flow
+        through the router (A's on CPT 0, B's on CPT 1): the pools grow at once, shrink as their buffers
         come back (as Linux's do), no message is lost or damaged, and at
         rest every credit and buffer is home."""
         def large():
@@ -203,14 +204,12 @@ class Verbs(LnetrctlTestCase):
 
         self.assertEqual([p["nbuffers"] for p in large()], [16, 16])
         b = self.server("b")
-        json_path = os.path.join(self.dir, "load.json")
         done = {}
 
         def load():
-            done["rc"], _, cp = self.peer("a", ["brw", self.topo.b_nid, "--op", "write", "--sizes", "65536,1048576",
-                                                "--concurrency", "32", "--duration", "8", "--timeout", "30",
-                                                "--json", json_path])
-            done["out"] = cp.stdout + cp.stderr
+            done["res"], done["cp"] = brw(self.topo.host("a"), self.topo.a_nid, self.peer_options("a"),
+                                          self.topo.b_nid, "write", 1048576, 32, 8,
+                                          os.path.join(self.dir, "load.json"))
         t = threading.Thread(target=load)
         t.start()
         time.sleep(2)
@@ -226,9 +225,8 @@ class Verbs(LnetrctlTestCase):
         # (CPT 0's given up as they came back, CPT 1's idle ones at once.)
         self.assertEqual([p["nbuffers"] for p in large()], [4, 4])
         t.join()
-        self.assertEqual(done["rc"], 0, done["out"])
-        with open(json_path) as f:
-            res = json.load(f)
+        res, cp = done["res"], done["cp"]
+        self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
         self.assertEqual(res["errors"], 0, res)
         self.assertGreater(res["ops"], 0, res)
         rc, stats = self.stop_server(b)

@@ -297,15 +297,22 @@ TEST(Forwarder, RouterCreditsQueuePerPeerAndWakeInOrder) {
   r.expect_idle();
 }
 
-TEST(Forwarder, BufferPoolShortageQueuesAcrossPeers) {
-  dp::Setup s = rig_setup();
-  s.nis[0].peer_buffer_credits = 8;
-  Rig r(s);  // 2 large buffers
+// Three 64 KiB messages from two peers through a rig with 2 large
+// buffers: the first two take them, the third waits for one.
+std::vector<lnd::Rx*> one_more_than_the_large_pool(Rig& r) {
   std::vector<lnd::Rx*> rx;
   for (int i = 0; i < 3; ++i) rx.push_back(&r.head(i % 2 ? kA2 : kA, kNiA, kB, 65536));
   EXPECT_EQ(r.fwd->on_head(*rx[0]), lnd::RxVerdict::accept);
   EXPECT_EQ(r.fwd->on_head(*rx[1]), lnd::RxVerdict::accept);
   EXPECT_EQ(r.fwd->on_head(*rx[2]), lnd::RxVerdict::defer);
+  return rx;
+}
+
+TEST(Forwarder, BufferPoolShortageQueuesAcrossPeers) {
+  dp::Setup s = rig_setup();
+  s.nis[0].peer_buffer_credits = 8;
+  Rig r(s);  // 2 large buffers
+  const std::vector<lnd::Rx*> rx = one_more_than_the_large_pool(r);
   EXPECT_EQ(r.pool(PoolClass::large).credits.cur, -1);
   EXPECT_EQ(r.ports.buffers_out[PoolClass::large], 2);
   r.fwd->on_received(*rx[0]);
@@ -320,17 +327,13 @@ TEST(Forwarder, BufferPoolShortageQueuesAcrossPeers) {
 }
 
 // lnetctl set large_buffers at run time, as Linux adjusts a pool: growing
-// adds buffers and credits at once (a waiting message takes one); shrinking
-// only lowers the target, and buffers are given up as they come back.
+// adds buffers and credits at once (a waiting message takes one);
+// shrinking gives up idle buffers at once and busy ones as they come back.
 TEST(Forwarder, APoolResizedAtRunTimeGrowsAtOnceAndShrinksAsBuffersReturn) {
   dp::Setup s = rig_setup();
   s.nis[0].peer_buffer_credits = 8;
   Rig r(s);  // 2 large buffers
-  std::vector<lnd::Rx*> rx;
-  for (int i = 0; i < 3; ++i) rx.push_back(&r.head(i % 2 ? kA2 : kA, kNiA, kB, 65536));
-  EXPECT_EQ(r.fwd->on_head(*rx[0]), lnd::RxVerdict::accept);
-  EXPECT_EQ(r.fwd->on_head(*rx[1]), lnd::RxVerdict::accept);
-  EXPECT_EQ(r.fwd->on_head(*rx[2]), lnd::RxVerdict::defer);
+  const std::vector<lnd::Rx*> rx = one_more_than_the_large_pool(r);
   r.fwd->resize_pool(PoolClass::large, 3);
   const Forwarder::PoolState& p = r.pool(PoolClass::large);
   EXPECT_EQ(std::tuple(p.nbuffers, p.req_nbuffers), std::tuple(3u, 3u));
@@ -359,7 +362,7 @@ TEST(Forwarder, APoolResizedAtRunTimeGrowsAtOnceAndShrinksAsBuffersReturn) {
   r.complete();
   EXPECT_EQ(std::tuple(p.nbuffers, p.credits.cur, p.credits.max), std::tuple(1u, 1, 1));
   r.expect_idle();
-  // Up again within what it had: the buffers come back at once.
+  // Up again: at once.
   r.fwd->resize_pool(PoolClass::large, 3);
   EXPECT_EQ(std::tuple(p.nbuffers, p.req_nbuffers, p.credits.cur), std::tuple(3u, 3u, 3));
   r.expect_idle();
