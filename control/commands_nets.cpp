@@ -6,6 +6,7 @@
 
 #include "control/service.hpp"
 #include "control/service_internal.hpp"
+#include "router/config.hpp"
 
 namespace lnetr::control {
 
@@ -16,9 +17,6 @@ std::string cpt_list(const std::vector<std::uint32_t>& cpts) {
   return t + "]";
 }
 
-namespace {
-
-}  // namespace
 
 Json Service::net_show(const Json& args) {
   only(args, {"net", "verbose"});
@@ -66,6 +64,100 @@ Json Service::net_show(const Json& args) {
     nets.push_back({{"net type", to_string(n.net.value)}, {"local NI(s)", nis}});
   }
   return {{"net", nets}};
+}
+
+// lnetctl net add: the NI, as an lnetctl YAML net (one line of flow
+// style), checked here against the running configuration as its file would
+// be, then by the dataplane, which serves it from now on.
+Json Service::net_add(const Json& args) {
+  only(args, {"net", "if", "nid", "peer_timeout", "peer_credits", "peer_buffer_credits", "credits", "cpt"});
+  const Net net = required(opt_net(args, "net"), "net");
+  const auto interface = opt_text(args, "if");
+  const auto nid = opt_nid(args, "nid");
+  if (!interface && !nid) bad("give the NI's interface (if) or its NID (nid)");
+  if (nid && nid->net() != net) bad("nid " + to_string(*nid) + " is not on net " + to_string(net));
+  Json ni = Json::object();
+  if (interface) ni["interfaces"] = {{"0", *interface}};
+  if (nid) ni["nid"] = to_string(*nid);
+  Json tunables = Json::object();
+  for (const char* key : {"peer_timeout", "peer_credits", "peer_buffer_credits", "credits"})
+    if (const auto v = opt_int(args, key, -1, 0x7fffffff)) tunables[key] = *v;
+  if (!tunables.empty()) ni["tunables"] = tunables;
+  if (const auto cpt = opt_text(args, "cpt")) ni["CPT"] = cpt->starts_with("[") ? *cpt : "[" + *cpt + "]";
+  const Json doc = {{"net", Json::array({{{"net type", to_string(net)}, {"local NI(s)", Json::array({ni})}}})}};
+  const std::string text = doc.dump();
+  config::Config next;
+  {
+    std::lock_guard lock(mu_);
+    config::LoadOptions opts;
+    opts.base = &cfg_;
+    auto loaded = config::load_config(text, "net add", opts);
+    if (!loaded) {
+      std::string why;
+      for (const auto& e : loaded.error()) why += (why.empty() ? "" : "; ") + e.to_string();
+      throw ApiError{EINVAL, why};
+    }
+    next = std::move(loaded->config);
+  }
+  const auto r = dataplane<status::NetChange>("net add " + text);
+  std::lock_guard lock(mu_);
+  if (builder_ && !builder_->add_local_net(net))
+    log("warning", "net " + to_string(net) + ": more local nets than a route table numbers (64): no route through it "
+                                             "can be added");
+  cfg_.nets = std::move(next.nets);
+  placement_ = config::placement(cfg_);
+  nets_changed_ = true;
+  std::string nids;
+  for (const std::string& n : r.nids) nids += (nids.empty() ? "" : ", ") + n;
+  log("info", "net " + to_string(net) + ": NI " + nids + " added");
+  if (ctl_) routes_changed();
+  Json out = {{"net", Json::array({{{"net type", to_string(net)}, {"local NI(s)", Json::array()}}})}};
+  for (const std::string& n : r.nids) out["net"][0]["local NI(s)"].push_back({{"nid", n}});
+  if (!r.warnings.empty()) out["warnings"] = r.warnings;
+  return out;
+}
+
+// lnetctl net del: an NI (--nid, or the net's NI on interface --if), or
+// the net's only NI.  What was in flight on it is dropped as `ni_deleted`.
+Json Service::net_del(const Json& args) {
+  only(args, {"net", "if", "nid"});
+  const Net net = required(opt_net(args, "net"), "net");
+  const auto interface = opt_text(args, "if");
+  auto nid = opt_nid(args, "nid");
+  const auto st = dataplane<status::Status>("status");
+  std::vector<std::string> on_net;
+  for (const status::Ni& ni : st.nis) {
+    const auto n = parse_nid(ni.nid);
+    if (!n || n->net() != net) continue;
+    on_net.push_back(ni.nid);
+    if (!nid && interface && ni.interface == *interface) nid = *n;
+  }
+  if (on_net.empty()) throw ApiError{ENOENT, "no NI on net " + to_string(net)};
+  if (!nid) {
+    if (interface) throw ApiError{ENOENT, "no NI of net " + to_string(net) + " on interface " + *interface};
+    if (on_net.size() > 1) bad("net " + to_string(net) + " has " + std::to_string(on_net.size()) + " NIs: give --nid or --if");
+    nid = *parse_nid(on_net.front());
+  }
+  if (nid->net() != net) bad("nid " + to_string(*nid) + " is not on net " + to_string(net));
+  const auto r = dataplane<status::NetChange>("net del " + to_string(*nid));
+  std::lock_guard lock(mu_);
+  for (auto n = cfg_.nets.begin(); n != cfg_.nets.end(); ++n) {
+    if (n->net.value != net) continue;
+    std::erase_if(n->nis, [&](const config::NiConfig& c) {
+      return c.nid ? c.nid->value == *nid : c.interface && (interface ? c.interface->value == *interface : on_net.size() == 1);
+    });
+    if (n->nis.empty()) cfg_.nets.erase(n);
+    break;
+  }
+  placement_ = config::placement(cfg_);
+  nets_changed_ = true;
+  const bool net_gone = std::none_of(cfg_.nets.begin(), cfg_.nets.end(), [&](const auto& n) { return n.net.value == net; });
+  if (builder_ && net_gone) builder_->remove_local_net(net);
+  log("info", "net " + to_string(net) + ": NI " + to_string(*nid) + " deleted (" + std::to_string(r.dropped) +
+                  " message(s) dropped as ni_deleted)");
+  if (ctl_) routes_changed();
+  return {{"net", Json::array({{{"net type", to_string(net)}, {"local NI(s)", Json::array({{{"nid", to_string(*nid)}}})}}})},
+          {"dropped", r.dropped}};
 }
 
 }  // namespace lnetr::control

@@ -24,6 +24,19 @@
 
 namespace lnetr::control {
 
+// An NI as lnetctl's YAML gives it: its NID or interface, and its tunables.
+Json ni_json(const config::NiConfig& ni) {
+  Json j = Json::object();
+  if (ni.nid) j["nid"] = to_string(ni.nid->value);
+  if (ni.interface) j["interfaces"] = {{"0", ni.interface->value}};
+  j["tunables"] = {{"peer_timeout", ni.tunables.peer_timeout.value},
+                   {"peer_credits", ni.tunables.peer_credits.value},
+                   {"peer_buffer_credits", ni.tunables.peer_buffer_credits.value},
+                   {"credits", ni.tunables.credits.value}};
+  if (!ni.cpts.value.empty()) j["CPT"] = cpt_list(ni.cpts.value);
+  return j;
+}
+
 // As `lnetctl export`: the running configuration with its state (NI
 // status and statistics, route state and type, per-CPT buffer pools);
 // `backup` keeps only what recreates the configuration.
@@ -65,13 +78,7 @@ Json Service::export_config(const Json& args) {
   for (const config::NetConfig& n : cfg_.nets) {
     Json nis = Json::array();
     for (const config::NiConfig& ni : n.nis) {
-      Json j;
-      if (ni.nid) j["nid"] = to_string(ni.nid->value);
-      if (ni.interface) j["interfaces"] = {{"0", ni.interface->value}};
-      j["tunables"] = {{"peer_timeout", ni.tunables.peer_timeout.value},
-                       {"peer_credits", ni.tunables.peer_credits.value},
-                       {"peer_buffer_credits", ni.tunables.peer_buffer_credits.value},
-                       {"credits", ni.tunables.credits.value}};
+      Json j = ni_json(ni);
       for (const status::Ni& s : st.nis) {
         const bool same = ni.interface ? s.interface == ni.interface->value
                                        : ni.nid && s.nid == to_string(ni.nid->value);
@@ -135,6 +142,39 @@ std::string yaml_section(const std::string& key, const Json& v) {
   return out;
 }
 
+// The `net` section of `nets`, in block style as lnetctl writes it: each
+// NI's NID or interface, its tunables, the lnd tunables its file (or net
+// add) gave, and its CPT list.
+std::string nets_yaml(const std::vector<config::NetConfig>& nets) {
+  std::string out = "net:\n";
+  for (const config::NetConfig& n : nets) {
+    out += "    - net type: " + to_string(n.net.value) + "\n      local NI(s):\n";
+    for (const config::NiConfig& ni : n.nis) {
+      std::string item;
+      if (ni.nid) item += "          nid: " + to_string(ni.nid->value) + "\n";
+      if (ni.interface) item += "          interfaces:\n              0: " + Json(ni.interface->value).dump() + "\n";
+      const config::Tunables& t = ni.tunables;
+      item += "          tunables:\n";
+      item += "              peer_timeout: " + std::to_string(t.peer_timeout.value) + "\n";
+      item += "              peer_credits: " + std::to_string(t.peer_credits.value) + "\n";
+      item += "              peer_buffer_credits: " + std::to_string(t.peer_buffer_credits.value) + "\n";
+      item += "              credits: " + std::to_string(t.credits.value) + "\n";
+      const config::LndTunables& l = ni.lnd_tunables;
+      std::string lnd;
+      const std::pair<const char*, const config::Field<std::int32_t>*> keys[] = {
+          {"conns_per_peer", &l.conns_per_peer}, {"timeout", &l.timeout},     {"tos", &l.tos},
+          {"peercredits_hiw", &l.peercredits_hiw}, {"concurrent_sends", &l.concurrent_sends}, {"ntx", &l.ntx}};
+      for (const auto& [key, field] : keys)
+        if (field->given()) lnd += "              " + std::string(key) + ": " + std::to_string(field->value) + "\n";
+      if (!lnd.empty()) item += "          lnd tunables:\n" + lnd;
+      if (!ni.cpts.value.empty()) item += "          CPT: \"" + cpt_list(ni.cpts.value) + "\"\n";
+      item.replace(0, 10, "        - ");
+      out += item;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 // Writes what is in force to the file lnetr-control was started with, so
@@ -154,6 +194,14 @@ Json Service::save(const Json& args) {
   const yaml::Tree tree = yaml::parse(text, "a configuration");
   if (tree.error || !tree.root || tree.root->kind != yaml::Node::Kind::mapping)
     throw ApiError{EINVAL, config_path_ + " is not a YAML mapping: not saved"};
+  // The file's nets as written, unless NIs were added or deleted since.
+  std::string nets;
+  bool nets_changed = false;
+  {
+    std::lock_guard lock(mu_);
+    nets_changed = nets_changed_;
+    if (nets_changed) nets = nets_yaml(cfg_.nets);
+  }
   // Each top-level key's lines: from its line to the next key's.
   std::vector<std::string> lines;
   for (std::size_t at = 0; at < text.size();) {
@@ -167,7 +215,7 @@ Json Service::save(const Json& args) {
     if (i + 1 < entries.size() && entries[i + 1].key_mark.line == entries[i].key_mark.line)
       throw ApiError{EINVAL, config_path_ + " is written in flow style: not saved (write it in block style)"};
     const std::string& k = entries[i].key;
-    if (k != "route" && k != "routing" && k != "buffers" && k != "global") continue;
+    if (k != "route" && k != "routing" && k != "buffers" && k != "global" && !(k == "net" && nets_changed)) continue;
     const std::size_t from = entries[i].key_mark.line - 1;
     std::size_t to = i + 1 < entries.size() ? entries[i + 1].key_mark.line - 1 : lines.size();
     // Comments and blank lines just above the next key belong to it.
@@ -200,6 +248,7 @@ Json Service::save(const Json& args) {
   out += yaml_section("routing", backup["routing"]);
   out += yaml_section("buffers", backup["buffers"]);
   out += yaml_section("global", running["global"]);
+  out += nets;
 
   const auto loaded = config::load_config(out, config_path_);
   if (!loaded) {
@@ -276,7 +325,7 @@ Json Service::import_config(const Json& args) {
                                          [&](const auto& c) { return c.net.value == n.net.value; });
       if (running == cfg_.nets.end()) {
         warnings.push_back(config::to_string(n.source) + ": net " + to_string(n.net.value) +
-                           " is not one of this router's nets; NIs are not added at run time");
+                           " is not one of this router's nets: import adds no NI (lnetrctl net add does)");
         continue;
       }
       // An NI's tunables are read when the dataplane starts: ones here that

@@ -188,6 +188,7 @@ bool Service::attach(shm::Region region) {
     return false;
   }
   asym_pending_ = runtime_asym_.has_value();
+  nets_pending_ = nets_changed_;
   buffers_pending_ = std::any_of(runtime_buffers_.begin(), runtime_buffers_.end(), [](const auto& b) { return b.has_value(); });
   log("info", "attached to " + cfg_.dataplane.shm_name.value + " (dataplane incarnation " +
                   std::to_string(incarnation) + "); published route table version " +
@@ -238,8 +239,70 @@ void Service::reapply_buffers() {
   log("info", "router buffer pools resized at run time given to the restarted dataplane");
 }
 
+// A restarted dataplane serves its file's nets: those added at run time
+// are added again, those deleted deleted again.
+void Service::reapply_nets() {
+  std::vector<std::pair<std::string, std::string>> add;  // net, the doc of its NIs
+  std::vector<std::string> del;
+  try {
+    {
+      std::lock_guard lock(mu_);
+      if (!nets_pending_ || !ctl_) return;
+    }
+    const auto st = dataplane<status::Status>("status");
+    std::lock_guard lock(mu_);
+    std::vector<std::string> running;
+    for (const status::Ni& ni : st.nis) running.push_back(ni.nid);
+    for (const config::NetConfig& n : cfg_.nets) {
+      Json nis = Json::array();
+      for (const config::NiConfig& ni : n.nis) {
+        const bool served = std::any_of(st.nis.begin(), st.nis.end(), [&](const status::Ni& s) {
+          return ni.nid ? s.nid == to_string(ni.nid->value)
+                        : ni.interface && s.interface == ni.interface->value && parse_nid(s.nid) &&
+                              parse_nid(s.nid)->net() == n.net.value;
+        });
+        if (served) continue;
+        nis.push_back(ni_json(ni));
+      }
+      if (!nis.empty())
+        add.emplace_back(to_string(n.net.value),
+                         Json{{"net", Json::array({{{"net type", to_string(n.net.value)}, {"local NI(s)", nis}}})}}.dump());
+    }
+    for (const status::Ni& s : st.nis) {
+      const auto nid = parse_nid(s.nid);
+      const bool wanted = nid && std::any_of(cfg_.nets.begin(), cfg_.nets.end(), [&](const config::NetConfig& n) {
+        return n.net.value == nid->net() && std::any_of(n.nis.begin(), n.nis.end(), [&](const config::NiConfig& ni) {
+                 return ni.nid ? ni.nid->value == *nid : ni.interface && ni.interface->value == s.interface;
+               });
+      });
+      if (!wanted) del.push_back(s.nid);
+    }
+  } catch (const ApiError& e) {
+    return;  // its control socket is not up yet: on a later step
+  }
+  for (const std::string& nid : del) {
+    try {
+      dataplane<status::NetChange>("net del " + nid);
+      log("info", "NI " + nid + " (deleted at run time) deleted from the restarted dataplane");
+    } catch (const ApiError& e) {
+      log("error", "NI " + nid + " (deleted at run time) not deleted from the restarted dataplane: " + e.descr);
+    }
+  }
+  for (const auto& [net, doc] : add) {
+    try {
+      dataplane<status::NetChange>("net add " + doc);
+      log("info", "net " + net + " (added at run time) given to the restarted dataplane");
+    } catch (const ApiError& e) {
+      log("error", "net " + net + " (added at run time) not taken by the restarted dataplane: " + e.descr);
+    }
+  }
+  std::lock_guard lock(mu_);
+  nets_pending_ = false;
+}
+
 bool Service::step(Clock::time_point now) {
   reapply_runtime_settings();
+  reapply_nets();
   reapply_buffers();
   std::lock_guard lock(mu_);
   if (!ctl_) return true;
@@ -263,7 +326,7 @@ const std::vector<std::string>& Service::commands() {
       "route show", "route add",  "route del",   "gateway show", "routing show", "set routing", "net show",
       "peer show",  "stats show", "stats reset", "dataplane show", "buffers show", "global show", "set", "export", "import",
       "ping", "save", "system show", "fault add", "fault del", "fault show", "fault reset",
-      "capture start", "capture stop", "capture show",
+      "capture start", "capture stop", "capture show", "net add", "net del",
   };
   return names;
 }
@@ -287,6 +350,8 @@ Json Service::handle(const std::string& command, const Json& args, int file) {
   if (command == "routing show") return routing_show(args);
   if (command == "set routing") return set_routing(args);
   if (command == "net show") return net_show(args);
+  if (command == "net add") return net_add(args);
+  if (command == "net del") return net_del(args);
   if (command == "peer show") return peer_show(args);
   if (command == "stats show") return stats_show(args);
   if (command == "stats reset") return stats_reset(args);

@@ -109,6 +109,8 @@ class Service {
   Json buffers_show(const Json& args);
   Json global_show(const Json& args);
   Json set_tunable(const Json& args);
+  Json net_add(const Json& args);
+  Json net_del(const Json& args);
   Json export_config(const Json& args);
   Json import_config(const Json& args);
   Json save(const Json& args);
@@ -163,6 +165,11 @@ class Service {
   // given again to a restarted dataplane in the same way.
   std::array<std::optional<std::uint32_t>, kPoolClasses> runtime_buffers_{};
   bool buffers_pending_ = false;
+  // NIs added or deleted at run time (net add / del): cfg_.nets is what is
+  // in force; a restarted dataplane (its file's nets) is brought to it.
+  bool nets_changed_ = false;
+  bool nets_pending_ = false;
+  void reapply_nets();
   // Resize pool `c` to `n` (over all CPTs; 0: the default) in the
   // dataplane, and record it; any warning the dataplane gave.
   std::optional<std::string> set_buffers(std::size_t c, std::uint32_t n);

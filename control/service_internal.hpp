@@ -44,6 +44,9 @@ T required(std::optional<T> v, const char* key) {
 
 // A CPT list as lnetctl prints it: "[0,1]".  (control/commands_nets.cpp)
 std::string cpt_list(const std::vector<std::uint32_t>& cpts);
+// A configured NI as lnetctl's YAML gives it: its NID or interface, its
+// tunables and CPT list.  (control/config_io.cpp)
+Json ni_json(const config::NiConfig& ni);
 
 // ---- peers -------------------------------------------------------------------------
 

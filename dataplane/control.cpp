@@ -31,6 +31,7 @@
 #include "dataplane/log.hpp"
 #include "dataplane/status.hpp"
 #include "dataplane/unix_fd.hpp"
+#include "lnd/socklnd/socket.hpp"
 
 namespace lnetr::dp {
 namespace {
@@ -71,8 +72,13 @@ std::string error(int err, const std::string& why) { return status::encode(statu
 
 }  // namespace
 
-Control::Control(const Setup& setup, SharedState& shared, Fabric& fabric, const shm::Region& region)
+Control::Control(const Setup& setup, const config::Config& cfg, SharedState& shared, Fabric& fabric,
+                 const shm::Region& region)
     : setup_(setup),
+      cfg_(cfg),
+      nis_(kMaxNis),
+      ni_on_(kMaxNis, false),
+      placement_(setup.placement),
       shared_(shared),
       fabric_(fabric),
       region_(region),
@@ -86,6 +92,11 @@ Control::Control(const Setup& setup, SharedState& shared, Fabric& fabric, const 
                       i);
           }),
       faults_(std::getenv("LNETR_TEST_FAULTS") != nullptr && std::string(std::getenv("LNETR_TEST_FAULTS")) == "1") {
+  for (std::size_t i = 0; i < setup.nis.size() && i < kMaxNis; ++i) {
+    nis_[i] = setup.nis[i];
+    ni_on_[i] = true;
+  }
+  ni_status_.assign(kMaxNis, true);
   // (Before the workers run: each pool was made with a buffer per credit.)
   for (std::size_t c = 0; c < kPoolClasses; ++c)
     for (const Worker* w : fabric.workers) pool_room_[c].push_back(w->forwarder().pools()[c].nbuffers);
@@ -280,12 +291,13 @@ void Control::tick() {
   watchdog_.tick(std::chrono::steady_clock::now());
   trim_heap(std::chrono::steady_clock::now());
   drain_worker_logs();
-  for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
-    const int port = setup_.nis[i].port;
+  for (std::size_t i = 0; i < kMaxNis; ++i) {
+    if (!ni_on_[i]) continue;
+    const int port = nis_[i].port;
     const bool up = port >= 0 ? fabric_.ports[static_cast<std::size_t>(port)]->link_up()
-                              : link_is_up(setup_.nis[i].interface);
+                              : link_is_up(nis_[i].interface);
     if (shared_.ni[i].link_up.exchange(up, std::memory_order_relaxed) != up)
-      log_info("NI %s: link %s", to_string(setup_.nis[i].nid).c_str(), up ? "up" : "down");
+      log_info("NI %s: link %s", to_string(nis_[i].nid).c_str(), up ? "up" : "down");
   }
   const auto now = std::chrono::steady_clock::now();
   // What our ping info says changed (an NI's status, or RTE_DISABLED):
@@ -295,13 +307,13 @@ void Control::tick() {
   const std::int64_t timeout_ns =
       std::chrono::nanoseconds(setup_.alive_router_check_interval + setup_.router_ping_timeout).count();
   bool changed = false;
-  ni_status_.resize(setup_.nis.size(), true);
-  for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
+  for (std::size_t i = 0; i < kMaxNis; ++i) {
+    if (!ni_on_[i]) continue;
     const bool up = shared_.ni[i].up(now_ns, timeout_ns);
     if (up == ni_status_[i]) continue;
     ni_status_[i] = up;
     changed = true;
-    log_info("NI %s: %s in our ping info%s", to_string(setup_.nis[i].nid).c_str(), up ? "UP" : "DOWN",
+    log_info("NI %s: %s in our ping info%s", to_string(nis_[i].nid).c_str(), up ? "UP" : "DOWN",
              up ? "" : (shared_.ni[i].link_up.load(std::memory_order_relaxed) ? " (no ping from its net)" : " (link down)"));
   }
   const bool disabled = advertises_disabled(shared_.routing.load(std::memory_order_relaxed));
@@ -340,6 +352,7 @@ std::string Control::handle(const std::string& request, int& passed) {
   if (request == "status") return status_answer();
   if (request.starts_with("capture ")) return capture(request.substr(8), passed);
   if (request.starts_with("buffers ")) return buffers(request.substr(8));
+  if (request.starts_with("net ")) return net(request.substr(4));
   if (request == "o2ib connections" || request.starts_with("o2ib connections "))
     return o2ib_connections(request.substr(std::min<std::size_t>(request.size(), 17)));
   if (request == "routing 1") return set_routing(true);
@@ -355,7 +368,8 @@ std::string Control::handle(const std::string& request, int& passed) {
   if (request.starts_with("lnet_fault ")) return lnet_fault(request.substr(11));
   return error(EINVAL, "unknown request '" + request +
                            "': expected 'status', 'o2ib connections [NID...]', 'routing 0|1', 'drop_asym_route [0|1]' "
-                           "'lnet_fault add|del|list|reset', 'buffers tiny|small|large N' or 'capture start|stop|show'");
+                           "'lnet_fault add|del|list|reset', 'buffers tiny|small|large N', 'net add DOC|del NID' or "
+                           "'capture start|stop|show'");
 }
 
 // Every o2iblnd connection with its credits, or those of the peers listed
@@ -550,6 +564,196 @@ std::string Control::buffers(const std::string& args) {
   return status::encode(a);
 }
 
+// ---- nets at run time (lnetrctl net add / del) -----------------------------------------
+
+std::string Control::net(const std::string& args) {
+  if (args.starts_with("add ")) return net_add(args.substr(4));
+  if (args.starts_with("del ")) return net_del(args.substr(4));
+  return error(EINVAL, "expected 'net add DOC' or 'net del NID'");
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += (out.empty() ? "" : "; ") + l;
+  return out;
+}
+
+// Only what a change of nets may change: the other sections, and the ports'
+// queues (polled by the CPTs the workers took at start), stay as they are.
+std::string unchanged_ports(const Setup& now, const Setup& next) {
+  for (std::size_t i = 0; i < now.ports.size() && i < next.ports.size(); ++i) {
+    std::vector<std::uint32_t> a, b;
+    for (std::uint32_t q = 0; q < now.ports[i].queues; ++q) {
+      a.push_back(static_cast<std::uint32_t>(q < now.ports[i].cpts.size() ? now.ports[i].cpts[q] : q));
+      b.push_back(static_cast<std::uint32_t>(q < next.ports[i].cpts.size() ? next.ports[i].cpts[q] : q));
+    }
+    if (a != b)
+      return "port " + now.ports[i].name + "'s queues are polled by the CPTs they were given at the dataplane's "
+             "start; an NI's CPT list that changes them takes a restart";
+  }
+  return {};
+}
+
+}  // namespace
+
+// Every worker must take a change of NIs: refused whole unless each
+// command ring has room (only this thread fills them, so it stays there).
+static std::string commands_room(const Fabric& fabric) {
+  for (std::uint32_t w = 0; w < fabric.n; ++w)
+    if (rte_ring_free_count(fabric.commands[w]) == 0)
+      return "worker " + std::to_string(w) + " is not taking commands (stalled?): try again";
+  return {};
+}
+
+std::string Control::net_add(const std::string& doc) {
+  config::LoadOptions opts;
+  opts.base = &cfg_;
+  auto loaded = config::load_config(doc, "net add", opts);
+  if (!loaded) {
+    std::vector<std::string> lines;
+    for (const auto& e : loaded.error()) lines.push_back(e.to_string());
+    return error(EINVAL, joined(lines));
+  }
+  auto made = make_setup(loaded->config);
+  if (!made) return error(EINVAL, joined(made.error()));
+  if (const std::string why = unchanged_ports(setup_, *made); !why.empty()) return error(EINVAL, why);
+  auto in_service = [this](const Nid& nid) {
+    for (std::size_t i = 0; i < kMaxNis; ++i)
+      if (ni_on_[i] && nis_[i].nid == nid) return true;
+    return false;
+  };
+  for (std::size_t i = 0; i < kMaxNis; ++i)
+    if (ni_on_[i] && std::none_of(made->nis.begin(), made->nis.end(), [&](const NiSetup& n) { return n.nid == nis_[i].nid; }))
+      return error(EINVAL, "NI " + to_string(nis_[i].nid) + (nis_[i].interface.empty() ? "" : " (" + nis_[i].interface + ")") +
+                               " would have another NID now (its interface's address changed?): restart the dataplane "
+                               "to take it");
+  std::vector<NiSetup> added;
+  for (const NiSetup& n : made->nis)
+    if (!in_service(n.nid)) added.push_back(n);
+  if (added.empty()) return error(EEXIST, "every NI given is in service already");
+  for (const NiSetup& n : added)
+    if (n.is_o2ib())
+      return error(EOPNOTSUPP, "NI " + to_string(n.nid) + ": o2ib NIs are not added at run time (their RDMA device is "
+                                                          "opened, and every buffer registered with it, at the "
+                                                          "dataplane's start): add it to the file and restart");
+  if (const std::string why = commands_room(fabric_); !why.empty()) return error(EAGAIN, why);
+  // Free slots: here, and on every worker (a deleted NI's slot stays taken
+  // while a peer of it is still referred to by a message).
+  auto busy = std::make_shared<std::array<std::atomic<bool>, kMaxNis>>();
+  if (!on_workers([busy](Worker& w) {
+        for (std::uint32_t i = 0; i < kMaxNis; ++i)
+          if (w.forwarder().ni_slot_busy(i)) (*busy)[i] = true;
+      }))
+    return error(EAGAIN, "a worker was slow to answer: try again");
+  std::vector<std::uint32_t> slots;
+  for (std::uint32_t i = 0; i < kMaxNis && slots.size() < added.size(); ++i)
+    if (!ni_on_[i] && !(*busy)[i]) slots.push_back(i);
+  if (slots.size() < added.size())
+    return error(ENOSPC, "no NI slot is free: a dataplane serves at most " + std::to_string(kMaxNis) +
+                             " NIs (a deleted one's counts until the last message of its peers is done)");
+  // Kernel-socket NIs listen first: a bind error changes nothing.
+  std::vector<int> fds(added.size(), -1);
+  auto close_fds = [&fds] {
+    for (int fd : fds)
+      if (fd >= 0) ::close(fd);
+  };
+  for (std::size_t k = 0; k < added.size(); ++k) {
+    const NiSetup& n = added[k];
+    if (n.port >= 0 || setup_.sock.accept == sock::AcceptMode::none) continue;
+    const sock::IpAddr ip = sock::IpAddr::of(n.nid);
+    bool listened = false;  // another kernel-socket NI on the same address
+    for (std::size_t i = 0; i < kMaxNis; ++i)
+      if (ni_on_[i] && nis_[i].port < 0 && !nis_[i].is_o2ib() && sock::IpAddr::of(nis_[i].nid) == ip) listened = true;
+    for (std::size_t j = 0; j < k; ++j)
+      if (fds[j] >= 0 && sock::IpAddr::of(added[j].nid) == ip) listened = true;
+    if (listened) continue;
+    std::string err;
+    fds[k] = sock::listen_on(ip, setup_.sock.port, setup_.sock.backlog, err);
+    if (fds[k] < 0) {
+      close_fds();
+      return error(EADDRNOTAVAIL, "NI " + to_string(n.nid) + ": " + err);
+    }
+  }
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  for (std::size_t k = 0; k < added.size(); ++k) {
+    SharedNi& sn = shared_.ni[slots[k]];
+    const NiSetup& n = added[k];
+    sn.link_up.store(n.port >= 0 ? fabric_.ports[static_cast<std::size_t>(n.port)]->link_up() : link_is_up(n.interface));
+    sn.last_ping_ns.store(now);  // (UP in our ping info until the NI-status timeout finds no ping)
+  }
+  placement_ = made->placement;
+  const Placement pl = placement_;
+  const bool all = on_workers([added, slots, fds, pl](Worker& w) {
+    for (std::size_t k = 0; k < added.size(); ++k) w.add_ni(slots[k], added[k], pl, w.index() == 0 ? fds[k] : -1);
+  });
+  status::NetChange a{"added", {}, 0, {}};
+  for (std::size_t k = 0; k < added.size(); ++k) {
+    nis_[slots[k]] = added[k];
+    ni_on_[slots[k]] = true;
+    ni_status_[slots[k]] = true;
+    a.nids.push_back(to_string(added[k].nid));
+    log_info("NI %s%s%s added%s", a.nids.back().c_str(), added[k].interface.empty() ? "" : " on ",
+             added[k].interface.c_str(), added[k].port >= 0 ? " (DPDK port, lnetr's own TCP)" : "");
+  }
+  cfg_ = std::move(loaded->config);
+  for (const auto& w : loaded->warnings) a.warnings.push_back(w.to_string());
+  if (!all) a.warnings.push_back("a worker was slow to answer: it takes the NI when it gets to it");
+  // Multi-Rail peers learn our new NI list now (as Linux pushes on a change).
+  on_workers([](Worker& w) { w.push_ping_info(); });
+  return status::encode(a);
+}
+
+std::string Control::net_del(const std::string& text) {
+  const auto nid = parse_nid(text);
+  if (!nid) return error(EINVAL, "'" + text + "' is not a NID");
+  std::uint32_t slot = kMaxNis;
+  std::string names;
+  for (std::uint32_t i = 0; i < kMaxNis; ++i) {
+    if (!ni_on_[i]) continue;
+    if (nis_[i].nid == *nid) slot = i;
+    names += (names.empty() ? "" : ", ") + to_string(nis_[i].nid);
+  }
+  if (slot == kMaxNis) return error(ENOENT, "no NI " + text + (names.empty() ? "" : ": the NIs are " + names));
+  const NiSetup& ni = nis_[slot];
+  if (ni.is_o2ib())
+    return error(EOPNOTSUPP, "NI " + text + ": o2ib NIs are not deleted at run time (their RDMA device stays open "
+                                            "with the dataplane): delete it from the file and restart");
+  // The configuration without it (its net too, if it was the net's last).
+  config::Config next = cfg_;
+  for (auto n = next.nets.begin(); n != next.nets.end(); ++n) {
+    if (n->net.value != nid->net()) continue;
+    std::erase_if(n->nis, [&](const config::NiConfig& c) {
+      return c.nid ? c.nid->value == *nid : c.interface && c.interface->value == ni.interface;
+    });
+    if (n->nis.empty()) next.nets.erase(n);
+    break;
+  }
+  auto made = make_setup(next);
+  if (!made) return error(EINVAL, joined(made.error()));
+  if (const std::string why = commands_room(fabric_); !why.empty()) return error(EAGAIN, why);
+  auto dropped = [this] {
+    std::uint64_t n = 0;
+    for (std::uint32_t w = 0; w < fabric_.n; ++w)
+      n += shared_.counters[w].drops[static_cast<std::size_t>(DropReason::ni_deleted)].get();
+    return n;
+  };
+  const std::uint64_t before = dropped();
+  placement_ = made->placement;
+  const Placement pl = placement_;
+  const bool all = on_workers([slot, pl](Worker& w) { w.del_ni(slot, pl); });
+  ni_on_[slot] = false;
+  shared_.ni[slot].link_up.store(false);
+  cfg_ = std::move(next);
+  status::NetChange a{"deleted", {text}, dropped() - before, {}};
+  if (!all) a.warnings.push_back("a worker was slow to answer: it lets go of the NI when it gets to it");
+  log_info("NI %s deleted: %llu message(s) in flight or waiting on it dropped", text.c_str(),
+           static_cast<unsigned long long>(a.dropped));
+  on_workers([](Worker& w) { w.push_ping_info(); });
+  return status::encode(a);
+}
+
 // LNet fault injection: the control thread keeps the rules; every change
 // hands each worker the whole list (its engine keeps the state and counts
 // of the rules that stay); a list sums the workers' counts.
@@ -693,8 +897,9 @@ std::string Control::status_answer() {
   const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   const std::int64_t timeout =
       std::chrono::nanoseconds(setup_.alive_router_check_interval + setup_.router_ping_timeout).count();
-  for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
-    const NiSetup& ni = setup_.nis[i];
+  for (std::size_t i = 0; i < kMaxNis; ++i) {
+    if (!ni_on_[i]) continue;
+    const NiSetup& ni = nis_[i];
     status::Ni& n = st.nis.emplace_back();
     n.nid = to_string(ni.nid);
     n.interface = ni.interface;
@@ -763,9 +968,10 @@ std::string Control::status_answer() {
       const auto& p = fw.pools()[c];
       *pools[c] = {kPoolPages[c], p.nbuffers, p.credits.cur, p.credits.min};
     }
-    for (std::size_t i = 0; i < fw.ni_credits().size(); ++i) {
+    for (std::size_t i = 0; i < kMaxNis; ++i) {
+      if (!ni_on_[i]) continue;
       const Credits& c = fw.ni_credits()[i];
-      b.ni_tx.push_back({to_string(setup_.nis[i].nid), c.max, c.cur, c.min});
+      b.ni_tx.push_back({to_string(nis_[i].nid), c.max, c.cur, c.min});
     }
   }
 

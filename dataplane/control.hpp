@@ -17,6 +17,10 @@
 //   capture start port=NAME|* host=IPV4|* count=N  (with the file's
 //                        descriptor passed on the socket, SCM_RIGHTS)
 //   capture stop | show  the capture of the DPDK ports' frames (capture.hpp)
+//   net add DOC          NIs added at run time: DOC is lnetctl YAML (flow
+//                        style, one line) of the nets to add, checked with
+//                        the running configuration as the file would be
+//   net del NID          an NI deleted at run time
 //   fault stall WORKER SECONDS  (only with LNETR_TEST_FAULTS=1 in the
 //                        environment) block a worker's loop, for the tests
 //                        of the service watchdog
@@ -36,12 +40,16 @@
 #include "dataplane/shm/region.hpp"
 #include "dataplane/systemd.hpp"
 #include "dataplane/worker.hpp"
+#include "router/config.hpp"
 
 namespace lnetr::dp {
 
 class Control {
  public:
-  Control(const Setup& setup, SharedState& shared, Fabric& fabric, const shm::Region& region);
+  // `cfg` is the configuration `setup` was made of (net add checks the
+  // nets it adds with it).
+  Control(const Setup& setup, const config::Config& cfg, SharedState& shared, Fabric& fabric,
+          const shm::Region& region);
   ~Control();
 
   // Bind the control socket; false with `err` on failure.
@@ -79,6 +87,10 @@ class Control {
   std::string capture(const std::string& args, int& passed);
   // "tiny|small|large N".
   std::string buffers(const std::string& args);
+  // "add DOC" | "del NID".
+  std::string net(const std::string& args);
+  std::string net_add(const std::string& doc);
+  std::string net_del(const std::string& nid);
   // LNet fault injection rules (lnetrctl fault): "add RULE", "del ID|all",
   // "list", "reset" (router/lnet_fault.hpp).
   std::string lnet_fault(const std::string& args);
@@ -91,6 +103,13 @@ class Control {
   void trim_heap(std::chrono::steady_clock::time_point now);
 
   const Setup& setup_;
+  // The NIs by slot (kMaxNis: SharedState::ni and the workers' NI state
+  // are numbered the same), those in service, and the configuration they
+  // are of: Setup's at start, then net add / del's.
+  config::Config cfg_;
+  std::vector<NiSetup> nis_;
+  std::vector<bool> ni_on_;
+  Placement placement_;
   SharedState& shared_;
   Fabric& fabric_;
   const shm::Region& region_;
@@ -98,7 +117,7 @@ class Control {
   std::vector<Client> clients_;
   std::uint64_t clients_timed_out_ = 0;
   std::chrono::steady_clock::time_point routing_since_ = std::chrono::steady_clock::now();
-  std::vector<bool> ni_status_;  // per NI: UP in our ping info at the last tick
+  std::vector<bool> ni_status_;  // per NI slot: UP in our ping info at the last tick
   bool pushed_disabled_ = false; // RTE_DISABLED as last advertised
   std::vector<bool> slow_;       // per worker: did not answer the last status in time
   systemd::ProgressWatchdog watchdog_;  // fed while every worker loops

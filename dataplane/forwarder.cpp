@@ -31,12 +31,12 @@ Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& share
                      ForwarderPorts& ports)
     : index_(index), ncpts_(setup.ncpts()), setup_(setup), shared_(shared), routes_(routes), ports_(ports),
     faults_(std::random_device{}() + index) {
-  for (const NiSetup& ni : setup.nis) {
-    ni_nids_.push_back(ni.nid);
-    ni_tx_.push_back(Credits::of(ni_credits_per_cpt(ni, ncpts_)));
-    ni_wait_.emplace_back();
-  }
-  locals_ = LocalNis{ni_nids_};
+  nis_.resize(kMaxNis);
+  ni_nids_.resize(kMaxNis);
+  ni_on_.assign(kMaxNis, 0);
+  ni_tx_.resize(kMaxNis);
+  ni_wait_.resize(kMaxNis);
+  for (std::uint32_t i = 0; i < setup.nis.size() && i < kMaxNis; ++i) add_ni(i, setup.nis[i], setup.placement);
   nets_up_ = LocalNetMask::all();
   cursor_.attach(routes_);
   for (std::size_t c = 0; c < kPoolClasses; ++c) {
@@ -46,6 +46,73 @@ Forwarder::Forwarder(std::uint16_t index, const Setup& setup, SharedState& share
   }
   ring_wait_.resize(ncpts_);
   now_ns_ = lnd::Clock::now().time_since_epoch().count();
+}
+
+void Forwarder::set_locals() {
+  local_nids_.clear();
+  for (std::size_t i = 0; i < ni_nids_.size(); ++i)
+    if (ni_on_[i]) local_nids_.push_back(ni_nids_[i]);
+  locals_ = LocalNis{local_nids_};
+}
+
+void Forwarder::add_ni(std::uint32_t slot, const NiSetup& ni, const Placement& placement) {
+  nis_[slot] = ni;
+  ni_nids_[slot] = ni.nid;
+  ni_tx_[slot] = Credits::of(ni_credits_per_cpt(ni, ncpts_));
+  ni_on_[slot] = 1;
+  placement_ = placement;
+  set_locals();
+}
+
+void Forwarder::stop_ni(std::uint32_t slot, const Placement& placement) {
+  ni_on_[slot] = 0;
+  placement_ = placement;
+  set_locals();
+  tick();  // (routes through its net are unusable from now on)
+  // Read messages waiting for a credit to leave through it: they never
+  // will.  Those still to be read wait on for their previous hop's credit
+  // or a buffer (their connection's end marks them aborted if it was on
+  // this NI) and are forwarded or dropped when they are read.
+  const std::size_t n = drop_waiting(
+      {[slot](const PeerNi& p, const MsgQueue& q) { return p.ni == slot && &q == &p.tx_wait && !q.empty(); },
+       nullptr, [slot](std::size_t ni, const MsgQueue& q) { return ni == slot && !q.empty(); }},
+      DropReason::ni_deleted);
+  if (n > 0) log_info("worker %u: NI %s deleted: %zu waiting message(s) dropped", index_,
+                      to_string(ni_nids_[slot]).c_str(), n);
+}
+
+void Forwarder::forget_ni_peers(std::uint32_t slot) {
+  std::vector<PeerNi*> gone;
+  for (const auto& [nid, p] : peers_)
+    if (p->ni == slot) gone.push_back(p);
+  for (PeerNi* p : gone) {
+    if (p->gateway != nullptr) {
+      p->gateway = nullptr;
+      std::erase(gw_peers_, p);
+    }
+    if (p->at_rest()) {
+      forget(p);
+      continue;
+    }
+    // Out of the table (a message to its NID finds no NI now); its object
+    // stays for the messages in flight that refer to it.
+    if (p->waits_listed) unlist_waiting(p);
+    if (p->older != nullptr) p->older->newer = p->newer;
+    if (p->newer != nullptr) p->newer->older = p->older;
+    if (least_active_ == p) least_active_ = p->newer;
+    if (most_active_ == p) most_active_ = p->older;
+    p->older = p->newer = nullptr;
+    recent_.forget(p->nid);
+    peers_.erase(p->nid);
+    p->gone = true;
+    gone_peers_.push_back(p);
+  }
+  counters().table(PeerTable::lnet).peers.set(peers_.size());
+}
+
+bool Forwarder::ni_slot_busy(std::uint32_t slot) const noexcept {
+  if (ni_on_[slot]) return true;
+  return std::any_of(gone_peers_.begin(), gone_peers_.end(), [slot](const PeerNi* p) { return p->ni == slot; });
 }
 
 void Forwarder::adopt(const RouteTableView& routes) {
@@ -129,6 +196,14 @@ unsigned Forwarder::send_pings() {
     ping_nid_[i] = g.nid;
     // A remote NID (operators' pings only) goes through the gateway `via`.
     const Nid next_hop = g.via == Nid{} ? g.nid : g.via;
+    if (ni_index(next_hop) == kNoNi) {  // its net's NI was deleted: the check fails at once
+      shm::PingResult r{};
+      r.seq = req;
+      r.outcome = shm::PingOutcome::send_failed;
+      r.done_ns = lnd::Clock::now().time_since_epoch().count();
+      shm::store_result(g, r);
+      continue;
+    }
     PeerNi& p = *peer_ni(next_hop, true);
     if (i < shm::kMaxGateways && p.gateway != &g) watch_gateway(p, &g);
     RouterMsg* m = alloc_msg();
@@ -248,9 +323,19 @@ void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info)
 
 void Forwarder::tick() {
   // Gateways are reached through NIs whose link is up.
+  // (A local net of the snapshot with no NI in service here: none of its
+  // routes is usable.)
+  LocalNetMask up{0};
   for (std::size_t i = 0; i < ni_nids_.size(); ++i)
-    if (auto slot = routes_.local_slot(ni_nids_[i].net()))
-      nets_up_.set(*slot, shared_.ni[i].link_up.load(std::memory_order_relaxed));
+    if (ni_on_[i])
+      if (auto slot = routes_.local_slot(ni_nids_[i].net()))
+        up.set(*slot, up.up >> *slot & 1u || shared_.ni[i].link_up.load(std::memory_order_relaxed));
+  nets_up_ = up;
+  std::erase_if(gone_peers_, [this](PeerNi* p) {
+    if (!p->at_rest()) return false;
+    directory_.retire(p);
+    return true;
+  });
   const std::int64_t now = lnd::Clock::now().time_since_epoch().count();
   now_ns_ = now;
   if (now >= next_expiry_ns_) {
@@ -265,7 +350,7 @@ void Forwarder::tick() {
 
 // ---- the peer table -----------------------------------------------------------------
 
-PeerNi* Forwarder::peer_ni(const Nid& nid, bool forced) {
+PeerNi* Forwarder::peer_ni(const Nid& nid, bool forced, std::uint32_t via) {
   if (PeerNi* p = find_peer(nid)) return p;
   if (!forced && peers_.size() >= setup_.max_peers) {
     counters().table(PeerTable::lnet).refused.add();
@@ -280,9 +365,11 @@ PeerNi* Forwarder::peer_ni(const Nid& nid, bool forced) {
     table_full_ = false;
     log_info("worker %u: LNet peer table has room again (%zu peers)", index_, peers_.size());
   }
-  const std::uint32_t ni_i = ni_index(nid);
+  std::uint32_t ni_i = ni_index(nid);
+  if (ni_i == kNoNi) ni_i = via;
+  if (ni_i == kNoNi) return nullptr;  // (callers check ni_index first)
   PeerNi* p = directory_.create(nid, ni_i);
-  const NiSetup& ni = setup_.nis[ni_i];
+  const NiSetup& ni = nis_[ni_i];
   p->tx = Credits::of(static_cast<std::int32_t>(ni.peer_credits));
   const std::uint32_t rtr = ni.peer_buffer_credits ? ni.peer_buffer_credits : ni.peer_credits;
   p->rtr = Credits::of(static_cast<std::int32_t>(rtr));
@@ -296,6 +383,7 @@ PeerNi* Forwarder::peer_ni(const Nid& nid, bool forced) {
 
 void Forwarder::touch(PeerNi& p) noexcept {
   p.active_ns = now_ns_;
+  if (p.gone) return;  // (not on the list any more)
   if (most_active_ == &p) return;
   // Out of the list (if on it), then in at the most active end.
   if (p.older != nullptr) p.older->newer = p.newer;
@@ -377,9 +465,16 @@ void Forwarder::wait_in(MsgQueue& q, RouterMsg* m) noexcept {
 unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
   const std::int64_t due = now_ns - std::chrono::nanoseconds(setup_.transaction_timeout).count();
   auto old = [due](const MsgQueue& q) { return !q.empty() && q.head->queued_ns <= due; };
-  // First take every due message off its queue, then finish each: finishing
-  // reads on (a resumed connection delivers what follows at once), which may
-  // add peers, and must not run under an iteration of peers_.
+  return drop_waiting({[&old](const PeerNi&, const MsgQueue& q) { return old(q); }, old,
+                       [&old](std::size_t, const MsgQueue& q) { return old(q); }},
+                      DropReason::timeout);
+}
+
+unsigned Forwarder::drop_waiting(const WaitPick& pick, DropReason why) {
+  // First take every chosen message off its queue, then finish each:
+  // finishing reads on (a resumed connection delivers what follows at
+  // once), which may add peers, and must not run under an iteration of
+  // peers_.  (Each queue is in arrival order, and a pick looks at its head.)
   struct Due {
     RouterMsg* m;
     enum class From : std::uint8_t { rtr, pool, tx, ni } from;
@@ -393,11 +488,11 @@ unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
   }
   for (PeerNi* up : waiting_peers_) {
     PeerNi& p = *up;
-    while (old(p.rtr_wait)) {  // holds nothing yet
+    while (pick.peer && pick.peer(p, p.rtr_wait)) {  // holds nothing yet
       ++p.rtr.cur;  // one waiter fewer
       due_msgs.push_back({p.rtr_wait.pop(), Due::From::rtr});
     }
-    while (old(p.tx_wait)) {  // read, in its buffer; waiting for the peer's credit
+    while (pick.peer && pick.peer(p, p.tx_wait)) {  // read, in its buffer; waiting for the peer's credit
       RouterMsg* m = p.tx_wait.pop();
       ++p.tx.cur;
       p.tx_queued_bytes -= m->rx.hdr.payload_length;
@@ -406,13 +501,13 @@ unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
     }
   }
   for (std::size_t c = 0; c < kPoolClasses; ++c) {
-    while (old(pool_wait_[c])) {  // holds its router credit
+    while (pick.pool && pick.pool(pool_wait_[c])) {  // holds its router credit
       ++pool_state_[c].credits.cur;
       due_msgs.push_back({pool_wait_[c].pop(), Due::From::pool});
     }
   }
   for (std::size_t i = 0; i < ni_wait_.size(); ++i) {
-    while (old(ni_wait_[i])) {  // holds the peer's credit, waiting for the NI's
+    while (pick.ni && pick.ni(i, ni_wait_[i])) {  // holds the peer's credit, waiting for the NI's
       ++ni_tx_[i].cur;
       due_msgs.push_back({ni_wait_[i].pop(), Due::From::ni});
     }
@@ -420,8 +515,8 @@ unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
   for (const Due& d : due_msgs) {
     RouterMsg* m = d.m;
     switch (d.from) {
-      case Due::From::rtr: expire_unread(m, false); break;
-      case Due::From::pool: expire_unread(m, true); break;
+      case Due::From::rtr: expire_unread(m, false, why); break;
+      case Due::From::pool: expire_unread(m, true, why); break;
       case Due::From::tx:
       case Due::From::ni: {
         PeerNi& p = *m->dest;
@@ -432,7 +527,7 @@ unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
         }
         publish_gateway(p);
         ++p.drop_count;
-        count_drop(DropReason::timeout, m->rx.hdr.payload_length);
+        count_drop(why, m->rx.hdr.payload_length);
         give_back(m);
         break;
       }
@@ -441,7 +536,7 @@ unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
   return static_cast<unsigned>(due_msgs.size());
 }
 
-void Forwarder::expire_unread(RouterMsg* m, bool holds_rtr) {
+void Forwarder::expire_unread(RouterMsg* m, bool holds_rtr, DropReason why) {
   if (m->aborted) {  // its connection died meanwhile: nothing left to read
     PeerNi* src = m->src;
     free_msg(m);
@@ -449,7 +544,7 @@ void Forwarder::expire_unread(RouterMsg* m, bool holds_rtr) {
     return;
   }
   ++m->src->drop_count;
-  count_drop(DropReason::timeout, m->rx.hdr.payload_length);
+  count_drop(why, m->rx.hdr.payload_length);
   m->stage = holds_rtr ? RouterMsg::Stage::expired_rtr : RouterMsg::Stage::expired;
   m->rx.discard = true;
   m->rx.sink = {};
@@ -516,15 +611,15 @@ void Forwarder::free_msg(RouterMsg* m) {
 
 std::uint32_t Forwarder::ni_index(const Nid& nid) const noexcept {
   for (std::uint32_t i = 0; i < ni_nids_.size(); ++i)
-    if (ni_nids_[i].net() == nid.net()) return i;
-  return 0;
+    if (ni_on_[i] && ni_nids_[i].net() == nid.net()) return i;
+  return kNoNi;
 }
 
 void Forwarder::note_ping(const lnd::Rx& rx) {
   if (!is_ping(rx.hdr) || locals_.is_local(rx.hdr.src_nid)) return;
   const std::int64_t now = lnd::Clock::now().time_since_epoch().count();
   for (std::size_t i = 0; i < ni_nids_.size(); ++i)
-    if (ni_nids_[i].net() == rx.ni.net()) shared_.ni[i].last_ping_ns.store(now, std::memory_order_relaxed);
+    if (ni_on_[i] && ni_nids_[i].net() == rx.ni.net()) shared_.ni[i].last_ping_ns.store(now, std::memory_order_relaxed);
 }
 
 void Forwarder::count_drop(DropReason why, std::uint32_t bytes) {
@@ -563,7 +658,12 @@ bool Forwarder::routes_back(const Nid& src, const Nid& from) const noexcept {
 }
 
 lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
-  PeerNi* known = peer_ni(rx.from);
+  const std::uint32_t via = ni_index(rx.ni);
+  if (via == kNoNi) {  // (its NI is being deleted)
+    count_drop(DropReason::ni_deleted, rx.hdr.payload_length);
+    return discard(rx, false);
+  }
+  PeerNi* known = peer_ni(rx.from, false, via);
   if (known == nullptr) {  // a new peer, and the table is full: read and thrown away
     count_drop(DropReason::peer_table_full, rx.hdr.payload_length);
     return discard(rx, false);
@@ -872,7 +972,7 @@ void Forwarder::on_rx_aborted(lnd::Rx& rx) {
   if (m->kind != RouterMsg::Kind::forward) return free_msg(m);
   if (m->stage == RouterMsg::Stage::expired || m->stage == RouterMsg::Stage::expired_rtr) return finish_expired(m);
   ++m->src->drop_count;
-  count_drop(DropReason::send_failed, m->rx.hdr.payload_length);
+  count_drop(ni_on_[m->src->ni] ? DropReason::send_failed : DropReason::ni_deleted, m->rx.hdr.payload_length);
   if (m->stage == RouterMsg::Stage::receiving) return release(m);
   m->aborted = true;  // still queued: its credit passes on when its turn comes
 }
@@ -897,7 +997,7 @@ std::size_t Forwarder::own_ping_info(MutableByteSpan out) const {
   PingNi nis[32];
   std::size_t n = 0;
   for (std::size_t i = 0; i < ni_nids_.size() && n < std::size(nis); ++i)
-    nis[n++] = {ni_nids_[i], shared_.ni[i].up(now, timeout) ? kNiStatusUp : kNiStatusDown};
+    if (ni_on_[i]) nis[n++] = {ni_nids_[i], shared_.ni[i].up(now, timeout) ? kNiStatusUp : kNiStatusDown};
   std::uint32_t features = ping_feature::ni_status | ping_feature::multi_rail;
   if (setup_.discovery) features |= ping_feature::discovery;
   if (advertises_disabled(shared_.routing.load(std::memory_order_relaxed))) features |= ping_feature::rte_disabled;
@@ -983,7 +1083,12 @@ void Forwarder::route(RouterMsg* m) {
 // To the worker that owns the next hop.
 void Forwarder::dispatch(RouterMsg* m) {
   m->ni = ni_index(m->next_hop);
-  const std::uint32_t owner = setup_.placement.of(m->next_hop, ncpts_);
+  if (m->ni == kNoNi) {  // (routed by a snapshot older than the NI's deletion)
+    ++m->src->drop_count;
+    count_drop(DropReason::ni_deleted, m->rx.hdr.payload_length);
+    return release(m);
+  }
+  const std::uint32_t owner = placement_.of(m->next_hop, ncpts_);
   if (owner == index_) return send_out(m);
   post(owner, RingItem::Kind::send, m);
 }
@@ -1035,7 +1140,7 @@ bool Forwarder::reroute(RouterMsg* m) {
   ++m->reroutes;
   counters().reroutes.add();
   m->next_hop = (*r)->gateway;
-  if (m->home == index_ || setup_.placement.of(m->next_hop, ncpts_) == index_) {
+  if (m->home == index_ || placement_.of(m->next_hop, ncpts_) == index_) {
     dispatch(m);
   } else {
     post(m->home, RingItem::Kind::dispatch, m);
@@ -1044,6 +1149,10 @@ bool Forwarder::reroute(RouterMsg* m) {
 }
 
 void Forwarder::send_out(RouterMsg* m) {
+  if (ni_index(m->next_hop) == kNoNi) {  // deleted since its home dispatched it
+    count_drop(DropReason::ni_deleted, m->rx.hdr.payload_length);
+    return give_back(m);
+  }
   PeerNi* known = peer_ni(m->next_hop);
   if (known == nullptr) {  // a new next hop, and the table is full
     count_drop(DropReason::peer_table_full, m->rx.hdr.payload_length);
@@ -1051,8 +1160,9 @@ void Forwarder::send_out(RouterMsg* m) {
   }
   PeerNi& p = *known;
   m->dest = known;
+  m->ni = p.ni;
   touch(p);
-  if (!p.alive && setup_.nis[p.ni].peer_timeout > 0) {
+  if (!p.alive && nis_[p.ni].peer_timeout > 0) {
     if (reroute(m)) return;
     ++p.drop_count;
     count_drop(DropReason::peer_down, m->rx.hdr.payload_length);
@@ -1120,6 +1230,7 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
     ++p.drop_count;
     count_drop(status == -EAFNOSUPPORT ? DropReason::large_nid
                : status == -ENOSPC     ? DropReason::peer_table_full
+               : !ni_on_[m->ni]        ? DropReason::ni_deleted
                                        : DropReason::send_failed,
                m->rx.hdr.payload_length);
   }

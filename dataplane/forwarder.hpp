@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -90,6 +91,24 @@ class Forwarder final : public lnd::Upper {
   // messages take them.  Fewer: idle buffers are given up at once, those
   // in use as they come back, until the pool has `n`.
   void resize_pool(PoolClass c, std::uint32_t n);
+  // lnetrctl net add: NI slot `slot` (free: ni_slot_busy() false) serves
+  // `ni` from now on, and peers are placed by `placement`.
+  void add_ni(std::uint32_t slot, const NiSetup& ni, const Placement& placement);
+  // lnetrctl net del, in two steps around the LND's closing of the NI's
+  // connections.  First the NI stops: nothing new is sent or routed
+  // through it, and the messages waiting for its peers' or its own credits
+  // are dropped (`ni_deleted`).  Messages the LND still holds fail as it
+  // closes their connections (on_sent, on_rx_aborted: `ni_deleted` too).
+  // Then its peers leave the peer table; each is freed once nothing in
+  // flight refers to it.
+  void stop_ni(std::uint32_t slot, const Placement& placement);
+  void forget_ni_peers(std::uint32_t slot);
+  // Whether slot `slot` serves an NI, or a peer of a deleted one still
+  // refers to it (it cannot be given to another NI yet).
+  bool ni_slot_busy(std::uint32_t slot) const noexcept;
+  const NiSetup& ni(std::uint32_t slot) const noexcept { return nis_[slot]; }
+  bool ni_on(std::uint32_t slot) const noexcept { return slot < ni_on_.size() && ni_on_[slot]; }
+  const Placement& placement() const noexcept { return placement_; }
   FaultEngine& faults() noexcept { return faults_; }
   std::size_t fault_held() const noexcept { return fault_held_.size(); }
 
@@ -139,7 +158,8 @@ class Forwarder final : public lnd::Upper {
   // The peer, made if new; nullptr (refused, counted, logged) if new and
   // the table holds dataplane.limits.peers already, unless `forced` (a
   // gateway, a ping the operator asked for: not a remote peer's doing).
-  PeerNi* peer_ni(const Nid& nid, bool forced = false);
+  // `via`: its NI if its NID's net has none (a message's previous hop).
+  PeerNi* peer_ni(const Nid& nid, bool forced = false, std::uint32_t via = UINT32_MAX);
   // A message in or out: most recently active.
   void touch(PeerNi& p) noexcept;
   // `m` waits in a queue of `p`'s: `p` is on the list expire_waiting walks.
@@ -164,7 +184,7 @@ class Forwarder final : public lnd::Upper {
   // transaction_timeout: drop what waited too long for a credit or a buffer.
   static void wait_in(MsgQueue& q, RouterMsg* m) noexcept;
   unsigned expire_waiting(std::int64_t now_ns);
-  void expire_unread(RouterMsg* m, bool holds_rtr);
+  void expire_unread(RouterMsg* m, bool holds_rtr, DropReason why);
   void finish_expired(RouterMsg* m);
   // To another worker's ring, or behind what already waits for room there.
   void post(std::uint32_t worker, RingItem::Kind kind, RouterMsg* m);
@@ -221,7 +241,19 @@ class Forwarder final : public lnd::Upper {
   RouterMsg* alloc_msg();
   void free_msg(RouterMsg* m);
   void note_ping(const lnd::Rx& rx);
+  // The slot of the NI on `nid`'s net, or kNoNi (none: deleted).
+  static constexpr std::uint32_t kNoNi = UINT32_MAX;
   std::uint32_t ni_index(const Nid& nid) const noexcept;
+  void set_locals();
+  // Drop the waiting messages `pick` chooses: those still to be read are
+  // read and thrown away; the others give back their credits.  (Both
+  // transaction_timeout and a deleted NI.)
+  struct WaitPick {
+    std::function<bool(const PeerNi&, const MsgQueue&)> peer;  // rtr_wait and tx_wait of a peer
+    std::function<bool(const MsgQueue&)> pool;                  // a router buffer pool's
+    std::function<bool(std::size_t ni, const MsgQueue&)> ni;    // an NI's credits
+  };
+  unsigned drop_waiting(const WaitPick& pick, DropReason why);
   WorkerCounters& counters() noexcept { return shared_.counters[index_]; }
 
   std::uint16_t index_;
@@ -231,8 +263,16 @@ class Forwarder final : public lnd::Upper {
   RouteTableView routes_;  // the adopted snapshot (memory owned elsewhere)
   ForwarderPorts& ports_;
   RouteCursor cursor_;
+  // By NI slot (kMaxNis of each, never moved: the control thread reads
+  // ni_tx_ for status): the worker's own copy of each NI, set by
+  // add_ni/stop_ni, and whether it is in service.
+  std::vector<NiSetup> nis_;
   std::vector<Nid> ni_nids_;
+  std::vector<std::uint8_t> ni_on_;
+  std::vector<Nid> local_nids_;  // the NIDs of the NIs in service (locals_)
   LocalNis locals_;
+  Placement placement_;           // which worker owns a peer (Setup's, then add_ni/stop_ni's)
+  std::vector<PeerNi*> gone_peers_;  // peers of deleted NIs, out of the table, freed once at rest
   LocalNetMask nets_up_;
 
   std::unordered_map<Nid, PeerNi*> peers_;  // owned by directory_

@@ -248,7 +248,7 @@ void raise_fd_limit(const Setup& setup) {
              static_cast<unsigned long long>(rl.rlim_cur), setup.sock.max_conns);
 }
 
-int run(const Setup& setup) {
+int run(const Setup& setup, const config::Config& cfg) {
   raise_fd_limit(setup);
   if (!setup.dumpcap_prefix.empty() && !use_hugepages(setup)) {
     log_error("dataplane.dumpcap: dpdk-dumpcap attaches through hugepages, and none are free (reserve some: "
@@ -280,10 +280,10 @@ int run(const Setup& setup) {
     return 1;
   }
 
-  SharedState shared(setup.nis.size(), n);
+  SharedState shared(kMaxNis, n);
   g_shared = &shared;
   const std::int64_t start = std::chrono::steady_clock::now().time_since_epoch().count();
-  for (std::size_t i = 0; i < setup.nis.size(); ++i) shared.ni[i].last_ping_ns.store(start);
+  for (std::size_t i = 0; i < kMaxNis; ++i) shared.ni[i].last_ping_ns.store(start);
   shared.routing.store(setup.routing ? RoutingState::enabled : RoutingState::disabled);
   shared.drop_asym_route.store(setup.drop_asym_route);
 
@@ -432,7 +432,7 @@ int run(const Setup& setup) {
     }
     log_info("RDMA device %s: %zu memory regions registered", dev->name().c_str(), dev->payload_regions());
   }
-  Control control(setup, shared, fabric, region);
+  Control control(setup, cfg, shared, fabric, region);
   std::string err;
   if (!control.open(err)) {
     log_error("%s", err.c_str());
@@ -497,7 +497,13 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // (setting the above fixes this one too, else at 128 KiB)
 
-  auto setup = lnetr::dp::load_setup(config);
+  auto loaded = lnetr::config::load_config_file(config);
+  if (!loaded) {
+    for (const auto& e : loaded.error()) std::fprintf(stderr, "%s\n", e.to_string().c_str());
+    return 2;
+  }
+  for (const auto& w : loaded->warnings) lnetr::dp::log_warn("%s", w.to_string().c_str());
+  auto setup = lnetr::dp::make_setup(loaded->config);
   if (!setup) {
     for (const std::string& e : setup.error()) std::fprintf(stderr, "%s\n", e.c_str());
     return 2;
@@ -512,5 +518,5 @@ int main(int argc, char** argv) {
     lnetr::dp::log_info("routing held disabled while %s exists (it is enabled once this version is healthy)",
                         routing_hold.c_str());
   }
-  return lnetr::dp::run(s);
+  return lnetr::dp::run(s, loaded->config);
 }

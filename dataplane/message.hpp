@@ -162,6 +162,7 @@ struct PeerNi {
   PeerNi* newer = nullptr;
   std::uint32_t dir_slot = 0;     // its entry in the PeerDirectory (listed ones)
   bool listed = false;
+  bool gone = false;              // its NI was deleted: out of the table, freed once at rest
 
   // Nothing in flight or waiting refers to it.
   bool at_rest() const noexcept {

@@ -121,10 +121,8 @@ SetupResult make_setup(const config::Config& cfg) {
       s.nis.push_back(n);
     }
   }
-  for (std::size_t i = 0; i < dp.ports.size(); ++i)
-    if (!port_ni[i])
-      errors.push_back(where(dp.ports[i].source, "port " + dp.ports[i].name.value +
-                                                     " serves no NI: name it in a net's interfaces"));
+  // A port no NI names is opened and idle (it answers ARP and ping on its
+  // address) until lnetrctl net add names it.
   // A connection lives in the worker whose queue receives its packets:
   // queue q of a port is polled by the worker of its NI's q-th CPT (CPT q
   // without a list), and a peer's frames are steered to the queue its

@@ -16,6 +16,7 @@
 #include "router/config.hpp"
 #include "router/forward.hpp"
 #include "router/nid.hpp"
+#include "router/route_table.hpp"
 
 namespace lnetr::dp {
 
@@ -52,6 +53,10 @@ struct NiSetup {
   // its port's queues, or all.
   std::vector<std::uint32_t> cpts;
 };
+
+// NI slots of a dataplane: those of the file, and those added at run time
+// (lnetrctl net add), as many as a route table has local nets.
+inline constexpr std::size_t kMaxNis = kMaxLocalNets;
 
 struct RouteSetup {
   Net net;

@@ -691,6 +691,16 @@ struct BuffersSet {
 };
 LNETR_STATUS_RECORD(BuffersSet, pool, total, per_cpt, warning)
 
+// `net add DOC` / `net del NID`: NIs added or deleted at run time.
+struct NetChange {
+  std::string action;              // added or deleted
+  std::vector<std::string> nids;   // the NIs
+  std::uint64_t dropped = 0;       // deleted: messages dropped as ni_deleted so far, all NIs
+  std::vector<std::string> warnings;  // the configuration's, "file:line:column: field: message"
+  bool operator==(const NetChange&) const = default;
+};
+LNETR_STATUS_RECORD(NetChange, action, nids, dropped, warnings)
+
 // `fault stall WORKER SECONDS` (tests only).
 struct Stalled {
   std::uint64_t stalled = 0;  // the worker

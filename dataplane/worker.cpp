@@ -147,16 +147,7 @@ bool Worker::init(std::string& err) {
     lanes_[i] = std::move(lane);
   }
   std::vector<sock::LocalNi> nis;
-  for (const NiSetup& n : setup_.nis) {
-    sock::Transport* t = nullptr;
-    if (n.port >= 0) {
-      // The port's NI: its stack where this worker polls the port; elsewhere
-      // nothing (its peers are pinned to that worker, never connected from here).
-      const auto& lane = lanes_[static_cast<std::size_t>(n.port)];
-      t = lane ? static_cast<sock::Transport*>(lane->transport.get()) : &no_port_;
-    }
-    nis.push_back({n.nid, t, n.tos, n.conns_per_peer, n.sock_timeout});
-  }
+  for (const NiSetup& n : setup_.nis) nis.push_back(sock_ni(n));
   node_ = std::make_unique<sock::Node>(setup_.sock, nis, incarnation_, poller_, forwarder_);
   if (!init_o2ib(err)) return false;
 
@@ -188,7 +179,7 @@ bool Worker::init(std::string& err) {
   if (index_ == 0 || ports_here) {
     acceptor_ = std::make_unique<sock::Acceptor>(
         setup_.sock, nis, incarnation_, poller_, [this](sock::Accepted&& a) {
-          const std::uint32_t owner = setup_.placement.of(sock::peer_nid_of(a), fabric_.n);
+          const std::uint32_t owner = forwarder_.placement().of(sock::peer_nid_of(a), fabric_.n);
           if (owner == index_) return node_->adopt(std::move(a));
           if (on_port(a)) {
             // Only where a port has several queues, and the peer's NID is
@@ -213,6 +204,39 @@ bool Worker::init(std::string& err) {
     if (index_ == 0 && !acceptor_->listen(err)) return false;
   }
   return true;
+}
+
+// socklnd's view of a tcp NI.
+sock::LocalNi Worker::sock_ni(const NiSetup& n) {
+  sock::Transport* t = nullptr;
+  if (n.port >= 0) {
+    // The port's NI: its stack where this worker polls the port; elsewhere
+    // nothing (its peers are pinned to that worker, never connected from here).
+    const auto& lane = lanes_[static_cast<std::size_t>(n.port)];
+    t = lane ? static_cast<sock::Transport*>(lane->transport.get()) : &no_port_;
+  }
+  return {n.nid, t, n.tos, n.conns_per_peer, n.sock_timeout};
+}
+
+void Worker::add_ni(std::uint32_t slot, const NiSetup& ni, const Placement& placement, int listen_fd) {
+  forwarder_.add_ni(slot, ni, placement);
+  if (ni.port >= 0)
+    if (const auto& lane = lanes_[static_cast<std::size_t>(ni.port)])  // (as at start: without the ECN bits)
+      lane->stack.set_tos(ni.tos >= 0 ? static_cast<std::uint8_t>(ni.tos & 0xfc) : 0);
+  const sock::LocalNi s = sock_ni(ni);
+  node_->add_ni(s);
+  if (acceptor_) acceptor_->add_ni(s, listen_fd);
+  else if (listen_fd >= 0) ::close(listen_fd);
+  log_info("worker %u: NI %s added", index_, to_string(ni.nid).c_str());
+}
+
+void Worker::del_ni(std::uint32_t slot, const Placement& placement) {
+  const Nid nid = forwarder_.ni(slot).nid;
+  forwarder_.stop_ni(slot, placement);
+  if (acceptor_) acceptor_->del_ni(nid);
+  node_->del_ni(nid);
+  node_->reap();
+  forwarder_.forget_ni_peers(slot);
 }
 
 // This worker's transport on the device of each o2ib NI, and the engine
@@ -266,7 +290,7 @@ bool Worker::init_o2ib(std::string& err) {
 // judges it (races and incarnations are its peer state).
 void Worker::take_o2ib_request(std::size_t ni, o2ib::ConnRequest&& r) {
   const auto who = o2ib::requester_of(r.private_data());
-  const std::uint32_t owner = who ? setup_.placement.of(*who, fabric_.n) : index_;
+  const std::uint32_t owner = who ? forwarder_.placement().of(*who, fabric_.n) : index_;
   if (owner == index_) return o2ib_->accept_request(std::move(r));
   o2ib::VerbsTransport* to = fabric_.workers[owner]->verbs_transport(ni);
   // Only into the ring's spare room: the rest is for messages.
@@ -312,8 +336,11 @@ unsigned Worker::poll_verbs() {
 // Whether an accepted connection came in through a DPDK port (to one of
 // the port NIs' addresses).
 bool Worker::on_port(const sock::Accepted& a) const noexcept {
-  return std::any_of(setup_.nis.begin(), setup_.nis.end(),
-                     [&a](const NiSetup& n) { return n.port >= 0 && sock::IpAddr::of(n.nid) == a.local.ip; });
+  for (std::uint32_t i = 0; i < kMaxNis; ++i) {
+    const NiSetup& n = forwarder_.ni(i);
+    if (forwarder_.ni_on(i) && n.port >= 0 && sock::IpAddr::of(n.nid) == a.local.ip) return true;
+  }
+  return false;
 }
 
 // ---- the loop ---------------------------------------------------------------------

@@ -124,6 +124,13 @@ class Worker final : public ForwarderPorts {
   // buffers free to take (the control thread made it; freed with the
   // worker).
   void add_pool(PoolClass c, rte_mempool* pool) { more_pools_[static_cast<std::size_t>(c)].push_back(pool); }
+  // On the worker's thread (Commands of lnetrctl net add / del): NI slot
+  // `slot` serves `ni` from now on (`listen_fd`: worker 0's listening
+  // socket on a kernel-socket NI's address, or -1), or no longer; peers
+  // are placed by `placement` from now on.  A deleted NI's connections are
+  // closed and what was in flight on them dropped as `ni_deleted`.
+  void add_ni(std::uint32_t slot, const NiSetup& ni, const Placement& placement, int listen_fd);
+  void del_ni(std::uint32_t slot, const Placement& placement);
   const sock::Acceptor* acceptor() const noexcept { return acceptor_.get(); }
   // Connections a port accepted for a peer this worker does not own (it
   // connected from an address other than its NID's), closed.
@@ -230,6 +237,7 @@ class Worker final : public ForwarderPorts {
   std::unique_ptr<sock::Acceptor> acceptor_;
   std::uint64_t conns_misplaced_ = 0;
   bool on_port(const sock::Accepted& a) const noexcept;
+  sock::LocalNi sock_ni(const NiSetup& n);
   std::array<rte_mempool*, kPoolClasses> pool_{};
   // Pools added at run time when a router buffer pool grew past what the
   // worker started with (lnetctl set large_buffers ...): lent first, the

@@ -397,6 +397,11 @@ struct LoadOptions {
   // configuration: it need not configure a net.  Otherwise (a router's whole
   // configuration) at least one net other than lo is required.
   bool fragment = false;
+  // The text's nets join this running configuration (lnetrctl net add):
+  // the result is the running configuration with them, checked whole as
+  // its file would be, with only the text's own warnings.  (The text's
+  // other sections are not taken.)
+  const Config* base = nullptr;
 };
 
 struct LoadedConfig {

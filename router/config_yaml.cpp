@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <iterator>
 
 #include "router/config_loader.hpp"
 
@@ -192,7 +193,22 @@ LoadResult load_config(std::string_view text, std::string_view file_name, const 
     Config cfg;
     Loader loader(file_name, errors, warnings);
     loader.load(tree.root ? *tree.root : Node{}, cfg);
-    validate(cfg, options, errors, warnings);
+    if (options.base != nullptr) {
+      Config whole = *options.base;
+      for (NetConfig& n : cfg.nets) {
+        auto it = std::find_if(whole.nets.begin(), whole.nets.end(),
+                               [&n](const NetConfig& w) { return w.net.value == n.net.value; });
+        if (it == whole.nets.end()) whole.nets.push_back(std::move(n));
+        else std::move(n.nis.begin(), n.nis.end(), std::back_inserter(it->nis));
+      }
+      cfg = std::move(whole);
+      std::vector<ConfigError> all_warnings;
+      validate(cfg, {}, errors, all_warnings);
+      for (ConfigError& w : all_warnings)
+        if (w.where.file == file_name) warnings.push_back(std::move(w));
+    } else {
+      validate(cfg, options, errors, warnings);
+    }
     std::stable_sort(errors.begin(), errors.end(), before);
     std::stable_sort(warnings.begin(), warnings.end(), before);
     if (!errors.empty()) return errors;

@@ -40,7 +40,9 @@ namespace lnetr {
   X(peer_table_full, "from or to a peer the router did not know while its peer table was full "       \
                      "(dataplane.limits.peers: many made-up NIDs, or more peers than the limit)")   \
   X(fault, "dropped by an LNet fault injection rule (lnetrctl fault drop)")                        \
-  X(shutdown, "dropped while the router was stopping")
+  X(shutdown, "dropped while the router was stopping")                                           \
+  X(ni_deleted, "its NI was deleted (lnetrctl net del) while it waited, was read or was sent, or it was "  \
+                "routed through one just deleted")
 
 enum class DropReason : std::uint8_t {
 #define LNETR_X(n, text) n,

@@ -184,6 +184,27 @@ std::optional<std::uint8_t> RouteTableBuilder::slot_of(Net net) const noexcept {
   return static_cast<std::uint8_t>(it - local_nets_.begin());
 }
 
+bool RouteTableBuilder::add_local_net(Net net) {
+  if (net.lnd() == LndType::lo || slot_of(net)) return true;
+  if (local_nets_.size() >= kMaxLocalNets) return false;
+  local_nets_.insert(std::lower_bound(local_nets_.begin(), local_nets_.end(), net), net);
+  renumber_slots();
+  return true;
+}
+
+void RouteTableBuilder::remove_local_net(Net net) {
+  const auto it = std::lower_bound(local_nets_.begin(), local_nets_.end(), net);
+  if (it == local_nets_.end() || *it != net) return;
+  if (std::any_of(routes_.begin(), routes_.end(), [&net](const Route& r) { return r.gateway.net() == net; })) return;
+  local_nets_.erase(it);
+  renumber_slots();
+}
+
+void RouteTableBuilder::renumber_slots() noexcept {
+  for (Route& r : routes_)
+    if (const auto slot = slot_of(r.gateway.net())) r.local_slot = *slot;
+}
+
 // splitmix64: only needs to spread routes over positions, not be unpredictable.
 std::uint64_t RouteTableBuilder::next_random() noexcept {
   std::uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);

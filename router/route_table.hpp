@@ -348,6 +348,14 @@ class RouteTableBuilder {
   // Record the ping observation for the route net/gateway; false if absent.
   bool set_single_hop(Net net, const Nid& gateway, SingleHop single_hop);
 
+  // lnetrctl net add / del.  A local net from now on: routes through it may
+  // be added (false, nothing changed: more than kMaxLocalNets).  No longer
+  // one: routes through it stay, as Linux keeps them when a net is
+  // deleted, unusable while no NI serves it (the net keeps its slot until
+  // the last of them is deleted); without any, it leaves the table.
+  bool add_local_net(Net net);
+  void remove_local_net(Net net);
+
   // Version of the next build() (default: base version + 1, or 1).
   void set_version(std::uint64_t v) noexcept { version_ = v; }
 
@@ -361,6 +369,7 @@ class RouteTableBuilder {
   RouteTableBuilder() = default;
   std::optional<std::uint8_t> slot_of(Net net) const noexcept;
   std::uint64_t next_random() noexcept;
+  void renumber_slots() noexcept;
 
   std::uint64_t version_ = 1;
   std::uint64_t rng_ = 0;

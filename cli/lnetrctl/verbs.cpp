@@ -38,6 +38,25 @@ std::vector<VerbSpec> make_verbs() {
   std::vector<VerbSpec> v = {
       {"net", "show", "the router's nets and NIs: status, and with -v statistics, tunables and CPTs",
        {net_filter, verbose_option()}, {}, true},
+      {"net", "add", "add an NI at run time (tcp nets: a kernel interface, or a DPDK port of dataplane.ports); "
+                     "`save` keeps it",
+       {{"--net", "net", ValueKind::net, "the net, e.g. tcp2", true},
+        {"--if", "if", ValueKind::text, "the interface: a kernel interface, or the name of a DPDK port"},
+        {"--nid", "nid", ValueKind::nid, "the NI's NID (default: the interface's address)"},
+        {"--peer-timeout", "peer_timeout", ValueKind::integer, "seconds before a silent peer is down", false, 0,
+         0x7fffffff},
+        {"--peer-credits", "peer_credits", ValueKind::integer, "credits per peer", false, 0, 0x7fffffff},
+        {"--peer-buffer-credits", "peer_buffer_credits", ValueKind::integer, "router buffer credits per peer", false, 0,
+         0x7fffffff},
+        {"--credits", "credits", ValueKind::integer, "the NI's transmit credits", false, 0, 0x7fffffff},
+        {"--cpt", "cpt", ValueKind::text, "the CPTs serving its peers, e.g. [0,1] (default: all)"}},
+       {}, false},
+      {"net", "del", "delete an NI at run time: its connections close, and messages in flight on it are dropped "
+                     "(counted as ni_deleted); `save` keeps it deleted",
+       {{"--net", "net", ValueKind::net, "the net", true},
+        {"--if", "if", ValueKind::text, "the NI's interface (when the net has several NIs)"},
+        {"--nid", "nid", ValueKind::nid, "the NI's NID (when the net has several NIs)"}},
+       {}, false},
       {"route", "add", "add a route to a remote net through a gateway (a NID range adds one route per gateway)",
        {{"--net", "net", ValueKind::net, "the remote net", true},
         {"--gateway", "gateway", ValueKind::nid_range, "the gateway's NID, or a NID range such as 10.0.0.[1-4]@tcp1",
@@ -96,7 +115,7 @@ std::vector<VerbSpec> make_verbs() {
       {"export", "", "the running configuration as lnetctl YAML (to FILE, or standard output)",
        {{"--backup", "backup", ValueKind::none, "only what recreates the configuration (no state)"}},
        {{"FILE", ValueKind::file, "where to write it", false, false}}, true},
-      {"save", "", "write the routes, routing and global tunables in force into lnetr-control's configuration "
+      {"save", "", "write the routes, routing, buffers, global tunables and nets in force into lnetr-control's configuration "
                    "file (/etc/lnetr/lnetr.yaml), so that they survive a restart",
        {}, {}, false},
       {"system", "show", "what runs: lnetr's version, whether the dataplane runs and routes (and why it last "

@@ -82,14 +82,14 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 18;
+inline constexpr std::uint32_t kShmLayoutVersion = 19;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 // Gateways watched at once (slots of gateways no route names any more are
 // reused once every worker has let go of them).
 inline constexpr std::uint32_t kMaxGateways = 4096;
 // WorkerCounters holds a counter per drop reason: adding one changes the
 // layout (bump kShmLayoutVersion with this count).
-static_assert(kDropReasonCount == 14, "drop reasons changed: bump kShmLayoutVersion and this count");
+static_assert(kDropReasonCount == 15, "drop reasons changed: bump kShmLayoutVersion and this count");
 // Board entries after the gateways' that lnetr-control reuses for pings an
 // operator asks for (any NID, one ping at a time per entry).
 inline constexpr std::uint32_t kApiPingSlots = 8;

@@ -154,6 +154,8 @@ class Stack {
   // Where new connections' out-of-order bytes may keep their received
   // frames (ConnConfig::frames); null: copied.
   void set_frame_refs(lnd::FrameRefs* frames) noexcept { cfg_.conn.frames = frames; }
+  // The type of service of segments sent from now on (an NI added on the port).
+  void set_tos(std::uint8_t tos) noexcept { cfg_.tos = tos; }
   void listen(std::uint16_t port, Acceptor accept);
   void unlisten(std::uint16_t port) { listeners_.erase(port); }
   // Open a connection from `local_port` (0: a free one) to ip:port.

@@ -13,7 +13,7 @@ namespace lnetr::sock {
 
 class Acceptor::Listener final : public IoHandler {
  public:
-  Listener(Acceptor& a, int fd) : acceptor_(a), fd_(fd) {}
+  Listener(Acceptor& a, int fd, const IpAddr& ip) : acceptor_(a), fd_(fd), ip_(ip) {}
   ~Listener() {
     acceptor_.poller_.remove(fd_);
     ::close(fd_);
@@ -22,6 +22,7 @@ class Acceptor::Listener final : public IoHandler {
 
   Acceptor& acceptor_;
   int fd_;
+  IpAddr ip_;
 };
 
 // One incoming connection until its HELLO has been read.
@@ -65,11 +66,27 @@ bool Acceptor::listen(std::string& err) {
   for (const IpAddr& ip : ips) {
     const int fd = listen_on(ip, opts_.port, opts_.backlog, err);
     if (fd < 0) return false;
-    auto l = std::make_unique<Listener>(*this, fd);
+    auto l = std::make_unique<Listener>(*this, fd, ip);
     poller_.add(fd, l.get());
     listeners_.push_back(std::move(l));
   }
   return true;
+}
+
+void Acceptor::add_ni(const LocalNi& ni, int listen_fd) {
+  nis_.push_back(ni);
+  if (listen_fd < 0) return;
+  auto l = std::make_unique<Listener>(*this, listen_fd, IpAddr::of(ni.nid));
+  poller_.add(listen_fd, l.get());
+  listeners_.push_back(std::move(l));
+}
+
+void Acceptor::del_ni(const Nid& nid) {
+  std::erase_if(nis_, [&nid](const LocalNi& n) { return n.nid == nid; });
+  const IpAddr ip = IpAddr::of(nid);
+  const bool still = std::any_of(nis_.begin(), nis_.end(),
+                                 [&ip](const LocalNi& n) { return !n.transport && IpAddr::of(n.nid) == ip; });
+  if (!still) std::erase_if(listeners_, [&ip](const auto& l) { return l->ip_ == ip; });
 }
 
 void Acceptor::Listener::on_io(std::uint32_t) {

@@ -29,6 +29,13 @@ class Acceptor {
   // of its own (nothing with accept=none).  False with
   // `err` naming the address if one cannot be bound.
   bool listen(std::string& err);
+  // lnetrctl net add / del.  An NI whose connections are kernel sockets
+  // comes with `listen_fd`, a socket already listening on its address (the
+  // caller opened it, so that a bind error is known before anything
+  // changes; -1: none, as with accept=none), which the acceptor watches
+  // and closes when the last NI on that address goes.
+  void add_ni(const LocalNi& ni, int listen_fd);
+  void del_ni(const Nid& nid);
   // A connection accepted by another transport (the dataplane's TCP on a
   // DPDK port): read its request and HELLO as for a kernel socket's.
   void take(std::unique_ptr<Stream> s);
@@ -54,7 +61,7 @@ class Acceptor {
   std::uint64_t incarnation_;
   Poller& poller_;
   Handoff handoff_;
-  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::vector<std::unique_ptr<Listener>> listeners_;  // (each knows its address)
   std::vector<std::unique_ptr<Pending>> pending_;
   std::size_t handshaking_ = 0;  // pending_ not done
   lnd::SourceRate rate_;

@@ -961,7 +961,54 @@ void Peer::tick(Clock::time_point now) {
 // ---- Node ----------------------------------------------------------------------
 
 Node::Node(Options opts, std::vector<LocalNi> nis, std::uint64_t incarnation, Poller& poller, Upper& upper)
-    : opts_(opts), nis_(std::move(nis)), incarnation_(incarnation), poller_(poller), kernel_(poller), upper_(upper) {}
+    : opts_(opts), incarnation_(incarnation), poller_(poller), kernel_(poller), upper_(upper) {
+  for (const LocalNi& n : nis) nis_.push_back(std::make_unique<LocalNi>(n));
+}
+
+bool Node::add_ni(const LocalNi& ni) {
+  if (ni_by_nid(ni.nid) != nullptr) return false;
+  nis_.push_back(std::make_unique<LocalNi>(ni));
+  return true;
+}
+
+bool Node::del_ni(const Nid& nid) {
+  auto it = std::find_if(nis_.begin(), nis_.end(), [&nid](const auto& n) { return n->nid == nid; });
+  if (it == nis_.end()) return false;
+  const LocalNi* ni = it->get();
+  deleted_nis_.push_back(std::move(*it));
+  nis_.erase(it);  // (no new send or connection finds it from here on)
+  std::vector<Peer*> gone;
+  for (auto& [pnid, p] : peers_)
+    if (p->ni_ == ni) gone.push_back(p.get());
+  for (Peer* p : gone) {
+    if (p->connecting_) p->connecting_->close(CloseReason::ni_deleted, -ENETDOWN);
+    p->close_all(CloseReason::ni_deleted, -ENETDOWN);
+    p->fail_waiting(-ENETDOWN);
+    p->next_connect_ = Clock::time_point{};  // (no reconnect to wait for)
+  }
+  // Connections draining zero-copy sends keep their peer until the kernel
+  // lets go; the rest go now.
+  sweep_deleted();
+  return true;
+}
+
+// Peers of deleted NIs, freed as soon as nothing refers to them; and the
+// deleted NIs none of whose peers is left.
+void Node::sweep_deleted() {
+  if (deleted_nis_.empty()) return;
+  const Clock::time_point now = turn_time();
+  auto on_deleted = [this](const LocalNi* ni) {
+    return std::any_of(deleted_nis_.begin(), deleted_nis_.end(), [ni](const auto& d) { return d.get() == ni; });
+  };
+  stats_.peers_freed += std::erase_if(peers_, [&](auto& kv) {
+    if (!on_deleted(kv.second->ni_) || !kv.second->at_rest(now)) return false;
+    recent_.forget(kv.first);
+    return true;
+  });
+  std::erase_if(deleted_nis_, [this](const auto& d) {
+    return std::none_of(peers_.begin(), peers_.end(), [&d](const auto& kv) { return kv.second->ni_ == d.get(); });
+  });
+}
 
 Node::~Node() {
   shutdown();
@@ -969,14 +1016,14 @@ Node::~Node() {
 }
 
 const LocalNi* Node::ni_for_net(Net net) const noexcept {
-  for (const LocalNi& n : nis_)
-    if (n.nid.net() == net) return &n;
+  for (const auto& n : nis_)
+    if (n->nid.net() == net) return n.get();
   return nullptr;
 }
 
 const LocalNi* Node::ni_by_nid(const Nid& nid) const noexcept {
-  for (const LocalNi& n : nis_)
-    if (n.nid == nid) return &n;
+  for (const auto& n : nis_)
+    if (n->nid == nid) return n.get();
   return nullptr;
 }
 
@@ -1122,6 +1169,7 @@ void Node::tick(Clock::time_point now) {
   tick_peers_.clear();
   for (auto& [nid, p] : peers_) tick_peers_.push_back(p.get());
   for (Peer* p : tick_peers_) p->tick(now);
+  sweep_deleted();
   if (now >= next_sweep_) {
     next_sweep_ = now + std::chrono::seconds(1);
     sweep_idle(now);

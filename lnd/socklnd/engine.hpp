@@ -119,7 +119,8 @@ struct Options {
   X(upper_rejected, "the LNet layer rejected the message as a protocol error")          \
   X(timeout, "no progress for sock_timeout while receiving or sending")                \
   X(siblings_closed, "closed together with a failed connection to the same peer")       \
-  X(shutdown, "the node is shutting down")
+  X(shutdown, "the node is shutting down")                                               \
+  X(ni_deleted, "its local NI was deleted (lnetrctl net del)")
 
 enum class CloseReason : std::uint8_t {
 #define LNETR_X(n, text) n,
@@ -256,6 +257,12 @@ class Node {
   const Options& options() const noexcept { return opts_; }
   std::uint64_t incarnation() const noexcept { return incarnation_; }
   const LocalNi* ni_for_net(Net net) const noexcept;
+  // lnetrctl net add / del: a local NI from now on; or no longer, its
+  // peers' connections closed (their messages fail with -ENETDOWN, and
+  // receives in progress abort) and the peers freed once nothing refers to
+  // them.  False if `nid` is one already (add), or not one (del).
+  bool add_ni(const LocalNi& ni);
+  bool del_ni(const Nid& nid);
   // A connection's (or peer's) NI's values in force.
   std::chrono::seconds timeout_of(const LocalNi* ni) const noexcept {
     return ni != nullptr && ni->timeout.count() > 0 ? ni->timeout : opts_.timeout;
@@ -288,11 +295,15 @@ class Node {
   Peer* peer(const Nid& nid, const LocalNi& ni);
   Peer* find_peer(const Nid& nid) noexcept;
   std::size_t sweep_idle(Clock::time_point now);
+  void sweep_deleted();
   void count_close(CloseReason r) noexcept { ++stats_.closed[static_cast<std::size_t>(r)]; }
   void bury(Conn* c);  // closed: free at the next reap()
 
   Options opts_;
-  std::vector<LocalNi> nis_;
+  // Each where it never moves (peers and connections point at theirs);
+  // a deleted one is kept until none of its peers is left.
+  std::vector<std::unique_ptr<LocalNi>> nis_;
+  std::vector<std::unique_ptr<LocalNi>> deleted_nis_;
   std::uint64_t incarnation_;
   Poller& poller_;
   KernelTransport kernel_;

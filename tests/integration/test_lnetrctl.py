@@ -23,7 +23,7 @@ import unittest
 import yaml
 
 from lnetr_test import build_dir, parse_yaml
-from lnetr_router import brw
+from lnetr_router import brw, ip
 from test_router import RouterTestCase
 
 
@@ -541,6 +541,121 @@ class Faults(LnetrctlTestCase):
         rc, out, err = self.cli("fault", "add", "--kind", "drop", "--source", a)
         self.assertNotEqual(rc, 0)
         self.assertIn("exactly one of rate and interval", err)
+
+
+class Nets(LnetrctlTestCase):
+
+    def third_net(self):
+        """Namespace C on a third link of the router: (host, C's NID, the
+        router's interface and NID there)."""
+        t = self.topo
+        n = int(t.a_ip.split(".")[1])
+        ns = t.tag + "c"
+        subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ip("netns", "add", ns)
+        self.addCleanup(subprocess.run, ["ip", "netns", "del", ns], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
+        ip("-n", ns, "link", "set", "lo", "up")
+        if_rc = "rc%d" % (os.getpid() % 100000)
+        c_ip, rc_ip = "10.%d.4.2" % n, "10.%d.4.1" % n
+        t._veth(ns, "eth0", c_ip, t.ns["r"], if_rc, rc_ip)
+        from lnetr_test import Host
+        return Host.netns(ns), c_ip + "@tcp2", if_rc, rc_ip + "@tcp2"
+
+    def test_nets_added_and_deleted_under_load_survive_save_and_restart(self):
+        """docs/operations.md's net commands, run as written during 1 MiB
+        writes: tcp2 added under load then carrying verified traffic, tcp1
+        deleted under load with its messages dropped by name and every
+        credit and buffer back, and both kept by save across a restart."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.join(here, "..", "vm"))
+        from appliance import doc_blocks, shell_commands  # noqa: E402
+        c_host, c_nid, if_rc, rc_nid = self.third_net()
+        commands = [shlex.split(c.replace("eth2", if_rc))
+                    for c in shell_commands(doc_blocks(os.path.join(here, "..", "..", "docs", "operations.md"))["nets"])]
+        self.assertEqual([c[:3] for c in commands], [["lnetrctl", "net", "add"], ["lnetrctl", "net", "show"],
+                                                    ["lnetrctl", "net", "del"], ["lnetrctl", "save"][:3]])
+        a_opts = ["--route", "tcp1=%s" % self.topo.ra_nid, "--route", "tcp2=%s" % self.topo.ra_nid,
+                  "--router-check-interval", "1"]
+        c_opts = ["--route", "tcp=%s" % rc_nid, "--router-check-interval", "1"]
+        b = self.server("b")
+
+        def under_load(target, command):
+            done = {}
+
+            def load():
+                done["res"], done["cp"] = brw(self.topo.host("a"), self.topo.a_nid, a_opts, target, "write",
+                                              1048576, 32, 6, os.path.join(self.dir, "load.json"))
+            t = threading.Thread(target=load)
+            t.start()
+            time.sleep(2)
+            rc, out, err = self.cli(*command[1:])
+            t.join()
+            self.assertEqual((rc, out), (0, ""), "%s: %s" % (command, err))
+            return done["res"], done["cp"]
+
+        # Added while A writes to B: the writes go on untouched.
+        res, cp = under_load(self.topo.b_nid, commands[0])
+        self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
+        self.assertEqual(res["errors"], 0, res)
+        shown = self.yaml(*commands[1][1:])["net"]
+        self.assertEqual([(n["net type"], [ni["nid"] for ni in n["local NI(s)"]]) for n in shown], [("tcp2", [rc_nid])])
+        self.assertEqual(shown[0]["local NI(s)"][0]["status"], "up")
+        # ... and carries verified writes and reads between A and C.
+        c = self.start_server(c_nid, c_opts, host=c_host)
+        for op in ("write", "read"):
+            res, cp = brw(self.topo.host("a"), self.topo.a_nid, a_opts, c_nid, op, 1048576, 8, 2,
+                          os.path.join(self.dir, "c.json"))
+            self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
+            self.assertEqual(res["errors"], 0, res)
+            self.assertGreater(res["ops"], 0, res)
+        # Deleted while A writes to B through it: what was in flight is
+        # dropped by name, nothing is leaked, and tcp2 goes on.
+        # (Messages queued for B's NI are dropped as ni_deleted: the unit
+        # tests count them.  Here kernel sockets take what is written at
+        # once, and A stops sending to tcp1 as soon as the router's push of
+        # its NI list reaches it, so few or none are.)
+        res, cp = under_load(self.topo.b_nid, commands[2])
+        self.assertGreater(res["errors"], 0, res)  # (B's net is gone)
+        st = self.assert_router_idle()
+        self.assertEqual(sorted(ni["nid"] for ni in st["nis"]), sorted([self.topo.ra_nid, rc_nid]))
+        self.assertNotIn(self.topo.b_nid, [p["nid"] for p in st["peers"]])
+        res, cp = brw(self.topo.host("a"), self.topo.a_nid, a_opts, c_nid, "write", 1048576, 8, 2,
+                      os.path.join(self.dir, "c.json"))
+        self.assertEqual((cp.returncode, res["errors"]), (0, 0), cp.stdout + cp.stderr)
+        self.assertEqual(self.stop_server(c)[0], 0, "C found corrupted data")
+        self.stop_server(b)
+        # Saved, then a restarted router serves tcp and tcp2.
+        rc, out, err = self.cli(*commands[3][1:])
+        self.assertEqual(rc, 0, err)
+        with open(self.router.config) as f:
+            saved = parse_yaml(f.read())
+        self.assertEqual([n["net type"] for n in saved["net"]], ["tcp", "tcp2"])
+        self.assertEqual(saved["net"][1]["local NI(s)"][0]["interfaces"], {"0": if_rc})
+        self.assertEqual(saved["net"][0]["local NI(s)"][0]["tunables"]["credits"], 64)  # as the file had it
+        self.ctl.stop()
+        self.router.proc.stop()
+        self.assertIsNone(self.router.start(self.procs))
+        self.ctl, err = self.router.start_control(self.procs)
+        self.assertIsNone(err)
+        nets = self.yaml("net", "show")["net"]
+        self.assertEqual([(n["net type"], [ni["nid"] for ni in n["local NI(s)"]]) for n in nets],
+                         [("tcp", [self.topo.ra_nid]), ("tcp2", [rc_nid])])
+
+    def test_refusals_name_what_is_wrong(self):
+        self.error(("net", "add", "--net", "tcp5", "--if", "nosuch0"), 1, "add", "net", 22,
+                   "interface nosuch0 does not exist")
+        self.error(("net", "add", "--net", "tcp1", "--if", self.topo.if_rb), 1, "add", "net", 22,
+                   "already has an NI on net tcp1")
+        self.error(("net", "del", "--net", "tcp9"), 1, "del", "net", 2, "no NI on net tcp9")
+        # A restarted dataplane alone is brought to what is in force.
+        self.assertEqual(self.cli("net", "del", "--net", "tcp1")[0], 0)
+        self.router.proc.stop()
+        self.assertIsNone(self.router.start(self.procs))
+        end = time.monotonic() + 20
+        while time.monotonic() < end and self.topo.rb_nid in [ni["nid"] for ni in self.router.status()["nis"]]:
+            time.sleep(0.2)
+        self.assertEqual([ni["nid"] for ni in self.router.status()["nis"]], [self.topo.ra_nid])
 
 
 class Errors(LnetrctlTestCase):

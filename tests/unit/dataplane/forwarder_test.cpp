@@ -114,7 +114,7 @@ struct Rig {
   std::deque<lnd::Rx> rxs;  // stable addresses, as a connection's rx_
 
   explicit Rig(Setup s, std::vector<RouteSpec> specs = {})
-      : setup(std::move(s)), shared(setup.nis.size(), setup.ncpts()), routes(make_routes(setup, specs)) {
+      : setup(std::move(s)), shared(kMaxNis, setup.ncpts()), routes(make_routes(setup, specs)) {
     fwd = std::make_unique<Forwarder>(0, setup, shared, routes.view(), ports);
     const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
     for (std::size_t i = 0; i < setup.nis.size(); ++i) shared.ni[i].last_ping_ns = now;
@@ -295,6 +295,46 @@ TEST(Forwarder, RouterCreditsQueuePerPeerAndWakeInOrder) {
   while (!r.ports.sent.empty()) r.complete();
   EXPECT_EQ(r.peer(kA).rtr.min, -1);  // the watermark stays
   r.expect_idle();
+}
+
+// lnetrctl net del: messages waiting for the deleted NI's peer are dropped
+// at once, those its LND still held as their connections close, each
+// counted as ni_deleted; credits and buffers all come back, the NI's slot
+// is free again once its last peer is, and an NI added there serves.
+TEST(Forwarder, ADeletedNiDropsWhatWaitsOnItByNameAndLeaksNothing) {
+  Rig r(rig_setup());  // B: 2 peer credits
+  for (const Nid& from : {kA, kA, kA2, kA2}) {
+    lnd::Rx& rx = r.head(from, kNiA, kB, 100);
+    ASSERT_EQ(r.fwd->on_head(rx), lnd::RxVerdict::accept);
+    r.fwd->on_received(rx);
+  }
+  ASSERT_EQ(r.ports.sent.size(), 2u);  // two more wait for B's credits
+  EXPECT_EQ(r.peer(kB).tx_wait.count, 2u);
+  const NiSetup b = r.setup.nis[1];
+  r.fwd->stop_ni(1, r.setup.placement);
+  EXPECT_EQ(r.drops(DropReason::ni_deleted), 2u);
+  EXPECT_FALSE(r.fwd->ni_on(1));
+  r.fwd->forget_ni_peers(1);
+  EXPECT_EQ(r.fwd->peers().count(kB), 0u);
+  EXPECT_TRUE(r.fwd->ni_slot_busy(1));  // two messages still refer to B
+  r.complete(-ENETDOWN);
+  r.complete(-ENETDOWN);
+  EXPECT_EQ(r.drops(DropReason::ni_deleted), 4u);
+  r.fwd->tick();
+  EXPECT_FALSE(r.fwd->ni_slot_busy(1));
+  // B's net is no NI's now: a message for it is not forwarded.
+  lnd::Rx& late = r.head(kA, kNiA, kB, 100);
+  ASSERT_EQ(r.fwd->on_head(late), lnd::RxVerdict::accept);
+  r.fwd->on_received(late);
+  EXPECT_TRUE(r.ports.sent.empty());
+  EXPECT_EQ(r.drops(DropReason::no_route), 1u);
+  r.expect_idle();
+  // Added again (in the same slot): B is reached as before.
+  r.fwd->add_ni(1, b, r.setup.placement);
+  r.forward_to_b(100);
+  r.complete();
+  r.expect_idle();
+  EXPECT_EQ(r.peer(kB).send_count.get(), 1u);
 }
 
 // Three 64 KiB messages from two peers through a rig with 2 large
