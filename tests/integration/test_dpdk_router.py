@@ -477,6 +477,31 @@ class DpdkDumpcap(DpdkRouterTestCase):
         self.assertEqual(self.router.proc.returncode, 0)
 
 
+class DpdkNets(DpdkRouterTestCase):
+    """A net on a DPDK port deleted and added again at run time: the port
+    stays open, and the NI added on it carries verified PUTs and GETs."""
+
+    def test_a_ports_net_deleted_and_added_again(self):
+        from test_lnetrctl import lnetrctl_binary  # noqa: E402
+        _, err = self.router.start_control(self.procs)
+        self.assertIsNone(err)
+
+        def cli(*args):
+            cp = self.topo.host("r").run([lnetrctl_binary(), "--socket", self.router.api_sock] + list(args), timeout=60)
+            self.assertEqual(cp.returncode, 0, "%s: %s%s" % (args, cp.stdout, cp.stderr))
+
+        cli("net", "del", "--net", "tcp1")
+        st = self.assert_router_idle()
+        self.assertEqual([ni["nid"] for ni in st["nis"]], [self.topo.ra_nid])
+        rc, doc, cp = self.peer("a", ["ping", self.topo.b_nid, "--timeout", "2"])
+        self.assertNotEqual(rc, 0, cp.stdout)  # (no NI on tcp1)
+        cli("net", "add", "--net", "tcp1", "--if", self.topo.if_rb)
+        ni = {n["nid"]: n for n in self.router.status()["nis"]}[self.topo.rb_nid]
+        self.assertEqual(ni["transport"], "dpdk")
+        self.brw_all_sizes(8)
+        self.assert_router_idle()
+
+
 class DpdkRoutingSynFlood(DpdkRouterTestCase):
     metrics = "127.0.0.1:9798"  # inside namespace r
 
