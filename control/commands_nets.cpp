@@ -132,19 +132,24 @@ Json Service::net_del(const Json& args) {
     on_net.push_back(ni.nid);
     if (!nid && interface && ni.interface == *interface) nid = *n;
   }
+  if (!nid && !interface && on_net.size() == 1) nid = *parse_nid(on_net.front());
   if (on_net.empty()) throw ApiError{ENOENT, "no NI on net " + to_string(net)};
   if (!nid) {
     if (interface) throw ApiError{ENOENT, "no NI of net " + to_string(net) + " on interface " + *interface};
-    if (on_net.size() > 1) bad("net " + to_string(net) + " has " + std::to_string(on_net.size()) + " NIs: give --nid or --if");
-    nid = *parse_nid(on_net.front());
+    bad("net " + to_string(net) + " has " + std::to_string(on_net.size()) + " NIs: give --nid or --if");
   }
+  // The NI's interface as the dataplane has it: a configured NI given by
+  // interface is matched by it.
+  std::string ni_interface;
+  for (const status::Ni& ni : st.nis)
+    if (ni.nid == to_string(*nid)) ni_interface = ni.interface;
   if (nid->net() != net) bad("nid " + to_string(*nid) + " is not on net " + to_string(net));
   const auto r = dataplane<status::NetChange>("net del " + to_string(*nid));
   std::lock_guard lock(mu_);
   for (auto n = cfg_.nets.begin(); n != cfg_.nets.end(); ++n) {
     if (n->net.value != net) continue;
     std::erase_if(n->nis, [&](const config::NiConfig& c) {
-      return c.nid ? c.nid->value == *nid : c.interface && (interface ? c.interface->value == *interface : on_net.size() == 1);
+      return c.nid ? c.nid->value == *nid : c.interface && c.interface->value == ni_interface;
     });
     if (n->nis.empty()) cfg_.nets.erase(n);
     break;

@@ -60,6 +60,7 @@ void Forwarder::add_ni(std::uint32_t slot, const NiSetup& ni, const Placement& p
   ni_nids_[slot] = ni.nid;
   ni_tx_[slot] = Credits::of(ni_credits_per_cpt(ni, ncpts_));
   ni_on_[slot] = 1;
+  ni_end_ = std::max(ni_end_, slot + 1);
   placement_ = placement;
   set_locals();
 }
@@ -610,7 +611,7 @@ void Forwarder::free_msg(RouterMsg* m) {
 // ---- receive side (home) ------------------------------------------------------------
 
 std::uint32_t Forwarder::ni_index(const Nid& nid) const noexcept {
-  for (std::uint32_t i = 0; i < ni_nids_.size(); ++i)
+  for (std::uint32_t i = 0; i < ni_end_; ++i)
     if (ni_on_[i] && ni_nids_[i].net() == nid.net()) return i;
   return kNoNi;
 }
@@ -1149,7 +1150,7 @@ bool Forwarder::reroute(RouterMsg* m) {
 }
 
 void Forwarder::send_out(RouterMsg* m) {
-  if (ni_index(m->next_hop) == kNoNi) {  // deleted since its home dispatched it
+  if (!ni_on_[m->ni] || ni_nids_[m->ni].net() != m->next_hop.net()) {  // deleted since its home dispatched it
     count_drop(DropReason::ni_deleted, m->rx.hdr.payload_length);
     return give_back(m);
   }

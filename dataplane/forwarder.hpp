@@ -269,6 +269,7 @@ class Forwarder final : public lnd::Upper {
   std::vector<NiSetup> nis_;
   std::vector<Nid> ni_nids_;
   std::vector<std::uint8_t> ni_on_;
+  std::uint32_t ni_end_ = 0;  // one past the highest slot ever in service (ni_index's scan)
   std::vector<Nid> local_nids_;  // the NIDs of the NIs in service (locals_)
   LocalNis locals_;
   Placement placement_;           // which worker owns a peer (Setup's, then add_ni/stop_ni's)
