@@ -1,5 +1,6 @@
 // net show: the router's nets and their NIs as the dataplane reports them
 // (status, and with verbose the NIs' traffic, tunables and CPTs).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -138,19 +139,15 @@ Json Service::net_del(const Json& args) {
     if (interface) throw ApiError{ENOENT, "no NI of net " + to_string(net) + " on interface " + *interface};
     bad("net " + to_string(net) + " has " + std::to_string(on_net.size()) + " NIs: give --nid or --if");
   }
-  // The NI's interface as the dataplane has it: a configured NI given by
-  // interface is matched by it.
-  std::string ni_interface;
-  for (const status::Ni& ni : st.nis)
-    if (ni.nid == to_string(*nid)) ni_interface = ni.interface;
+  const auto in_force = std::find_if(st.nis.begin(), st.nis.end(),
+                                     [&](const status::Ni& ni) { return ni.nid == to_string(*nid); });
+  if (in_force == st.nis.end()) throw ApiError{ENOENT, "no NI " + to_string(*nid)};
   if (nid->net() != net) bad("nid " + to_string(*nid) + " is not on net " + to_string(net));
   const auto r = dataplane<status::NetChange>("net del " + to_string(*nid));
   std::lock_guard lock(mu_);
   for (auto n = cfg_.nets.begin(); n != cfg_.nets.end(); ++n) {
     if (n->net.value != net) continue;
-    std::erase_if(n->nis, [&](const config::NiConfig& c) {
-      return c.nid ? c.nid->value == *nid : c.interface && c.interface->value == ni_interface;
-    });
+    std::erase_if(n->nis, [&](const config::NiConfig& c) { return is_ni(c, net, *in_force); });
     if (n->nis.empty()) cfg_.nets.erase(n);
     break;
   }

@@ -37,6 +37,12 @@ Json ni_json(const config::NiConfig& ni) {
   return j;
 }
 
+bool is_ni(const config::NiConfig& ni, Net net, const status::Ni& s) {
+  if (ni.nid) return s.nid == to_string(ni.nid->value);
+  const auto nid = parse_nid(s.nid);
+  return ni.interface && s.interface == ni.interface->value && nid && nid->net() == net;
+}
+
 // As `lnetctl export`: the running configuration with its state (NI
 // status and statistics, route state and type, per-CPT buffer pools);
 // `backup` keeps only what recreates the configuration.
@@ -80,9 +86,7 @@ Json Service::export_config(const Json& args) {
     for (const config::NiConfig& ni : n.nis) {
       Json j = ni_json(ni);
       for (const status::Ni& s : st.nis) {
-        const bool same = ni.interface ? s.interface == ni.interface->value
-                                       : ni.nid && s.nid == to_string(ni.nid->value);
-        if (!same) continue;
+        if (!is_ni(ni, n.net.value, s)) continue;
         j["lnd tunables"] = s.lnd_tunables;
         j["CPT"] = cpt_list(s.cpts);
         break;

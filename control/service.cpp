@@ -256,12 +256,8 @@ void Service::reapply_nets() {
     for (const config::NetConfig& n : cfg_.nets) {
       Json nis = Json::array();
       for (const config::NiConfig& ni : n.nis) {
-        const bool served = std::any_of(st.nis.begin(), st.nis.end(), [&](const status::Ni& s) {
-          return ni.nid ? s.nid == to_string(ni.nid->value)
-                        : ni.interface && s.interface == ni.interface->value && parse_nid(s.nid) &&
-                              parse_nid(s.nid)->net() == n.net.value;
-        });
-        if (served) continue;
+        if (std::any_of(st.nis.begin(), st.nis.end(), [&](const status::Ni& s) { return is_ni(ni, n.net.value, s); }))
+          continue;
         nis.push_back(ni_json(ni));
       }
       if (!nis.empty())
@@ -269,15 +265,12 @@ void Service::reapply_nets() {
                          Json{{"net", Json::array({{{"net type", to_string(n.net.value)}, {"local NI(s)", nis}}})}}.dump());
     }
     for (const status::Ni& s : st.nis) {
-      const auto nid = parse_nid(s.nid);
-      const bool wanted = nid && std::any_of(cfg_.nets.begin(), cfg_.nets.end(), [&](const config::NetConfig& n) {
-        return n.net.value == nid->net() && std::any_of(n.nis.begin(), n.nis.end(), [&](const config::NiConfig& ni) {
-                 return ni.nid ? ni.nid->value == *nid : ni.interface && ni.interface->value == s.interface;
-               });
+      const bool wanted = std::any_of(cfg_.nets.begin(), cfg_.nets.end(), [&](const config::NetConfig& n) {
+        return std::any_of(n.nis.begin(), n.nis.end(), [&](const config::NiConfig& ni) { return is_ni(ni, n.net.value, s); });
       });
       if (!wanted) del.push_back(s.nid);
     }
-  } catch (const ApiError& e) {
+  } catch (const ApiError&) {
     return;  // its control socket is not up yet: on a later step
   }
   for (const std::string& nid : del) {

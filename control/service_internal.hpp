@@ -47,6 +47,10 @@ std::string cpt_list(const std::vector<std::uint32_t>& cpts);
 // A configured NI as lnetctl's YAML gives it: its NID or interface, its
 // tunables and CPT list.  (control/config_io.cpp)
 Json ni_json(const config::NiConfig& ni);
+// Whether the dataplane's NI `s` is the configured NI `ni` of net `net`:
+// the same NID, or (given by interface) the same interface on that net.
+// (control/config_io.cpp)
+bool is_ni(const config::NiConfig& ni, Net net, const status::Ni& s);
 
 // ---- peers -------------------------------------------------------------------------
 

@@ -70,6 +70,16 @@ bool link_is_up(const std::string& interface) {
 // A refused request's answer.
 std::string error(int err, const std::string& why) { return status::encode(status::Error{-err, why}); }
 
+// Every worker must take a change (buffers, NIs): refused whole unless each
+// command ring has room (only the control thread fills them, so it stays
+// there); why not, or empty.
+std::string commands_room(const Fabric& fabric) {
+  for (std::uint32_t w = 0; w < fabric.n; ++w)
+    if (rte_ring_free_count(fabric.commands[w]) == 0)
+      return "worker " + std::to_string(w) + " is not taking commands (stalled?): try again";
+  return {};
+}
+
 }  // namespace
 
 Control::Control(const Setup& setup, const config::Config& cfg, SharedState& shared, Fabric& fabric,
@@ -506,11 +516,7 @@ std::string Control::buffers(const std::string& args) {
   if (c == kPoolClasses || ec != std::errc() || p != num.data() + num.size() || num.empty())
     return error(EINVAL, "expected 'buffers tiny|small|large N'");
   const auto pc = static_cast<PoolClass>(c);
-  // Every worker must take the change: refused whole unless each command
-  // ring has room (only this thread fills them, so it stays there).
-  for (std::uint32_t w = 0; w < fabric_.n; ++w)
-    if (rte_ring_free_count(fabric_.commands[w]) == 0)
-      return error(EAGAIN, "worker " + std::to_string(w) + " is not taking commands (stalled?): try again");
+  if (const std::string why = commands_room(fabric_); !why.empty()) return error(EAGAIN, why);
   const std::uint32_t given = total == 0 ? kDefaultPoolBuffers[c] : total;
   const std::uint32_t per = std::max<std::uint32_t>(given / fabric_.n, 1);
   const std::uint32_t size = pool_capacity(pc);
@@ -597,15 +603,6 @@ std::string unchanged_ports(const Setup& now, const Setup& next) {
 }
 
 }  // namespace
-
-// Every worker must take a change of NIs: refused whole unless each
-// command ring has room (only this thread fills them, so it stays there).
-static std::string commands_room(const Fabric& fabric) {
-  for (std::uint32_t w = 0; w < fabric.n; ++w)
-    if (rte_ring_free_count(fabric.commands[w]) == 0)
-      return "worker " + std::to_string(w) + " is not taking commands (stalled?): try again";
-  return {};
-}
 
 std::string Control::net_add(const std::string& doc) {
   config::LoadOptions opts;

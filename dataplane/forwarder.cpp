@@ -69,14 +69,14 @@ void Forwarder::stop_ni(std::uint32_t slot, const Placement& placement) {
   ni_on_[slot] = 0;
   placement_ = placement;
   set_locals();
-  tick();  // (routes through its net are unusable from now on)
+  refresh_nets();  // (routes through its net are unusable from now on)
   // Read messages waiting for a credit to leave through it: they never
   // will.  Those still to be read wait on for their previous hop's credit
   // or a buffer (their connection's end marks them aborted if it was on
   // this NI) and are forwarded or dropped when they are read.
   const std::size_t n = drop_waiting(
-      {[slot](const PeerNi& p, const MsgQueue& q) { return p.ni == slot && &q == &p.tx_wait && !q.empty(); },
-       nullptr, [slot](std::size_t ni, const MsgQueue& q) { return ni == slot && !q.empty(); }},
+      {nullptr, [slot](const PeerNi& p, const MsgQueue& q) { return p.ni == slot && !q.empty(); }, nullptr,
+       [slot](std::size_t ni, const MsgQueue& q) { return ni == slot && !q.empty(); }},
       DropReason::ni_deleted);
   if (n > 0) log_info("worker %u: NI %s deleted: %zu waiting message(s) dropped", index_,
                       to_string(ni_nids_[slot]).c_str(), n);
@@ -97,14 +97,7 @@ void Forwarder::forget_ni_peers(std::uint32_t slot) {
     }
     // Out of the table (a message to its NID finds no NI now); its object
     // stays for the messages in flight that refer to it.
-    if (p->waits_listed) unlist_waiting(p);
-    if (p->older != nullptr) p->older->newer = p->newer;
-    if (p->newer != nullptr) p->newer->older = p->older;
-    if (least_active_ == p) least_active_ = p->newer;
-    if (most_active_ == p) most_active_ = p->older;
-    p->older = p->newer = nullptr;
-    recent_.forget(p->nid);
-    peers_.erase(p->nid);
+    unlink(p);
     p->gone = true;
     gone_peers_.push_back(p);
   }
@@ -322,16 +315,19 @@ void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info)
   shm::store_result(g, r);
 }
 
-void Forwarder::tick() {
-  // Gateways are reached through NIs whose link is up.
-  // (A local net of the snapshot with no NI in service here: none of its
-  // routes is usable.)
+// Gateways are reached through NIs whose link is up.  (A local net of the
+// snapshot with no NI in service here: none of its routes is usable.)
+void Forwarder::refresh_nets() {
   LocalNetMask up{0};
-  for (std::size_t i = 0; i < ni_nids_.size(); ++i)
+  for (std::uint32_t i = 0; i < ni_end_; ++i)
     if (ni_on_[i])
       if (auto slot = routes_.local_slot(ni_nids_[i].net()))
         up.set(*slot, up.up >> *slot & 1u || shared_.ni[i].link_up.load(std::memory_order_relaxed));
   nets_up_ = up;
+}
+
+void Forwarder::tick() {
+  refresh_nets();
   std::erase_if(gone_peers_, [this](PeerNi* p) {
     if (!p->at_rest()) return false;
     directory_.retire(p);
@@ -441,14 +437,19 @@ unsigned Forwarder::sweep_idle(std::int64_t now_ns) {
   return freed;
 }
 
-void Forwarder::forget(PeerNi* p) {
+void Forwarder::unlink(PeerNi* p) {
   if (p->waits_listed) unlist_waiting(p);
   if (p->older != nullptr) p->older->newer = p->newer;
   if (p->newer != nullptr) p->newer->older = p->older;
   if (least_active_ == p) least_active_ = p->newer;
   if (most_active_ == p) most_active_ = p->older;
+  p->older = p->newer = nullptr;
   recent_.forget(p->nid);
   peers_.erase(p->nid);
+}
+
+void Forwarder::forget(PeerNi* p) {
+  unlink(p);
   directory_.retire(p);  // deleted once no status reader can see it
 }
 
@@ -466,8 +467,8 @@ void Forwarder::wait_in(MsgQueue& q, RouterMsg* m) noexcept {
 unsigned Forwarder::expire_waiting(std::int64_t now_ns) {
   const std::int64_t due = now_ns - std::chrono::nanoseconds(setup_.transaction_timeout).count();
   auto old = [due](const MsgQueue& q) { return !q.empty() && q.head->queued_ns <= due; };
-  return drop_waiting({[&old](const PeerNi&, const MsgQueue& q) { return old(q); }, old,
-                       [&old](std::size_t, const MsgQueue& q) { return old(q); }},
+  auto old_of_peer = [&old](const PeerNi&, const MsgQueue& q) { return old(q); };
+  return drop_waiting({old_of_peer, old_of_peer, old, [&old](std::size_t, const MsgQueue& q) { return old(q); }},
                       DropReason::timeout);
 }
 
@@ -489,11 +490,11 @@ unsigned Forwarder::drop_waiting(const WaitPick& pick, DropReason why) {
   }
   for (PeerNi* up : waiting_peers_) {
     PeerNi& p = *up;
-    while (pick.peer && pick.peer(p, p.rtr_wait)) {  // holds nothing yet
+    while (pick.rtr && pick.rtr(p, p.rtr_wait)) {  // holds nothing yet
       ++p.rtr.cur;  // one waiter fewer
       due_msgs.push_back({p.rtr_wait.pop(), Due::From::rtr});
     }
-    while (pick.peer && pick.peer(p, p.tx_wait)) {  // read, in its buffer; waiting for the peer's credit
+    while (pick.tx && pick.tx(p, p.tx_wait)) {  // read, in its buffer; waiting for the peer's credit
       RouterMsg* m = p.tx_wait.pop();
       ++p.tx.cur;
       p.tx_queued_bytes -= m->rx.hdr.payload_length;

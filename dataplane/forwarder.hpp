@@ -168,7 +168,11 @@ class Forwarder final : public lnd::Upper {
   // Free (a bounded number per call) the peers at rest for longer than
   // dataplane.limits.peer_idle; the number freed.
   unsigned sweep_idle(std::int64_t now_ns);
+  // Out of the table and the lists (unlink), and freed once no status
+  // reader can see it (forget).
+  void unlink(PeerNi* p);
   void forget(PeerNi* p);
+  void refresh_nets();
   // Receive side (home).
   lnd::RxVerdict discard(lnd::Rx& rx, bool ack_push);
   bool grant_buffer(RouterMsg* m);
@@ -249,7 +253,8 @@ class Forwarder final : public lnd::Upper {
   // read and thrown away; the others give back their credits.  (Both
   // transaction_timeout and a deleted NI.)
   struct WaitPick {
-    std::function<bool(const PeerNi&, const MsgQueue&)> peer;  // rtr_wait and tx_wait of a peer
+    std::function<bool(const PeerNi&, const MsgQueue&)> rtr;  // a peer's rtr_wait (still to be read)
+    std::function<bool(const PeerNi&, const MsgQueue&)> tx;   // a peer's tx_wait
     std::function<bool(const MsgQueue&)> pool;                  // a router buffer pool's
     std::function<bool(std::size_t ni, const MsgQueue&)> ni;    // an NI's credits
   };

@@ -565,8 +565,8 @@ class Nets(LnetrctlTestCase):
     def test_nets_added_and_deleted_under_load_survive_save_and_restart(self):
         """docs/operations.md's net commands, run as written during 1 MiB
         writes: tcp2 added under load then carrying verified traffic, tcp1
-        deleted under load with its messages dropped by name and every
-        credit and buffer back, and both kept by save across a restart."""
+        deleted under load with every credit, buffer and descriptor back
+        and its peer gone, and both kept by save across a restart."""
         here = os.path.dirname(os.path.abspath(__file__))
         sys.path.insert(0, os.path.join(here, "..", "vm"))
         from appliance import doc_blocks, shell_commands  # noqa: E402
