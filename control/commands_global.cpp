@@ -61,6 +61,11 @@ Json Service::system_show(const Json& args) {
   return {{"system", j}};
 }
 
+std::uint32_t lnet_lnd_timeout(const config::GlobalConfig& g) {
+  const config::GlobalConfig k;
+  return (std::max<std::uint32_t>(g.transaction_timeout.value, 1) - 1) / (k.retry_count.value + 1);
+}
+
 Json Service::global_show(const Json& args) {
   only(args, {});
   // drop_asym_route as the dataplane applies it (it may have been set at
@@ -87,7 +92,7 @@ Json Service::global_show(const Json& args) {
             {"health_sensitivity", params_.sensitivity},
             {"recovery_interval", g.recovery_interval.value},
             {"router_sensitivity", k.router_sensitivity.value},
-            {"lnd_timeout", (std::max<std::uint32_t>(g.transaction_timeout.value, 1) - 1) / (k.retry_count.value + 1)},
+            {"lnd_timeout", lnet_lnd_timeout(g)},
             {"response_tracking", k.response_tracking.value},
             {"recovery_limit", k.recovery_limit.value},
             {"max_recovery_ping_interval", k.max_recovery_ping_interval.value},

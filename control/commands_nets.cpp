@@ -2,6 +2,7 @@
 // (status, and with verbose the NIs' traffic, tunables and CPTs).
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -108,9 +109,7 @@ Json Service::net_add(const Json& args) {
   cfg_.nets = std::move(next.nets);
   placement_ = config::placement(cfg_);
   nets_changed_ = true;
-  std::string nids;
-  for (const std::string& n : r.nids) nids += (nids.empty() ? "" : ", ") + n;
-  log("info", "net " + to_string(net) + ": NI " + nids + " added");
+  log("info", "net " + to_string(net) + ": NI " + joined(r.nids, ", ") + " added");
   if (ctl_) routes_changed();
   Json out = {{"net", Json::array({{{"net type", to_string(net)}, {"local NI(s)", Json::array()}}})}};
   for (const std::string& n : r.nids) out["net"][0]["local NI(s)"].push_back({{"nid", n}});
@@ -160,6 +159,89 @@ Json Service::net_del(const Json& args) {
   if (ctl_) routes_changed();
   return {{"net", Json::array({{{"net type", to_string(net)}, {"local NI(s)", Json::array({{{"nid", to_string(*nid)}}})}}})},
           {"dropped", r.dropped}};
+}
+
+// lnetctl net set: conns_per_peer of an NI (nid), of a net's NIs (net) or
+// of every NI (all); an LND's timeout (lnd_timeout with net: ksocklnd's
+// sock_timeout or ko2iblnd's timeout, so every NI of that LND, as the
+// kernel's module parameter).  0 is what the kernel takes it for: conns
+// automatic (tcp: dataplane.socklnd's, else 1), the timeout LNet's
+// lnd_timeout (global show's), resolved when set.
+Json Service::net_set(const Json& args) {
+  only(args, {"net", "nid", "all", "conns_per_peer", "lnd_timeout", "health"});
+  if (args.contains("health"))
+    throw ApiError{EOPNOTSUPP, "lnetr keeps no health value of its own NIs (a failed send counts against the peer or "
+                               "the gateway): health is not taken"};
+  const auto net = opt_net(args, "net");
+  const auto nid = opt_nid(args, "nid");
+  const bool all = opt_int(args, "all", 0, 1).value_or(0) == 1;
+  const auto cpp = opt_int(args, "conns_per_peer", 0, 127);
+  const auto timeout = opt_int(args, "lnd_timeout", 0, 0x7fffffff);
+  if (!cpp && !timeout) bad("give conns_per_peer or lnd_timeout");
+  if (all && nid) bad("give nid or all, not both");
+  if (nid && net && nid->net() != *net) bad("nid " + to_string(*nid) + " is not on net " + to_string(*net));
+  if (timeout && !net) bad("lnd_timeout is an LND's: give a net of the LND (tcp or o2ib) that takes it");
+  if (cpp && !nid && !net && !all) bad("give the NI (nid), its net (net) or all");
+  const auto st = dataplane<status::Status>("status");
+  // The NIs conns_per_peer is for, by the value it resolves to.
+  std::map<std::uint32_t, std::vector<std::string>> by_value;
+  std::vector<std::string> cpp_nids;
+  const std::uint32_t sock_auto = [&] {
+    std::lock_guard lock(mu_);
+    return static_cast<std::uint32_t>(cfg_.dataplane.socklnd.effective_conns_per_peer());
+  }();
+  for (const status::Ni& ni : st.nis) {
+    const auto n = parse_nid(ni.nid);
+    if (!cpp || !n || !(all || (nid ? *n == *nid : n->net() == *net))) continue;
+    const std::uint32_t v = *cpp != 0 ? static_cast<std::uint32_t>(*cpp) : n->lnd() == LndType::sock ? sock_auto : 1;
+    by_value[v].push_back(ni.nid);
+    cpp_nids.push_back(ni.nid);
+  }
+  if (cpp && cpp_nids.empty())
+    throw ApiError{ENOENT, nid ? "no NI " + to_string(*nid) : "no NI on net " + to_string(*net)};
+  std::uint32_t seconds = 0;
+  if (timeout) {
+    if (net->lnd() != LndType::sock && net->lnd() != LndType::o2ib)
+      bad("net " + to_string(*net) + ": only tcp and o2ib nets have an LND timeout here");
+    std::lock_guard lock(mu_);
+    seconds = *timeout != 0 ? static_cast<std::uint32_t>(*timeout) : lnet_lnd_timeout(cfg_.global);
+    if (seconds == 0) seconds = 1;
+  }
+  for (const auto& [v, nids] : by_value) {
+    std::string line = "net set conns_per_peer " + std::to_string(v);
+    for (const std::string& n : nids) line += " " + n;
+    dataplane<status::NetChange>(line);
+  }
+  std::vector<std::string> timed;
+  if (timeout) timed = dataplane<status::NetChange>("net set timeout " + std::to_string(seconds) + " " + to_string(*net)).nids;
+  // What save writes and a restarted dataplane is given again.
+  std::lock_guard lock(mu_);
+  const config::Source src{"lnetrctl net set", 1, 1, ""};
+  for (config::NetConfig& n : cfg_.nets)
+    for (config::NiConfig& c : n.nis)
+      for (const status::Ni& s : st.nis) {
+        if (!is_ni(c, n.net.value, s)) continue;
+        if (std::find(cpp_nids.begin(), cpp_nids.end(), s.nid) != cpp_nids.end()) {
+          const std::uint32_t v = *cpp != 0 ? static_cast<std::uint32_t>(*cpp)
+                                  : n.net.value.lnd() == LndType::sock ? sock_auto : 1;
+          c.lnd_tunables.conns_per_peer = {static_cast<std::int32_t>(v), src};
+        }
+        if (std::find(timed.begin(), timed.end(), s.nid) != timed.end())
+          c.lnd_tunables.timeout = {static_cast<std::int32_t>(seconds), src};
+      }
+  if (timeout && net->lnd() == LndType::sock) cfg_.dataplane.socklnd.sock_timeout = {static_cast<std::int32_t>(seconds), src};
+  nets_changed_ = true;
+  Json out = Json::object();
+  if (cpp) {
+    log("info", "conns_per_peer of NI(s) " + joined(cpp_nids, ", ") + " set to " + std::to_string(*cpp));
+    out["conns_per_peer"] = cpp_nids;
+  }
+  if (timeout) {
+    log("info", std::string(net->lnd() == LndType::sock ? "ksocklnd" : "ko2iblnd") + " timeout set to " +
+                    std::to_string(seconds) + " s (NI(s) " + joined(timed, ", ") + ")");
+    out["lnd_timeout"] = timed;
+  }
+  return out;
 }
 
 }  // namespace lnetr::control

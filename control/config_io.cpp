@@ -33,6 +33,12 @@ Json ni_json(const config::NiConfig& ni) {
                    {"peer_credits", ni.tunables.peer_credits.value},
                    {"peer_buffer_credits", ni.tunables.peer_buffer_credits.value},
                    {"credits", ni.tunables.credits.value}};
+  // The lnd tunables its file (or net set) gave.
+  Json lnd = Json::object();
+  const config::LndTunables& l = ni.lnd_tunables;
+  for (const auto& [key, f] : {std::pair{"conns_per_peer", &l.conns_per_peer}, {"timeout", &l.timeout}, {"tos", &l.tos}})
+    if (f->given()) lnd[key] = f->value;
+  if (!lnd.empty()) j["lnd tunables"] = lnd;
   if (!ni.cpts.value.empty()) j["CPT"] = cpt_list(ni.cpts.value);
   return j;
 }

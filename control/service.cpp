@@ -289,6 +289,32 @@ void Service::reapply_nets() {
       log("error", "net " + net + " (added at run time) not taken by the restarted dataplane: " + e.descr);
     }
   }
+  // The NIs' LND values set at run time (net set), where the file's differ.
+  std::vector<std::string> sets;
+  try {
+    const auto st = dataplane<status::Status>("status");
+    std::lock_guard lock(mu_);
+    for (const config::NetConfig& n : cfg_.nets)
+      for (const config::NiConfig& c : n.nis)
+        for (const status::Ni& s : st.nis) {
+          if (!is_ni(c, n.net.value, s)) continue;
+          const config::LndTunables& l = c.lnd_tunables;
+          if (l.conns_per_peer.value > 0 && static_cast<std::uint64_t>(l.conns_per_peer.value) != s.lnd_tunables.conns_per_peer)
+            sets.push_back("conns_per_peer " + std::to_string(l.conns_per_peer.value) + " " + s.nid);
+          if (l.timeout.value > 0 && l.timeout.value != s.lnd_tunables.timeout)
+            sets.push_back("timeout " + std::to_string(l.timeout.value) + " " + s.nid);
+        }
+  } catch (const ApiError&) {
+    return;  // (on a later step)
+  }
+  for (const std::string& set : sets) {
+    try {
+      dataplane<status::NetChange>("net set " + set);
+      log("info", "net set " + set + " (set at run time) given to the restarted dataplane");
+    } catch (const ApiError& e) {
+      log("error", "net set " + set + " (set at run time) not taken by the restarted dataplane: " + e.descr);
+    }
+  }
   std::lock_guard lock(mu_);
   nets_pending_ = false;
 }
@@ -319,7 +345,7 @@ const std::vector<std::string>& Service::commands() {
       "route show", "route add",  "route del",   "gateway show", "routing show", "set routing", "net show",
       "peer show",  "stats show", "stats reset", "dataplane show", "buffers show", "global show", "set", "export", "import",
       "ping", "save", "system show", "fault add", "fault del", "fault show", "fault reset",
-      "capture start", "capture stop", "capture show", "net add", "net del",
+      "capture start", "capture stop", "capture show", "net add", "net del", "net set",
   };
   return names;
 }
@@ -345,6 +371,7 @@ Json Service::handle(const std::string& command, const Json& args, int file) {
   if (command == "net show") return net_show(args);
   if (command == "net add") return net_add(args);
   if (command == "net del") return net_del(args);
+  if (command == "net set") return net_set(args);
   if (command == "peer show") return peer_show(args);
   if (command == "stats show") return stats_show(args);
   if (command == "stats reset") return stats_reset(args);

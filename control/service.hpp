@@ -111,6 +111,7 @@ class Service {
   Json set_tunable(const Json& args);
   Json net_add(const Json& args);
   Json net_del(const Json& args);
+  Json net_set(const Json& args);
   Json export_config(const Json& args);
   Json import_config(const Json& args);
   Json save(const Json& args);

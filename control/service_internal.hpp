@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "control/service.hpp"
@@ -41,6 +42,18 @@ T required(std::optional<T> v, const char* key) {
   if (!v) bad(std::string("argument '") + key + "' is required");
   return *v;
 }
+
+// The items, `sep` between each two.
+inline std::string joined(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (const std::string& i : items) out += (out.empty() ? "" : std::string(sep)) + i;
+  return out;
+}
+
+// LNet's lnd_timeout as the kernel derives it from transaction_timeout and
+// retry_count (lnetr applies no retry_count: the kernel's default counts).
+// (control/commands_global.cpp)
+std::uint32_t lnet_lnd_timeout(const config::GlobalConfig& g);
 
 // A CPT list as lnetctl prints it: "[0,1]".  (control/commands_nets.cpp)
 std::string cpt_list(const std::vector<std::uint32_t>& cpts);

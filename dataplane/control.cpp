@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <fstream>
 #include <thread>
@@ -575,7 +576,9 @@ std::string Control::buffers(const std::string& args) {
 std::string Control::net(const std::string& args) {
   if (args.starts_with("add ")) return net_add(args.substr(4));
   if (args.starts_with("del ")) return net_del(args.substr(4));
-  return error(EINVAL, "expected 'net add DOC' or 'net del NID'");
+  if (args.starts_with("set ")) return net_set(args.substr(4));
+  return error(EINVAL, "expected 'net add DOC', 'net del NID', 'net set conns_per_peer N NID...' or 'net set timeout "
+                       "S NET'");
 }
 
 namespace {
@@ -600,6 +603,12 @@ std::string unchanged_ports(const Setup& now, const Setup& next) {
              "start; an NI's CPT list that changes them takes a restart";
   }
   return {};
+}
+
+// Whether the file's NI `c` (of the NI's net) is the dataplane's `ni`: the
+// same NID, or the same interface where the file gives no NID.
+bool configures(const config::NiConfig& c, const NiSetup& ni) {
+  return c.nid ? c.nid->value == ni.nid : c.interface && c.interface->value == ni.interface;
 }
 
 }  // namespace
@@ -721,9 +730,7 @@ std::string Control::net_del(const std::string& text) {
   config::Config next = cfg_;
   for (auto n = next.nets.begin(); n != next.nets.end(); ++n) {
     if (n->net.value != nid->net()) continue;
-    std::erase_if(n->nis, [&](const config::NiConfig& c) {
-      return c.nid ? c.nid->value == *nid : c.interface && c.interface->value == ni.interface;
-    });
+    std::erase_if(n->nis, [&](const config::NiConfig& c) { return configures(c, ni); });
     if (n->nis.empty()) next.nets.erase(n);
     break;
   }
@@ -748,6 +755,82 @@ std::string Control::net_del(const std::string& text) {
   log_info("NI %s deleted: %llu message(s) in flight or waiting on it dropped", text.c_str(),
            static_cast<unsigned long long>(a.dropped));
   on_workers([](Worker& w) { w.push_ping_info(); });
+  return status::encode(a);
+}
+
+// lnetctl net set --conns-per-peer / --lnd-timeout: the LND values in
+// force of NIs in service, changed in place on every worker (connections
+// open stay; what connects or queues from now on follows them), and in the
+// configuration the next net add is checked with.
+std::string Control::net_set(const std::string& args) {
+  std::vector<std::string> words;
+  for (std::size_t at = 0; at < args.size();) {
+    const std::size_t end = std::min(args.find(' ', at), args.size());
+    if (end > at) words.push_back(args.substr(at, end - at));
+    at = end + 1;
+  }
+  const bool cpp = !words.empty() && words[0] == "conns_per_peer";
+  const bool timeout = !words.empty() && words[0] == "timeout";
+  std::uint32_t value = 0;
+  const bool number = words.size() > 1 && [&] {
+    auto [p, ec] = std::from_chars(words[1].data(), words[1].data() + words[1].size(), value);
+    return ec == std::errc() && p == words[1].data() + words[1].size();
+  }();
+  if ((!cpp && !timeout) || words.size() < 3 || !number || value == 0 || (cpp && value > 127))
+    return error(EINVAL, "expected 'net set conns_per_peer N NID...' (1 <= N <= 127), 'net set timeout S NID...' or "
+                         "'net set timeout S NET' (S >= 1 seconds)");
+  // A net (timeout only): every NI of its LND, and those added later.
+  std::optional<Net> lnd_wide;
+  if (timeout && words.size() == 3 && words[2].find('@') == std::string::npos) {
+    const auto net = parse_net(words[2]);
+    if (!net) return error(EINVAL, "'" + words[2] + "' is not a net or a NID");
+    lnd_wide = *net;
+  }
+  std::vector<std::uint32_t> slots;
+  for (std::uint32_t i = 0; lnd_wide && i < kMaxNis; ++i)
+    if (ni_on_[i] && nis_[i].nid.lnd() == lnd_wide->lnd()) slots.push_back(i);
+  for (std::size_t k = 2; !lnd_wide && k < words.size(); ++k) {
+    const auto nid = parse_nid(words[k]);
+    if (!nid) return error(EINVAL, "'" + words[k] + "' is not a NID");
+    std::uint32_t slot = kMaxNis;
+    for (std::uint32_t i = 0; i < kMaxNis; ++i)
+      if (ni_on_[i] && nis_[i].nid == *nid) slot = i;
+    if (slot == kMaxNis) return error(ENOENT, "no NI " + words[k]);
+    slots.push_back(slot);
+  }
+  if (const std::string why = commands_room(fabric_); !why.empty()) return error(EAGAIN, why);
+  // Here: the NIs' values (status shows them), and the configuration's.
+  auto config_ni = [this](const NiSetup& ni) -> config::NiConfig* {
+    for (config::NetConfig& n : cfg_.nets)
+      if (n.net.value == ni.nid.net())
+        for (config::NiConfig& c : n.nis)
+          if (configures(c, ni)) return &c;
+    return nullptr;
+  };
+  status::NetChange a{"set", {}, 0, {}};
+  std::vector<NiSetup> tuned;
+  for (std::uint32_t i : slots) {
+    NiSetup& ni = nis_[i];
+    config::NiConfig* c = config_ni(ni);
+    if (cpp) {
+      (ni.is_o2ib() ? ni.o2ib.conns_per_peer : ni.conns_per_peer) = value;
+      if (c) c->lnd_tunables.conns_per_peer.value = static_cast<std::int32_t>(value);
+    } else {
+      (ni.is_o2ib() ? ni.o2ib.timeout : ni.sock_timeout) = std::chrono::seconds(value);
+      if (c) c->lnd_tunables.timeout.value = static_cast<std::int32_t>(value);
+    }
+    tuned.push_back(ni);
+    a.nids.push_back(to_string(ni.nid));
+  }
+  if (lnd_wide && lnd_wide->lnd() == LndType::sock)
+    cfg_.dataplane.socklnd.sock_timeout.value = static_cast<std::int32_t>(value);
+  const bool all = on_workers([tuned](Worker& w) {
+    for (const NiSetup& ni : tuned) w.tune_ni(ni);
+  });
+  if (!all) a.warnings.push_back("a worker was slow to answer: it takes the values when it gets to it");
+  std::string nids;
+  for (const std::string& n : a.nids) nids += (nids.empty() ? "" : ", ") + n;
+  log_info("net set %s %u: NI(s) %s", words[0].c_str(), value, nids.c_str());
   return status::encode(a);
 }
 

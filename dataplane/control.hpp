@@ -21,6 +21,11 @@
 //                        style, one line) of the nets to add, checked with
 //                        the running configuration as the file would be
 //   net del NID          an NI deleted at run time
+//   net set conns_per_peer N NID...  (N >= 1) those NIs' LND connects N
+//                        connections of each kind to a peer from now on
+//   net set timeout S NID...  (S >= 1) those NIs' LND timeout
+//   net set timeout S NET  every NI of NET's LND (tcp or o2ib), and tcp NIs
+//                        added later (ksocklnd's sock_timeout)
 //   fault stall WORKER SECONDS  (only with LNETR_TEST_FAULTS=1 in the
 //                        environment) block a worker's loop, for the tests
 //                        of the service watchdog
@@ -91,6 +96,7 @@ class Control {
   std::string net(const std::string& args);
   std::string net_add(const std::string& doc);
   std::string net_del(const std::string& nid);
+  std::string net_set(const std::string& args);
   // LNet fault injection rules (lnetrctl fault): "add RULE", "del ID|all",
   // "list", "reset" (router/lnet_fault.hpp).
   std::string lnet_fault(const std::string& args);

@@ -691,9 +691,10 @@ struct BuffersSet {
 };
 LNETR_STATUS_RECORD(BuffersSet, pool, total, per_cpt, warning)
 
-// `net add DOC` / `net del NID`: NIs added or deleted at run time.
+// `net add DOC` / `net del NID` / `net set ...`: NIs added, deleted or
+// retuned at run time.
 struct NetChange {
-  std::string action;              // added or deleted
+  std::string action;              // added, deleted or set
   std::vector<std::string> nids;   // the NIs
   std::uint64_t dropped = 0;       // deleted: messages dropped as ni_deleted so far, all NIs
   std::vector<std::string> warnings;  // the configuration's, "file:line:column: field: message"

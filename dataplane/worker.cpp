@@ -239,6 +239,14 @@ void Worker::del_ni(std::uint32_t slot, const Placement& placement) {
   forwarder_.forget_ni_peers(slot);
 }
 
+void Worker::tune_ni(const NiSetup& ni) {
+  if (ni.is_o2ib()) {
+    if (o2ib_) o2ib_->tune_ni(ni.nid, ni.o2ib.conns_per_peer, ni.o2ib.timeout);
+    return;
+  }
+  node_->tune_ni(ni.nid, ni.conns_per_peer, ni.sock_timeout);
+}
+
 // This worker's transport on the device of each o2ib NI, and the engine
 // over them; worker 0 listens on every o2ib NI (as it accepts kernel
 // sockets' connections) and hands each request to its peer's owner.

@@ -131,6 +131,9 @@ class Worker final : public ForwarderPorts {
   // closed and what was in flight on them dropped as `ni_deleted`.
   void add_ni(std::uint32_t slot, const NiSetup& ni, const Placement& placement, int listen_fd);
   void del_ni(std::uint32_t slot, const Placement& placement);
+  // On the worker's thread (lnetrctl net set): `ni`'s LND takes its
+  // conns_per_peer and timeout from now on.
+  void tune_ni(const NiSetup& ni);
   const sock::Acceptor* acceptor() const noexcept { return acceptor_.get(); }
   // Connections a port accepted for a peer this worker does not own (it
   // connected from an address other than its NID's), closed.

@@ -84,11 +84,12 @@ const Setting kSettings[] = {
               "the NI's transmit credits, divided among its CPTs"),
 
     // ---- an NI's lnd tunables ----
-    LNETR_INT(lnd_tunables, LndTunables, conns_per_peer, 0, 127, start, dataplane,
+    LNETR_INT(lnd_tunables, LndTunables, conns_per_peer, 0, 127, runtime, dataplane,
               "tcp: bulk connections of each direction to a peer (0: dataplane.socklnd's); o2ib: connections "
-              "to a peer"),
-    LNETR_INT(lnd_tunables, LndTunables, timeout, 0, kI32, start, dataplane,
-              "s without progress before a connection is closed (0, tcp: dataplane.socklnd.sock_timeout)"),
+              "to a peer; `net set --conns-per-peer` changes it for the connections made from then on"),
+    LNETR_INT(lnd_tunables, LndTunables, timeout, 0, kI32, runtime, dataplane,
+              "s without progress before a connection is closed (0, tcp: dataplane.socklnd.sock_timeout); "
+              "`net set --lnd-timeout` changes it for every NI of the LND"),
     LNETR_INT(lnd_tunables, LndTunables, tos, -1, 255, start, dataplane,
               "IP type of service of the NI's connections (-1: none)"),
     o2ib(LNETR_INT(lnd_tunables, LndTunables, peercredits_hiw, 0, 255, start, dataplane,
@@ -163,8 +164,9 @@ const Setting kSettings[] = {
     LNETR_CUSTOM(dataplane, "ports", "", "[]", start, dataplane, "DPDK Ethernet ports (below)"),
 
     // ---- dataplane.socklnd ----
-    LNETR_INT(socklnd, SocklndParams, sock_timeout, 1, kI32, start, dataplane,
-              "s without progress before a connection with traffic pending is closed"),
+    LNETR_INT(socklnd, SocklndParams, sock_timeout, 1, kI32, runtime, dataplane,
+              "s without progress before a connection with traffic pending is closed; `net set --net tcp "
+              "--lnd-timeout` changes it"),
     LNETR_INT(socklnd, SocklndParams, keepalive, 0, kI32, start, dataplane,
               "s of idleness before a keepalive ping (0: off)"),
     LNETR_INT(socklnd, SocklndParams, keepalive_idle, 0, kI32, start, dataplane, "TCP_KEEPIDLE, s"),

@@ -113,6 +113,16 @@ const LocalNi* Node::ni_by_nid(const Nid& nid) const noexcept {
   return nullptr;
 }
 
+bool Node::tune_ni(const Nid& nid, std::uint32_t conns_per_peer, std::chrono::seconds timeout) noexcept {
+  for (LocalNi& ni : nis_) {
+    if (ni.nid != nid) continue;
+    if (conns_per_peer != 0) ni.tunables.conns_per_peer = conns_per_peer;
+    if (timeout.count() > 0) ni.tunables.timeout = timeout;
+    return true;
+  }
+  return false;
+}
+
 std::size_t Node::tx_descs_in_use() const noexcept {
   std::size_t n = 0;
   for (const auto& d : devices_) n += d->chunks.size() * d->chunk - d->free.size();

@@ -269,6 +269,10 @@ class Node final : private TransportEvents {
   std::uint64_t incarnation() const noexcept { return incarnation_; }
   const LocalNi* ni_for_net(Net net) const noexcept;
   const LocalNi* ni_by_nid(const Nid& nid) const noexcept;
+  // lnetrctl net set: NI `nid`'s conns_per_peer and timeout from now on
+  // (0: unchanged).  Peers connected from here on, and messages queued
+  // from here on, follow them; connections open stay.  False if no such NI.
+  bool tune_ni(const Nid& nid, std::uint32_t conns_per_peer, std::chrono::seconds timeout) noexcept;
 
   // Introspection for display and tests.
   struct ConnInfo {

@@ -992,6 +992,16 @@ bool Node::del_ni(const Nid& nid) {
   return true;
 }
 
+bool Node::tune_ni(const Nid& nid, std::uint32_t conns_per_peer, std::chrono::seconds timeout) noexcept {
+  for (auto& n : nis_) {
+    if (n->nid != nid) continue;
+    if (conns_per_peer != 0) n->conns_per_peer = conns_per_peer;
+    if (timeout.count() > 0) n->timeout = timeout;
+    return true;
+  }
+  return false;
+}
+
 // Peers of deleted NIs, freed as soon as nothing refers to them; and the
 // deleted NIs none of whose peers is left.
 void Node::sweep_deleted() {

@@ -263,6 +263,10 @@ class Node {
   // them.  False if `nid` is one already (add), or not one (del).
   bool add_ni(const LocalNi& ni);
   bool del_ni(const Nid& nid);
+  // lnetrctl net set: NI `nid`'s conns_per_peer and timeout from now on
+  // (0: unchanged).  Connections made from here on follow them, and every
+  // connection's next deadline; those open stay.  False if no such NI.
+  bool tune_ni(const Nid& nid, std::uint32_t conns_per_peer, std::chrono::seconds timeout) noexcept;
   // A connection's (or peer's) NI's values in force.
   std::chrono::seconds timeout_of(const LocalNi* ni) const noexcept {
     return ni != nullptr && ni->timeout.count() > 0 ? ni->timeout : opts_.timeout;

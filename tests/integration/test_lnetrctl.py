@@ -642,6 +642,90 @@ class Nets(LnetrctlTestCase):
         self.assertEqual([(n["net type"], [ni["nid"] for ni in n["local NI(s)"]]) for n in nets],
                          [("tcp", [self.topo.ra_nid]), ("tcp2", [rc_nid])])
 
+    def router_conns_to_b(self):
+        """The established socklnd connections between B and the router
+        (made by either side)."""
+        rb_ip = self.topo.rb_nid.split("@")[0]
+        cp = self.topo.host("b").run(["ss", "-Htn", "state", "established"])
+        return sum(1 for line in cp.stdout.splitlines() if line.split()[-1].startswith(rb_ip + ":"))
+
+    def test_net_set_changes_what_the_lnd_does_and_keeps_it(self):
+        """docs/operations.md's net set commands, run as written: the
+        router connects to a peer with the new conns_per_peer, a silent
+        connection closes after the new LND timeout, and save and a
+        dataplane restart keep both."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.join(here, "..", "vm"))
+        from appliance import doc_blocks, shell_commands  # noqa: E402
+        commands = [shlex.split(c) for c in
+                    shell_commands(doc_blocks(os.path.join(here, "..", "..", "docs", "operations.md"))["net-set"])]
+        self.assertEqual([c[:3] for c in commands], [["lnetrctl", "net", "set"]] * 2)
+        for c in commands:
+            rc, out, err = self.cli(*c[1:])
+            self.assertEqual((rc, out), (0, ""), "%s: %s" % (c, err))
+        nis = {ni["nid"]: ni for n in self.yaml("net", "show", "-v")["net"] for ni in n["local NI(s)"]}
+        self.assertEqual(nis[self.topo.rb_nid]["lnd tunables"], {"conns_per_peer": 3, "timeout": 3, "tos": -1})
+        self.assertEqual(nis[self.topo.ra_nid]["lnd tunables"], {"conns_per_peer": 1, "timeout": 3, "tos": -1})
+        # The router and B connect with three bulk connections each way
+        # beside the control one (whichever connects, the other refuses
+        # more than its own conns_per_peer: B is given 3 too).
+        b = self.start_server(self.topo.b_nid, self.peer_options("b") + ["--conns-per-peer", "3"],
+                              host=self.topo.host("b"))
+        rc, doc, cp = self.peer("a", ["put", self.topo.b_nid, "--size", "65536", "--count", "4"])
+        self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        end = time.monotonic() + 10
+        while time.monotonic() < end and self.router_conns_to_b() < 7:
+            time.sleep(0.2)
+        self.assertEqual(self.router_conns_to_b(), 7)
+        self.stop_server(b)
+        # A connection that goes silent mid-header closes after 3 s, not
+        # the file's 10.
+        probe = ("import sys, time\nfrom lnetr_test import Msg, SocklndConn, PUT, nid4\n"
+                 "c = SocklndConn(sys.argv[1], sys.argv[2])\n"
+                 "c.sock.sendall(Msg(PUT, nid4(sys.argv[2]), nid4(sys.argv[1]), payload=b'x').pack()[:40])\n"
+                 "t = time.monotonic()\nok = c.closed_by_peer(timeout=20)\nprint(ok, time.monotonic() - t)\n")
+        cp = self.topo.host("a").run(["env", "PYTHONPATH=" + here, sys.executable, "-c", probe, self.topo.a_nid,
+                                      self.topo.ra_nid], timeout=60)
+        closed, took = cp.stdout.split()
+        self.assertEqual(closed, "True", cp.stdout + cp.stderr)
+        self.assertGreater(float(took), 2, cp.stdout)
+        self.assertLess(float(took), 8, cp.stdout)
+        # Kept by save, and given again to a restarted dataplane.
+        rc, out, err = self.cli("save")
+        self.assertEqual(rc, 0, err)
+        with open(self.router.config) as f:
+            saved = parse_yaml(f.read())
+        lnd = {n["net type"]: n["local NI(s)"][0]["lnd tunables"] for n in saved["net"]}
+        self.assertEqual((lnd["tcp1"]["conns_per_peer"], lnd["tcp1"]["timeout"], lnd["tcp"]["timeout"]), (3, 3, 3), lnd)
+        # The saved file alone (no lnetr-control to give anything again).
+        self.ctl.stop()
+        self.router.proc.stop()
+        self.assertIsNone(self.router.start(self.procs))
+        lnd = {ni["nid"]: ni["lnd_tunables"] for ni in self.router.status()["nis"]}
+        self.assertEqual((lnd[self.topo.rb_nid]["conns_per_peer"], lnd[self.topo.rb_nid]["timeout"],
+                          lnd[self.topo.ra_nid]["timeout"]), (3, 3, 3), lnd)
+
+    def test_net_set_refusals_name_what_is_wrong(self):
+        self.error(("net", "set", "--net", "tcp1", "--health", "500"), 1, "manage", "net", 95,
+                   "lnetr keeps no health value of its own NIs")
+        self.error(("net", "set", "--lnd-timeout", "5"), 1, "manage", "net", 22, "give a net of the LND")
+        self.error(("net", "set", "--conns-per-peer", "2"), 1, "manage", "net", 22, "give the NI (nid), its net")
+        self.error(("net", "set", "--net", "tcp7", "--conns-per-peer", "2"), 1, "manage", "net", 2, "no NI on net tcp7")
+        rc, out, err = self.cli("net", "set", "--net", "tcp1", "--conns-per-peer", "200")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("200", err)
+        # A restarted dataplane alone is given what was set, not its file's.
+        self.assertEqual(self.cli("net", "set", "--nid", self.topo.rb_nid, "--conns-per-peer", "2")[0], 0)
+        self.router.proc.stop()
+        self.assertIsNone(self.router.start(self.procs))
+        end = time.monotonic() + 20
+        cpp = None
+        while time.monotonic() < end and cpp != 2:
+            cpp = {ni["nid"]: ni["lnd_tunables"]["conns_per_peer"] for ni in self.router.status()["nis"]}.get(
+                self.topo.rb_nid)
+            time.sleep(0.2)
+        self.assertEqual(cpp, 2)
+
     def test_refusals_name_what_is_wrong(self):
         self.error(("net", "add", "--net", "tcp5", "--if", "nosuch0"), 1, "add", "net", 22,
                    "interface nosuch0 does not exist")
