@@ -1,7 +1,9 @@
 // peer show: the router's peers, their credits and traffic summed over the
 // workers, and (-v 2) their o2iblnd connections; o2ib_connections() also
 // serves the metrics.
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -9,6 +11,7 @@
 #include <unordered_map>
 
 #include "control/service.hpp"
+#include "control/controller.hpp"
 #include "control/service_internal.hpp"
 
 namespace lnetr::control {
@@ -65,8 +68,22 @@ Json Service::peer_show(const Json& args) {
                                   {"rx_held", c.rx_held},
                                   {"version", c.version}});
   }
-  for (const status::Peer& p : merged) {
-    if (nid && p.nid != to_string(*nid)) continue;
+  // Discovered gateways: one peer each, with every NI its ping info (or
+  // push) listed, primary first, as lnetctl shows a discovered peer.
+  struct Discovered {
+    const Gateway* g;
+    Json nis = Json::array();
+  };
+  std::vector<Discovered> found;
+  std::unordered_map<std::string, std::size_t> found_by_ni;  // NI -> its gateway in found
+  std::unique_lock lock(mu_);
+  if (ctl_)
+    for (const Gateway& g : ctl_->health().gateways()) {
+      if (!g.answered_once || g.nis.empty()) continue;
+      for (const GatewayNi& n : g.nis) found_by_ni.emplace(to_string(n.nid), found.size());
+      found.push_back({&g});
+    }
+  auto peer_ni = [&](const status::Peer& p) {
     Json ni = {{"nid", p.nid}, {"state", p.state}};
     if (verbose) {
       ni["max_ni_tx_credits"] = p.max_ni_tx_credits;
@@ -81,7 +98,45 @@ Json Service::peer_show(const Json& args) {
       ni["statistics"] = {{"send_count", p.send_count}, {"recv_count", p.recv_count}, {"drop_count", p.drop_count}};
       if (auto it = ib_conns.find(p.nid); it != ib_conns.end()) ni["o2ib connections"] = it->second;
     }
-    peers.push_back({{"primary nid", p.nid}, {"Multi-Rail", p.multi_rail}, {"peer ni", Json::array({ni})}});
+    return ni;
+  };
+  std::map<std::string, Json> seen;  // a discovered gateway's NIs the dataplane has a peer for
+  for (const status::Peer& p : merged) {
+    if (found_by_ni.contains(p.nid)) {
+      seen[p.nid] = peer_ni(p);
+      continue;
+    }
+    if (nid && p.nid != to_string(*nid)) continue;
+    peers.push_back({{"primary nid", p.nid}, {"Multi-Rail", p.multi_rail}, {"peer ni", Json::array({peer_ni(p)})}});
+  }
+  constexpr std::uint32_t kDiscovers = ping_feature::multi_rail | ping_feature::discovery;
+  for (const Discovered& d : found) {
+    const Gateway& g = *d.g;
+    if (nid && std::none_of(g.nis.begin(), g.nis.end(), [&](const GatewayNi& n) { return n.nid == *nid; })) continue;
+    Json nis = Json::array();
+    for (const GatewayNi& n : g.nis) {
+      const std::string text = to_string(n.nid);
+      Json ni = seen.contains(text) ? seen[text] : Json{{"nid", text}};
+      // As its ping info (or push) last said.
+      ni["state"] = n.up ? "up" : "down";
+      nis.push_back(std::move(ni));
+    }
+    Json peer = {{"primary nid", to_string(g.nis.front().nid)},
+                 {"Multi-Rail", (g.features & ping_feature::multi_rail) != 0},
+                 {"peer ni", nis}};
+    if (verbose) {
+      // lnetr's: what discovery found and did.
+      char features[16];
+      std::snprintf(features, sizeof features, "0x%x", g.features);
+      peer["discovery"] = {{"gateway", to_string(g.nid)},
+                           {"features", features},
+                           {"discovers", (g.features & kDiscovers) == kDiscovers},
+                           {"pushes_sent", g.pushes_sent},
+                           {"push_acks", g.push_acks},
+                           {"pushes_received", g.pushes_received}};
+      if (!(g.rail == Nid{})) peer["discovery"]["rail"] = to_string(g.rail);
+    }
+    peers.push_back(std::move(peer));
   }
   if (nid && peers.empty()) throw ApiError{ENOENT, "no peer " + to_string(*nid) + " (the router has not exchanged a message with it)"};
   return {{"peer", peers}};

@@ -110,6 +110,14 @@ Json Service::gateway_show(const Json& args) {
     j["pings"] = g.pings;
     j["failures"] = g.failures;
     j["routing_disabled"] = g.rte_disabled();
+    // Multi-Rail: the NI in use since the one the routes name failed.
+    if (!(g.rail == Nid{})) j["rail"] = to_string(g.rail);
+    j["failovers"] = g.failovers;
+    // Discovery: our pushes to it (after each check, when both sides
+    // discover), the ACKs it gave, and its own pushes to us.
+    j["pushes_sent"] = g.pushes_sent;
+    j["push_acks"] = g.push_acks;
+    j["pushes_received"] = g.pushes_received;
     Json nis = Json::array();
     for (const GatewayNi& ni : g.nis) nis.push_back({{"nid", to_string(ni.nid)}, {"status", ni.up ? "up" : "down"}});
     j["nis"] = nis;

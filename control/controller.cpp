@@ -38,7 +38,8 @@ std::string ms_text(std::chrono::nanoseconds d) {
 Controller::Controller(shm::Region region, RouteTableBuilder& builder, const HealthParams& params,
                        const Placement& placement)
     : region_(std::move(region)), builder_(builder), health_(params), placement_(placement),
-      down_seen_(shm::kMaxGateways), heard_seen_(shm::kMaxGateways), failures_seen_(shm::kMaxGateways) {
+      down_seen_(shm::kMaxGateways), heard_seen_(shm::kMaxGateways), failures_seen_(shm::kMaxGateways),
+      pushed_seen_(shm::kMaxGateways) {
   // Entries a previous lnetr-control gave up may still be mapped by a
   // worker on an older snapshot: retired until every worker holds a newer
   // one.  Entries never used (no NID) are free.
@@ -50,6 +51,7 @@ Controller::Controller(shm::Region region, RouteTableBuilder& builder, const Hea
       down_seen_[i] = g.down_events.load() - (g.down.load() != 0 ? 1 : 0);
       heard_seen_[i] = g.heard.load();
       failures_seen_[i] = g.send_failures.load();
+      pushed_seen_[i] = g.pushes_received.load();
       slot_of_.emplace(g.nid, i);
     } else if (g.nid == Nid{}) {
       free_.push_back(i);  // lowest last: taken first
@@ -118,12 +120,27 @@ bool Controller::step(Clock::time_point now) {
   for (std::size_t i = 0; i < health_.gateways().size(); ++i) {
     const Gateway& g = health_.gateways()[i];
     shm::GatewayShm& s = region_.gateway(slot_[i]);
-    // The dataplane saw every connection to it fail.
+    // The dataplane saw every connection to it fail (to the NI it had
+    // just moved away from, while a move is pending: not this one's).
     const std::uint64_t downs = s.down_events.load(std::memory_order_relaxed);
     if (downs != down_seen_[slot_[i]]) {
       down_seen_[slot_[i]] = downs;
-      if (s.down.load(std::memory_order_relaxed) != 0)
+      if (s.down.load(std::memory_order_relaxed) != 0 && !g.rail_pending && !fail_over(i, now))
         gateway_event(i, health_.failed(i, GatewayReason::connections_failed, now));
+    }
+    // What discovery did: our pushes to it, and its own ping info pushed.
+    copy_push_counts(i, s);
+    const std::uint64_t pushed = s.pushes_received.load(std::memory_order_acquire);
+    if (pushed != pushed_seen_[slot_[i]]) {
+      pushed_seen_[slot_[i]] = pushed;
+      const shm::PingResult r = shm::load_pushed(s);
+      if (r.outcome == shm::PingOutcome::answered) {
+        const bool was_disabled = g.rte_disabled();
+        health_.pushed(i, answer_of(r));
+        if (g.rte_disabled() != was_disabled)
+          log("info", "gateway " + to_string(g.nid) + " pushed its ping info: routing " +
+                          (g.rte_disabled() ? "disabled" : "enabled"));
+      }
     }
     // Sends to it failed: each costs health, and the healthiest gateways
     // are chosen first.
@@ -144,19 +161,13 @@ bool Controller::step(Clock::time_point now) {
     switch (r.outcome) {
       case shm::PingOutcome::answered: {
         const bool first = g.reason == GatewayReason::unchecked;
-        PingAnswer a;
-        a.features = r.features;
-        for (std::uint32_t k = 0; k < r.n_nis && k < shm::kPingNis; ++k)
-          a.nis.push_back({r.nis[k].nid, r.nis[k].status == kNiStatusUp});
-        for (std::uint32_t k = 0; k < r.n_nets && k < shm::kPingNets; ++k)
-          a.nets.push_back({Net::from_u32(r.nets[k].net), r.nets[k].listed, r.nets[k].up});
-        a.nets_complete = r.more_nets == 0 && r.n_nets <= shm::kPingNets;
+        PingAnswer a = answer_of(r);
         a.rtt = std::chrono::nanoseconds(r.done_ns - r.sent_ns);
         gateway_event(i, health_.answered(i, a, now) || first);
         break;
       }
       case shm::PingOutcome::send_failed:
-        gateway_event(i, health_.failed(i, GatewayReason::send_failed, now));
+        if (!fail_over(i, now)) gateway_event(i, health_.failed(i, GatewayReason::send_failed, now));
         break;
       case shm::PingOutcome::bad_reply:
         gateway_event(i, health_.failed(i, GatewayReason::bad_reply, now));
@@ -165,6 +176,9 @@ bool Controller::step(Clock::time_point now) {
         break;
     }
   }
+  // A check through an NI that did not answer in time: a Multi-Rail
+  // gateway is checked through its next NI before it counts as dead.
+  for (std::size_t i : health_.overdue(now)) fail_over(i, now);
   for (std::size_t i : health_.expire(now)) gateway_event(i, true);
   // Health as selection in every worker ranks the gateways by.
   for (std::size_t i = 0; i < health_.gateways().size(); ++i)
@@ -241,6 +255,7 @@ std::uint32_t Controller::slot_for(const Nid& nid) {
   g.down.store(0);
   g.tx_credits.store(0);
   g.queued_bytes.store(0);
+  shm::store_rail(g, Nid{});
   // Nothing of the slot's last gateway.  Written as it is, not under the
   // workers' seqlock: nobody reads or writes an unassigned entry's result
   // (and a control killed here leaves no seqlock held).
@@ -249,6 +264,7 @@ std::uint32_t Controller::slot_for(const Nid& nid) {
   down_seen_[i] = g.down_events.load();
   heard_seen_[i] = g.heard.load();
   failures_seen_[i] = g.send_failures.load();
+  pushed_seen_[i] = g.pushes_received.load();
   g.health.store(kMaxHealth);
   g.assigned.store(1);  // after the rest (release)
   slot_of_.emplace(nid, i);
@@ -270,6 +286,44 @@ void Controller::reclaim() {
     free_.push_back(r.first);
     return true;
   });
+}
+
+PingAnswer Controller::answer_of(const shm::PingResult& r) {
+  PingAnswer a;
+  a.features = r.features;
+  for (std::uint32_t k = 0; k < r.n_nis && k < shm::kPingNis; ++k)
+    a.nis.push_back({r.nis[k].nid, r.nis[k].status == kNiStatusUp});
+  for (std::uint32_t k = 0; k < r.n_nets && k < shm::kPingNets; ++k)
+    a.nets.push_back({Net::from_u32(r.nets[k].net), r.nets[k].listed, r.nets[k].up});
+  a.nets_complete = r.more_nets == 0 && r.n_nets <= shm::kPingNets;
+  return a;
+}
+
+void Controller::copy_push_counts(std::size_t i, const shm::GatewayShm& s) {
+  health_.set_push_counts(i, s.pushes_sent.load(std::memory_order_relaxed), s.push_acks.load(std::memory_order_relaxed),
+                          s.pushes_received.load(std::memory_order_relaxed));
+}
+
+// A Multi-Rail gateway's NI failed: messages and checks go to its next NI
+// on our net (the workers read it from the next snapshot: published by
+// the caller, as step() says the table changed).
+bool Controller::fail_over(std::size_t i, Clock::time_point now) {
+  const Nid failed = health_.gateways()[i].hop();
+  const auto to = health_.fail_over(i, now);
+  const Gateway& g = health_.gateways()[i];
+  if (!to && g.rail == Nid{}) return false;
+  // Every NI failed: the gateway is dead, and checked through the NI its
+  // routes name again (each NI is tried in turn while it recovers).
+  if (!to) health_.reset_rail(i);
+  shm::GatewayShm& s = region_.gateway(slot_[i]);
+  shm::store_rail(s, g.rail);  // (control is its only writer: never busy)
+  s.owner = placement_.of(g.hop(), region_.header().n_workers);
+  s.down.store(0);
+  unpublished_ = true;
+  if (!to) return false;
+  log("warning", "gateway " + to_string(g.nid) + ": its NI " + to_string(failed) + " failed; using its NI " +
+                     to_string(*to) + " (Multi-Rail)");
+  return true;
 }
 
 void Controller::gateway_event(std::size_t i, bool changed) {

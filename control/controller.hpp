@@ -59,6 +59,9 @@ class Controller {
   void reclaim();
 
   void gateway_event(std::size_t i, bool changed);
+  static PingAnswer answer_of(const shm::PingResult& r);
+  void copy_push_counts(std::size_t i, const shm::GatewayShm& s);
+  bool fail_over(std::size_t i, Clock::time_point now);
 
   shm::Region region_;
   RouteTableBuilder& builder_;
@@ -70,6 +73,7 @@ class Controller {
   std::vector<std::uint64_t> down_seen_;   // per slot: down_events handled
   std::vector<std::uint64_t> heard_seen_;  // per slot: heard handled
   std::vector<std::uint64_t> failures_seen_;  // per slot: send_failures handled
+  std::vector<std::uint64_t> pushed_seen_;    // per slot: pushes_received handled
   std::unordered_map<Nid, std::uint32_t> slot_of_;               // assigned slots
   std::vector<std::uint32_t> free_;                              // unassigned, reusable now
   std::vector<std::pair<std::uint32_t, std::uint64_t>> retired_; // unassigned at (before) that version

@@ -94,7 +94,43 @@ bool GatewayHealth::answered(std::size_t gw, const PingAnswer& a, Clock::time_po
   g.last_rtt = a.rtt;
   g.recovery = 0;
   g.next_check = now + params_.check_interval;
+  g.rail_pending = false;
+  g.failed_rails.clear();
   return !was;
+}
+
+std::optional<Nid> GatewayHealth::fail_over(std::size_t gw, Clock::time_point now) {
+  Gateway& g = gateways_[gw];
+  constexpr std::uint32_t mr = ping_feature::multi_rail | ping_feature::discovery;
+  if (!params_.discovery || !g.answered_once || (g.features & mr) != mr) return std::nullopt;
+  const Nid failed = g.hop();
+  if (std::find(g.failed_rails.begin(), g.failed_rails.end(), failed) == g.failed_rails.end())
+    g.failed_rails.push_back(failed);
+  // The next one after the failed NI in its ping info's order (wrapping).
+  const auto at = std::find_if(g.nis.begin(), g.nis.end(), [&](const GatewayNi& n) { return n.nid == failed; });
+  const std::size_t from = at == g.nis.end() ? 0 : static_cast<std::size_t>(at - g.nis.begin()) + 1;
+  for (std::size_t k = 0; k < g.nis.size(); ++k) {
+    const GatewayNi& n = g.nis[(from + k) % g.nis.size()];
+    if (!n.up || n.nid.net() != g.nid.net() ||
+        std::find(g.failed_rails.begin(), g.failed_rails.end(), n.nid) != g.failed_rails.end())
+      continue;
+    g.rail = n.nid == g.nid ? Nid{} : n.nid;
+    g.rail_pending = true;
+    g.outstanding = 0;  // (a check through the failed NI is abandoned)
+    g.next_check = now;
+    ++g.failovers;
+    return n.nid;
+  }
+  return std::nullopt;
+}
+
+void GatewayHealth::pushed(std::size_t gw, const PingAnswer& a) {
+  Gateway& g = gateways_[gw];
+  g.answered_once = true;
+  g.features = a.features;
+  g.nis = a.nis;
+  g.nets = a.nets;
+  g.nets_complete = a.nets_complete;
 }
 
 bool GatewayHealth::fail(Gateway& g, GatewayReason why, Clock::time_point now) {
@@ -133,14 +169,17 @@ bool GatewayHealth::send_failed(std::size_t gw, std::uint64_t n) {
   return g.health != before;
 }
 
+std::vector<std::size_t> GatewayHealth::overdue(Clock::time_point now) const {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < gateways_.size(); ++i)
+    if (gateways_[i].outstanding != 0 && now - gateways_[i].sent_at >= params_.ping_timeout) out.push_back(i);
+  return out;
+}
+
 std::vector<std::size_t> GatewayHealth::expire(Clock::time_point now) {
   std::vector<std::size_t> changed;
-  for (std::size_t i = 0; i < gateways_.size(); ++i) {
-    Gateway& g = gateways_[i];
-    if (g.outstanding != 0 && now - g.sent_at >= params_.ping_timeout &&
-        fail(g, GatewayReason::ping_timeout, now))
-      changed.push_back(i);
-  }
+  for (std::size_t i : overdue(now))
+    if (fail(gateways_[i], GatewayReason::ping_timeout, now)) changed.push_back(i);
   return changed;
 }
 

@@ -119,6 +119,18 @@ struct Gateway {
   std::vector<GatewayNet> nets;  // every net listed ...
   bool nets_complete = true;     // ... unless too many to keep (then an unlisted net counts as UP)
   std::chrono::nanoseconds last_rtt{0};
+  // Multi-Rail (when both sides discover): the gateway's NI on our net
+  // that messages and checks go to since `nid` failed (Nid{}: nid itself),
+  // and the NIs that failed since its last answer.  While a move is
+  // pending (until the first check through the rail ends) failures of
+  // connections to the NI left behind are not the rail's.
+  Nid rail;
+  bool rail_pending = false;
+  std::vector<Nid> failed_rails;
+  std::uint64_t failovers = 0;
+  // Discovery: pushes of our ping info to it and the ACKs it gave, and the
+  // pushes of its own it sent us (their NIs and state taken as a check's).
+  std::uint64_t pushes_sent = 0, push_acks = 0, pushes_received = 0;
   // Checking.
   std::uint64_t outstanding = 0;  // sequence of the ping awaited (0: none)
   Clock::time_point sent_at{};
@@ -127,6 +139,7 @@ struct Gateway {
   std::uint64_t pings = 0, failures = 0;
 
   bool rte_disabled() const noexcept { return answered_once && (features & ping_feature::rte_disabled) != 0; }
+  const Nid& hop() const noexcept { return rail == Nid{} ? nid : rail; }
 };
 
 // A ping's result as the dataplane reported it.
@@ -167,6 +180,27 @@ class GatewayHealth {
   bool failed(std::size_t gw, GatewayReason why, Clock::time_point now);
   // Routed traffic arrived from it: alive again (a no-op if it was).
   bool forwarded(std::size_t gw, Clock::time_point now);
+  // The NI messages go to failed (its connections, or a check could not be
+  // sent): for a Multi-Rail gateway that discovers (as we do), move to its
+  // next NI on the same net that its last ping info lists UP and that has
+  // not failed since, and check the gateway through it at once; the NI
+  // moved to, or nullopt (no such NI: the failure is the gateway's).
+  std::optional<Nid> fail_over(std::size_t gw, Clock::time_point now);
+  // It pushed its ping info: its NIs, nets and features from now on, as if
+  // a check had brought them (its alive flag and health stay).
+  void pushed(std::size_t gw, const PingAnswer& a);
+  // Back to the NI its routes name, every NI tried again.
+  void reset_rail(std::size_t gw) noexcept {
+    gateways_[gw].rail = Nid{};
+    gateways_[gw].rail_pending = false;
+    gateways_[gw].failed_rails.clear();
+  }
+  void set_push_counts(std::size_t gw, std::uint64_t sent, std::uint64_t acks, std::uint64_t received) noexcept {
+    Gateway& g = gateways_[gw];
+    g.pushes_sent = sent;
+    g.push_acks = acks;
+    g.pushes_received = received;
+  }
   // `n` sends to the gateway failed in the dataplane: each costs its
   // sensitivity in health, as LNet lowers a peer NI's health on a failed
   // send; the gateway stays alive (its checks decide that).  True if the
@@ -175,6 +209,8 @@ class GatewayHealth {
   // Outstanding pings older than ping_timeout fail; the gateways whose alive
   // flag changed.
   std::vector<std::size_t> expire(Clock::time_point now);
+  // The gateways whose outstanding ping expire() would fail now.
+  std::vector<std::size_t> overdue(Clock::time_point now) const;
 
   // The state of a route (§5.2) through a watched gateway, given its local
   // net (the gateway's net); and whether its ping info lists an NI on the

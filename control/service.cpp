@@ -273,22 +273,22 @@ void Service::reapply_nets() {
   } catch (const ApiError&) {
     return;  // its control socket is not up yet: on a later step
   }
-  for (const std::string& nid : del) {
+  // Each as a request to the restarted dataplane, logged either way.
+  auto give = [this](const std::string& request, const std::string& what, const std::string& done,
+                     const std::string& refused) {
     try {
-      dataplane<status::NetChange>("net del " + nid);
-      log("info", "NI " + nid + " (deleted at run time) deleted from the restarted dataplane");
+      dataplane<status::NetChange>(request);
+      log("info", what + " " + done);
     } catch (const ApiError& e) {
-      log("error", "NI " + nid + " (deleted at run time) not deleted from the restarted dataplane: " + e.descr);
+      log("error", what + " " + refused + ": " + e.descr);
     }
-  }
-  for (const auto& [net, doc] : add) {
-    try {
-      dataplane<status::NetChange>("net add " + doc);
-      log("info", "net " + net + " (added at run time) given to the restarted dataplane");
-    } catch (const ApiError& e) {
-      log("error", "net " + net + " (added at run time) not taken by the restarted dataplane: " + e.descr);
-    }
-  }
+  };
+  for (const std::string& nid : del)
+    give("net del " + nid, "NI " + nid + " (deleted at run time)", "deleted from the restarted dataplane",
+         "not deleted from the restarted dataplane");
+  for (const auto& [net, doc] : add)
+    give("net add " + doc, "net " + net + " (added at run time)", "given to the restarted dataplane",
+         "not taken by the restarted dataplane");
   // The NIs' LND values set at run time (net set), where the file's differ.
   std::vector<std::string> sets;
   try {
@@ -307,14 +307,9 @@ void Service::reapply_nets() {
   } catch (const ApiError&) {
     return;  // (on a later step)
   }
-  for (const std::string& set : sets) {
-    try {
-      dataplane<status::NetChange>("net set " + set);
-      log("info", "net set " + set + " (set at run time) given to the restarted dataplane");
-    } catch (const ApiError& e) {
-      log("error", "net set " + set + " (set at run time) not taken by the restarted dataplane: " + e.descr);
-    }
-  }
+  for (const std::string& set : sets)
+    give("net set " + set, "net set " + set + " (set at run time)", "given to the restarted dataplane",
+         "not taken by the restarted dataplane");
   std::lock_guard lock(mu_);
   nets_pending_ = false;
 }

@@ -707,6 +707,7 @@ std::string Control::net_add(const std::string& doc) {
   for (const auto& w : loaded->warnings) a.warnings.push_back(w.to_string());
   if (!all) a.warnings.push_back("a worker was slow to answer: it takes the NI when it gets to it");
   // Multi-Rail peers learn our new NI list now (as Linux pushes on a change).
+  shared_.ping_seq.fetch_add(1);
   on_workers([](Worker& w) { w.push_ping_info(); });
   return status::encode(a);
 }
@@ -754,6 +755,7 @@ std::string Control::net_del(const std::string& text) {
   if (!all) a.warnings.push_back("a worker was slow to answer: it lets go of the NI when it gets to it");
   log_info("NI %s deleted: %llu message(s) in flight or waiting on it dropped", text.c_str(),
            static_cast<unsigned long long>(a.dropped));
+  shared_.ping_seq.fetch_add(1);
   on_workers([](Worker& w) { w.push_ping_info(); });
   return status::encode(a);
 }

@@ -129,6 +129,9 @@ constexpr std::uint64_t kPingSeqMask = (std::uint64_t{1} << 48) - 1;
 // (a reply is as long as the info).  One that fits is read into the
 // descriptor; a longer one into a buffer of its own (pings are rare).
 constexpr std::uint32_t kPingSink = kLnetMtu;
+// The largest push of a gateway's ping info read (the rest are ACKed and
+// not read): 30 NIs.
+constexpr std::uint32_t kPushSink = sizeof(RouterMsg::inline_);
 
 }  // namespace
 
@@ -154,10 +157,18 @@ void Forwarder::map_gateways() {
     if (g.assigned.load(std::memory_order_acquire) != 0) assigned.emplace(g.nid, &g);
   for (std::size_t i = 0; i < gw_board_.size() && !assigned.empty(); ++i)
     if (auto it = assigned.find(routes_.gateways()[i]); it != assigned.end()) gw_board_[i] = it->second;
-  std::vector<const shm::GatewayShm*> mapped(gw_board_.begin(), gw_board_.end());
-  std::sort(mapped.begin(), mapped.end());
-  std::erase_if(gw_peers_, [&mapped](PeerNi* p) {
-    if (std::binary_search(mapped.begin(), mapped.end(), p->gateway)) return false;
+  // Each gateway's NI that messages go to: the one the routes name, or the
+  // rail control moved to when that one failed (Multi-Rail).
+  gw_hop_.assign(gw_board_.size(), Nid{});
+  std::unordered_map<const shm::GatewayShm*, Nid> hop_of;
+  for (std::size_t i = 0; i < gw_board_.size(); ++i) {
+    if (gw_board_[i] == nullptr) continue;
+    const Nid rail = shm::load_rail(*gw_board_[i]);
+    gw_hop_[i] = rail == Nid{} ? gw_board_[i]->nid : rail;
+    hop_of.emplace(gw_board_[i], gw_hop_[i]);
+  }
+  std::erase_if(gw_peers_, [&hop_of](PeerNi* p) {
+    if (auto it = hop_of.find(p->gateway); it != hop_of.end() && it->second == p->nid) return false;
     p->gateway = nullptr;
     return true;
   });
@@ -165,7 +176,7 @@ void Forwarder::map_gateways() {
   // makes later: peer_ni()) publish their credits from now on.
   owned_gw_.clear();
   for (shm::GatewayShm* g : gw_board_)
-    if (g != nullptr && g->owner == index_) owned_gw_.emplace(g->nid, g);
+    if (g != nullptr && g->owner == index_) owned_gw_.emplace(hop_of[g], g);
   for (const auto& [nid, g] : owned_gw_)
     if (auto it = peers_.find(nid); it != peers_.end()) watch_gateway(*it->second, g);
 }
@@ -187,9 +198,13 @@ unsigned Forwarder::send_pings() {
     // its entry soon belongs to another gateway.
     if (i < shm::kMaxGateways && g.assigned.load(std::memory_order_acquire) == 0) continue;
     ping_sent_[i] = req;
-    ping_nid_[i] = g.nid;
-    // A remote NID (operators' pings only) goes through the gateway `via`.
-    const Nid next_hop = g.via == Nid{} ? g.nid : g.via;
+    // A gateway is checked on its rail, if control moved to one; a remote
+    // NID (operators' pings only) through the gateway `via`.
+    Nid target = g.nid;
+    if (i < shm::kMaxGateways)
+      if (const Nid rail = shm::load_rail(g); rail != Nid{}) target = rail;
+    ping_nid_[i] = target;
+    const Nid next_hop = g.via == Nid{} ? target : g.via;
     if (ni_index(next_hop) == kNoNi) {  // its net's NI was deleted: the check fails at once
       shm::PingResult r{};
       r.seq = req;
@@ -206,7 +221,7 @@ unsigned Forwarder::send_pings() {
     m->ping_seq = req;
     m->next_hop = next_hop;
     const WireHandle wmd{kGatewayPingCookie, (std::uint64_t{i} << 48) | (req & kPingSeqMask)};
-    m->tx.hdr = make_get({kPidLustre, ni_nids_[p.ni]}, {kPidLustre, g.nid}, kLnetReservedPortal, kPingMatchBits, wmd,
+    m->tx.hdr = make_get({kPidLustre, ni_nids_[p.ni]}, {kPidLustre, target}, kLnetReservedPortal, kPingMatchBits, wmd,
                          kPingSink);
     m->tx.payload = {};
     m->tx.cookie = m;
@@ -285,34 +300,48 @@ void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info)
   // 0 when another worker sent it: only the sender knows when.
   r.sent_ns = ping_sent_[m->ping_slot] == m->ping_seq ? ping_sent_ns_[m->ping_slot] : 0;
   r.done_ns = lnd::Clock::now().time_since_epoch().count();
-  if (outcome == shm::PingOutcome::answered) {
-    auto pi = decode_ping_info(info);
-    if (!pi) {
-      r.outcome = shm::PingOutcome::bad_reply;
-    } else {
-      r.features = pi->features;
-      for (const PingNi& ni : *pi) {
-        if (r.n_nis < shm::kPingNis) r.nis[r.n_nis++] = {ni.nid, ni.status};
-        else ++r.more_nis;
-        const std::uint32_t net = ni.nid.net().to_u32();
-        std::uint32_t k = 0;
-        while (k < r.n_nets && r.nets[k].net != net) ++k;
-        if (k == r.n_nets) {
-          if (k == shm::kPingNets) {
-            ++r.more_nets;
-            continue;
-          }
-          r.nets[r.n_nets++] = {net, 0, 0};
-        }
-        auto bump = [](std::uint16_t& n) { if (n != UINT16_MAX) ++n; };
-        bump(r.nets[k].listed);
-        if (ni.status == kNiStatusUp) bump(r.nets[k].up);
-      }
-    }
-  }
+  if (outcome == shm::PingOutcome::answered && !summarise_ping_info(info, r)) r.outcome = shm::PingOutcome::bad_reply;
   // Not stored if another worker is storing into the entry right then:
   // control's timeout judges the ping.
   shm::store_result(g, r);
+  // Discovery's second step (ping-discovery-health.md §4, §5.1): a
+  // Multi-Rail gateway that discovers is given our ping info after each
+  // check, and again whenever it changes.
+  constexpr std::uint32_t kDiscovers = ping_feature::multi_rail | ping_feature::discovery;
+  if (r.outcome != shm::PingOutcome::answered || m->ping_slot >= shm::kMaxGateways || !setup_.discovery ||
+      (r.features & kDiscovers) != kDiscovers)
+    return;
+  auto it = peers_.find(ping_nid_[m->ping_slot]);
+  if (it == peers_.end() || !ni_on_[it->second->ni]) return;
+  it->second->multi_rail = true;
+  push_to(*it->second);
+  g.pushes_sent.store(g.pushes_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// A ping info's features, NIs (the first kPingNis) and nets into `r`;
+// false if it is not a valid ping info.
+bool Forwarder::summarise_ping_info(ByteSpan info, shm::PingResult& r) {
+  auto pi = decode_ping_info(info);
+  if (!pi) return false;
+  r.features = pi->features;
+  for (const PingNi& ni : *pi) {
+    if (r.n_nis < shm::kPingNis) r.nis[r.n_nis++] = {ni.nid, ni.status};
+    else ++r.more_nis;
+    const std::uint32_t net = ni.nid.net().to_u32();
+    std::uint32_t k = 0;
+    while (k < r.n_nets && r.nets[k].net != net) ++k;
+    if (k == r.n_nets) {
+      if (k == shm::kPingNets) {
+        ++r.more_nets;
+        continue;
+      }
+      r.nets[r.n_nets++] = {net, 0, 0};
+    }
+    auto bump = [](std::uint16_t& n) { if (n != UINT16_MAX) ++n; };
+    bump(r.nets[k].listed);
+    if (ni.status == kNiStatusUp) bump(r.nets[k].up);
+  }
+  return true;
 }
 
 // Gateways are reached through NIs whose link is up.  (A local net of the
@@ -642,6 +671,22 @@ lnd::RxVerdict Forwarder::discard(lnd::Rx& rx, bool ack_push) {
   return lnd::RxVerdict::accept;
 }
 
+// A gateway pushed its ping info (read into m's inline payload): on the
+// board for control, which takes its NIs and routing state as a check's.
+void Forwarder::take_push(RouterMsg* m, std::uint32_t length) {
+  shm::GatewayShm& g = board_[m->ping_slot];
+  if (g.assigned.load(std::memory_order_acquire) == 0) return;  // (given up meanwhile)
+  shm::PingResult r{};
+  r.outcome = shm::PingOutcome::answered;
+  r.done_ns = lnd::Clock::now().time_since_epoch().count();
+  if (!summarise_ping_info(ByteSpan(m->inline_.data(), std::min<std::size_t>(length, m->inline_.size())), r)) {
+    counters().drops[static_cast<std::size_t>(DropReason::protocol)].add();
+    return;
+  }
+  r.seq = g.pushes_received.load(std::memory_order_relaxed) + 1;
+  if (shm::store_pushed(g, r)) g.pushes_received.store(r.seq, std::memory_order_release);
+}
+
 // A route to the source's net whose gateway is `from`, or a Multi-Rail
 // gateway whose last ping answer listed `from` among its NIs (LNet checks
 // the gateway peer, all its NIDs).
@@ -723,10 +768,25 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
       }
       if (is_push(rx.hdr)) {
         src.multi_rail = true;  // it runs discovery: push to it when our NIs change
-        return discard(rx, !rx.hdr.put().ack_wmd.is_none());
+        const bool ack = !rx.hdr.put().ack_wmd.is_none();
+        // A gateway's new ping info: its NIs and routing state from now on.
+        if (src.gateway != nullptr && setup_.discovery && rx.hdr.payload_length <= kPushSink) {
+          RouterMsg* m = alloc_msg();
+          m->kind = RouterMsg::Kind::discard;
+          m->is_push = ack;
+          m->push_read = true;
+          m->ping_slot = static_cast<std::uint32_t>(src.gateway - board_.data());
+          rx.cookie = m;
+          rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
+          return lnd::RxVerdict::accept;
+        }
+        return discard(rx, ack);
       }
       if (rx.hdr.type == MsgType::ack && rx.hdr.ack().dst_wmd.interface_cookie == kPushAckCookie) {
         src.push_acked_ns = lnd::Clock::now().time_since_epoch().count();
+        if (src.gateway != nullptr)
+          src.gateway->push_acks.store(src.gateway->push_acks.load(std::memory_order_relaxed) + 1,
+                                       std::memory_order_relaxed);
         return discard(rx, false);  // a peer took our push
       }
       if (rx.hdr.type == MsgType::reply && rx.hdr.reply().dst_wmd.interface_cookie == kGatewayPingCookie)
@@ -912,6 +972,8 @@ void Forwarder::on_received(lnd::Rx& rx) {
     return free_msg(m);
   }
   if (m->kind == RouterMsg::Kind::discard) {
+    if (m->push_read) take_push(m, rx.hdr.payload_length);
+    if (!m->is_push) return free_msg(m);
     // A discovery push: LNet owes an ACK for it (ping-discovery-health §3).
     m->kind = RouterMsg::Kind::local;
     m->tx.hdr = make_ack(rx.hdr, rx.ni, rx.hdr.payload_length);
@@ -1003,7 +1065,8 @@ std::size_t Forwarder::own_ping_info(MutableByteSpan out) const {
   std::uint32_t features = ping_feature::ni_status | ping_feature::multi_rail;
   if (setup_.discovery) features |= ping_feature::discovery;
   if (advertises_disabled(shared_.routing.load(std::memory_order_relaxed))) features |= ping_feature::rte_disabled;
-  auto size = encode_ping_info({features, kPidLustre, 1, std::span(nis, n)}, out);
+  auto size = encode_ping_info(
+      {features, kPidLustre, shared_.ping_seq.load(std::memory_order_relaxed), std::span(nis, n)}, out);
   return size ? *size : 0;
 }
 
@@ -1027,20 +1090,24 @@ void Forwarder::answer_ping(lnd::Rx& rx) {
 unsigned Forwarder::push_ping_info() {
   unsigned n = 0;
   for (const auto& [nid, p] : peers_) {
-    if (!p->multi_rail) continue;
-    RouterMsg* m = alloc_msg();
-    m->kind = RouterMsg::Kind::local;
-    const std::size_t size = own_ping_info(m->inline_);
-    const WireHandle ack{kPushAckCookie, ++push_seq_};
-    m->tx.hdr = make_put({kPidLustre, ni_nids_[p->ni]}, {kPidLustre, nid}, kLnetReservedPortal, kPingMatchBits, ack, 0,
-                         static_cast<std::uint32_t>(size));
-    m->tx.payload = ByteSpan(m->inline_.data(), size);
-    m->next_hop = nid;
-    local_out_.push_back(m);
-    counters().pushes.add();
+    if (!p->multi_rail || !ni_on_[p->ni]) continue;
+    push_to(*p);
     ++n;
   }
   return n;
+}
+
+void Forwarder::push_to(const PeerNi& p) {
+  RouterMsg* m = alloc_msg();
+  m->kind = RouterMsg::Kind::local;
+  const std::size_t size = own_ping_info(m->inline_);
+  const WireHandle ack{kPushAckCookie, ++push_seq_};
+  m->tx.hdr = make_put({kPidLustre, ni_nids_[p.ni]}, {kPidLustre, p.nid}, kLnetReservedPortal, kPingMatchBits, ack, 0,
+                       static_cast<std::uint32_t>(size));
+  m->tx.payload = ByteSpan(m->inline_.data(), size);
+  m->next_hop = p.nid;
+  local_out_.push_back(m);
+  counters().pushes.add();
 }
 
 // REPLYs and ACKs the router owes go out after the event that caused them
@@ -1072,7 +1139,7 @@ void Forwarder::route(RouterMsg* m) {
                  m->rx.hdr.payload_length);
       return release(m);
     }
-    m->next_hop = (*r)->gateway;
+    m->next_hop = gateway_hop(**r);
   }
   m->tx.hdr = m->rx.hdr;  // forwarded unchanged, byte for byte
   m->tx.payload = ByteSpan(m->buf, m->rx.hdr.payload_length);
@@ -1135,13 +1202,13 @@ bool Forwarder::reroute(RouterMsg* m) {
   if (locals_.on_local_net(dest) || m->reroutes != 0) return false;
   const Nid failed = m->next_hop;
   auto usable = [this, &failed](const Route& route) noexcept {
-    return nets_up_(route) && !gateway_down(route) && !(route.gateway == failed);
+    return nets_up_(route) && !gateway_down(route) && !(gateway_hop(route) == failed);
   };
   auto r = routes_.select(dest, cursor_, usable, [this](const Route& route) { return gateway_state(route); });
   if (!r) return false;
   ++m->reroutes;
   counters().reroutes.add();
-  m->next_hop = (*r)->gateway;
+  m->next_hop = gateway_hop(**r);
   if (m->home == index_ || placement_.of(m->next_hop, ncpts_) == index_) {
     dispatch(m);
   } else {

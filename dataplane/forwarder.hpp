@@ -201,6 +201,9 @@ class Forwarder final : public lnd::Upper {
   std::size_t own_ping_info(MutableByteSpan out) const;
   lnd::RxVerdict take_ping_reply(lnd::Rx& rx);
   void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);
+  static bool summarise_ping_info(ByteSpan info, shm::PingResult& r);
+  void take_push(RouterMsg* m, std::uint32_t length);
+  void push_to(const PeerNi& p);
   ByteSpan ping_reply_bytes(RouterMsg* m, std::uint32_t length);
   void map_gateways();
   // A gateway as selection ranks it: its health, then the bytes queued to
@@ -221,6 +224,11 @@ class Forwarder final : public lnd::Upper {
     return s;
   }
   void watch_gateway(PeerNi& p, shm::GatewayShm* g);
+  // The NI of a route's gateway that messages go to: the route's, or the
+  // rail of a Multi-Rail gateway whose NI failed.
+  const Nid& gateway_hop(const Route& r) const noexcept {
+    return r.gateway_index < gw_hop_.size() && gw_hop_[r.gateway_index] != Nid{} ? gw_hop_[r.gateway_index] : r.gateway;
+  }
   // The owner's view of a gateway peer, on the board for every worker: its
   // transmit credits as available minus configured (0: none in use, so a
   // gateway no message went to yet ranks as an idle one).
@@ -317,7 +325,8 @@ class Forwarder final : public lnd::Upper {
   // and last ping answer; nullptr: not on the board, never skipped).
   std::vector<shm::GatewayShm*> gw_board_;
   std::vector<PeerNi*> gw_peers_;  // peers whose `gateway` points into the board
-  std::unordered_map<Nid, shm::GatewayShm*> owned_gw_;  // gateways of the snapshot this worker owns
+  std::unordered_map<Nid, shm::GatewayShm*> owned_gw_;  // gateways of the snapshot this worker owns, by hop
+  std::vector<Nid> gw_hop_;  // by the snapshot's gateway index: the NI messages go to (Nid{}: unmapped)
 };
 
 }  // namespace lnetr::dp

@@ -68,6 +68,7 @@ struct RouterMsgState {
   Stage stage = Stage::wait_rtr;
   bool aborted = false;       // the connection died while it waited
   bool is_push = false;       // discard kind: ACK it once received
+  bool push_read = false;     // discard kind: a gateway's push, read into inline_ (its slot in ping_slot)
   std::uint8_t reroutes = 0;  // times sent to another gateway after a failure
   std::uint8_t ring_kind = 0; // waiting for room on a ring: the RingItem::Kind to post
   std::uint16_t home = 0;     // receiving worker

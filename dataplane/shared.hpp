@@ -43,6 +43,9 @@ struct SharedState {
   std::atomic<RoutingState> routing{RoutingState::enabled};
   std::atomic<bool> stop{false};
   std::atomic<bool> drop_asym_route{false};  // global.drop_asym_route, settable at run time
+  // Our ping info's sequence number: 1 at start, one more each time an NI
+  // is added or deleted (its list of NIs changes), as Linux counts it.
+  std::atomic<std::uint32_t> ping_seq{1};
   std::unique_ptr<SharedNi[]> ni;  // by NI index
   std::unique_ptr<WorkerCounters[]> own_counters;
   // By worker: own_counters, or the shared-memory region's (where

@@ -462,6 +462,12 @@ void Worker::tick() {
   if (acceptor_) acceptor_->tick(now);
   for (auto& lane : lanes_)
     if (lane) lane->rxtx.release_sent();
+  // Connections on an interface whose link went down are chosen last (a
+  // peer that has connections to another of our NIs on the net is
+  // reached through them meanwhile).
+  for (std::uint32_t i = 0; i < kMaxNis; ++i)
+    if (forwarder_.ni_on(i) && !forwarder_.ni(i).is_o2ib())
+      node_->set_link(forwarder_.ni(i).nid, shared_.ni[i].link_up.load(std::memory_order_relaxed));
   forwarder_.tick();
 }
 

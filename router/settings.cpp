@@ -47,8 +47,10 @@ const Setting kSettings[] = {
     LNETR_CUSTOM(global, "max_intf", "", "4096", warned, none, "the old name of max_interfaces"),
     LNETR_FLAG(global, GlobalConfig, discovery, start, both,
                "our ping answers carry the DISCOVERY feature bit iff 1, and a hop-1 route whose remote net the "
-               "gateway's ping does not list is single-hop only when both sides discover; lnetr answers pings "
-               "and pushes, and pushes its own ping info to the peers that pushed to it; it does not discover"),
+               "gateway's ping does not list is single-hop only when both sides discover; with 1 each gateway "
+               "check is discovery (ping, then push to a gateway that discovers), a gateway's pushes update its "
+               "routes, and a Multi-Rail gateway's other NIs are used when one fails; the peers it forwards to "
+               "are not discovered"),
     LNETR_FLAG(global, GlobalConfig, drop_asym_route, runtime, dataplane,
                "a message for the router from a remote net is dropped (`asym_route`) unless it came through a "
                "gateway of a route back to that net; `set drop_asym_route` changes it"),

@@ -82,7 +82,7 @@
 namespace lnetr::shm {
 
 inline constexpr std::uint64_t kShmMagic = 0x4d48535254454e4cULL;  // "LNETRSHM" little-endian
-inline constexpr std::uint32_t kShmLayoutVersion = 19;
+inline constexpr std::uint32_t kShmLayoutVersion = 20;
 inline constexpr std::uint32_t kMaxWorkers = 128;
 // Gateways watched at once (slots of gateways no route names any more are
 // reused once every worker has let go of them).
@@ -183,7 +183,7 @@ static_assert(std::is_trivially_copyable_v<PingResult>);
 struct alignas(64) GatewayShm {
   // Written by control.
   Nid nid;
-  std::uint32_t owner;                    // the worker that pings it
+  std::atomic<std::uint32_t> owner;       // the worker that pings it (and owns its peer: the rail's, if any)
   Nid via;                                // API pings of a remote NID: the gateway to send through
   std::atomic<std::uint32_t> assigned;    // 1 once nid and owner are written
   std::atomic<std::uint64_t> request;     // the latest ping asked for (0: none)
@@ -203,6 +203,20 @@ struct alignas(64) GatewayShm {
   // ... and by control, the gateway's health (0..1000), which such failures
   // and failed checks lower and any reception from it restores.
   std::atomic<std::uint32_t> health;
+  // Discovery, by the owner worker: pushes of our ping info sent to it
+  // after its checks and the ACKs it gave, and the pushes of its own ping
+  // info it sent us (the latest in `pushed`, under the seqlock pushed_gen).
+  alignas(64) std::atomic<std::uint64_t> pushes_sent;
+  std::atomic<std::uint64_t> push_acks;
+  std::atomic<std::uint64_t> pushes_received;
+  std::atomic<std::uint64_t> pushed_gen;
+  PingResult pushed;  // seq: pushes_received at the time; outcome answered
+  // Multi-Rail, by control: the gateway's NI that messages and checks go
+  // to while `nid` has failed (under the seqlock rail_gen; all-zero: none,
+  // `nid` itself).  Control sets `owner` to the rail's worker, then
+  // publishes a snapshot: workers read it when they adopt one.
+  alignas(64) std::atomic<std::uint64_t> rail_gen;
+  Nid rail;
 };
 static_assert(std::is_standard_layout_v<GatewayShm>);
 

@@ -66,6 +66,12 @@ int take_lock(const std::string& name, std::string& err);
 // never ends: its writer died in it).
 bool store_result(GatewayShm& g, const PingResult& r) noexcept;
 PingResult load_result(const GatewayShm& g) noexcept;
+// The same seqlock over GatewayShm::pushed (workers store) and
+// GatewayShm::rail (control stores; a torn or abandoned read gives Nid{}).
+bool store_pushed(GatewayShm& g, const PingResult& r) noexcept;
+PingResult load_pushed(const GatewayShm& g) noexcept;
+bool store_rail(GatewayShm& g, const Nid& rail) noexcept;
+Nid load_rail(const GatewayShm& g) noexcept;
 
 enum class PublishResult : std::uint8_t {
   published,

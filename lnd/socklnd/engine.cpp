@@ -766,18 +766,23 @@ std::size_t Peer::count(ConnType t) const noexcept {
 // The connection for `t` as Linux's V3 placement does it: small messages on
 // CONTROL, bulk on BULK_OUT, each the other's fallback; never on BULK_IN
 // (the peer's ACK connection) or untyped connections.  Least queued first.
+// With several NIs on a net (Linux keeps a peer per NI): connections of an
+// NI whose link is down come last, and a message from one of our NIs (a
+// REPLY or ACK leaves from the NI its request came to) goes on a
+// connection of that NI if the peer has one.
 Conn* Peer::choose(const Tx& t) const noexcept {
   const std::size_t nob = kMsgHeaderSize + kLnetHeaderSize + t.payload.size();
   const ConnType want = nob < node_.opts_.min_bulk ? ConnType::control : ConnType::bulk_out;
   Conn* best = nullptr;
-  bool best_preferred = false;
+  int best_rank = -1;
   for (Conn* c : conns_) {
     if (c->closed() || (c->type_ != ConnType::control && c->type_ != ConnType::bulk_out)) continue;
-    const bool preferred = c->type_ == want;
-    if (!best || (preferred && !best_preferred) ||
-        (preferred == best_preferred && c->queued_bytes() < best->queued_bytes())) {
+    const bool link = c->ni_ == nullptr || !c->ni_->link_down;
+    const int rank = (link ? 4 : 0) + (c->ni_ != nullptr && c->ni_->nid == t.hdr.src_nid ? 2 : 0) +
+                     (c->type_ == want ? 1 : 0);
+    if (!best || rank > best_rank || (rank == best_rank && c->queued_bytes() < best->queued_bytes())) {
       best = c;
-      best_preferred = preferred;
+      best_rank = rank;
     }
   }
   return best;
@@ -1000,6 +1005,11 @@ bool Node::tune_ni(const Nid& nid, std::uint32_t conns_per_peer, std::chrono::se
     return true;
   }
   return false;
+}
+
+void Node::set_link(const Nid& nid, bool up) noexcept {
+  for (auto& n : nis_)
+    if (n->nid == nid) n->link_down = !up;
 }
 
 // Peers of deleted NIs, freed as soon as nothing refers to them; and the

@@ -206,6 +206,9 @@ struct LocalNi {
   int tos = -1;                          // -1: Options::tos
   std::uint32_t conns_per_peer = 0;      // 0: Options::conns_per_peer
   std::chrono::seconds timeout{0};       // 0: Options::timeout
+  // Its interface's link is down (the owner says so: set_link): its
+  // connections are chosen last.
+  bool link_down = false;
 };
 
 class Node {
@@ -267,6 +270,8 @@ class Node {
   // (0: unchanged).  Connections made from here on follow them, and every
   // connection's next deadline; those open stay.  False if no such NI.
   bool tune_ni(const Nid& nid, std::uint32_t conns_per_peer, std::chrono::seconds timeout) noexcept;
+  // NI `nid`'s interface link is up or down.
+  void set_link(const Nid& nid, bool up) noexcept;
   // A connection's (or peer's) NI's values in force.
   std::chrono::seconds timeout_of(const LocalNi* ni) const noexcept {
     return ni != nullptr && ni->timeout.count() > 0 ? ni->timeout : opts_.timeout;

@@ -27,8 +27,7 @@ DATAPLANE_CONFIG = """\
 net:
   - net type: {net0}
     local NI(s):
-      - interfaces:
-          0: eth0
+{net0_nis}
   - net type: {net1}
     local NI(s):
       - interfaces:
@@ -61,7 +60,11 @@ control:
 class GatewayTopology:
     """Namespaces <tag>{a,r,g1,g2,b,s} and their links; removed by down()."""
 
-    def __init__(self):
+    def __init__(self, g1_rail=False):
+        """g1_rail: G1 is Multi-Rail, with a second NI on tcp1 (eth2,
+        10.N.2.21), its addresses answering ARP only on their own interface
+        as lnetctl setup-sysctl sets a Multi-Rail TCP node up."""
+        self.g1_rail = g1_rail
         pid = os.getpid()
         self.n = pid % 100 * 2 + 21
         self.tag = "lg%d" % (pid % 100000)
@@ -70,7 +73,8 @@ class GatewayTopology:
         self.ip = {
             "a": {"eth0": "10.%d.1.2" % n},
             "r": {"eth0": "10.%d.1.1" % n, "eth1": "10.%d.2.1" % n},
-            "g1": {"eth0": "10.%d.2.11" % n, "eth1": "10.%d.3.11" % n},
+            "g1": dict({"eth0": "10.%d.2.11" % n, "eth1": "10.%d.3.11" % n},
+                       **({"eth2": "10.%d.2.21" % n} if g1_rail else {})),
             "g2": {"eth0": "10.%d.2.12" % n, "eth1": "10.%d.3.12" % n},
             "b": {"eth0": "10.%d.3.3" % n},
         }
@@ -117,6 +121,12 @@ class GatewayTopology:
         for g in ("g1", "g2"):
             self._link(self.ns[g], "eth0", self.ip[g]["eth0"], bridge="br1")
             self._link(self.ns[g], "eth1", self.ip[g]["eth1"], bridge="br2")
+        if self.g1_rail:
+            g1 = self.ns["g1"]
+            for key, value in (("arp_ignore", "1"), ("arp_announce", "2")):
+                subprocess.run(["ip", "netns", "exec", g1, "sysctl", "-qw", "net.ipv4.conf.all.%s=%s" % (key, value)],
+                               check=True)
+            self._link(g1, "eth2", self.ip["g1"]["eth2"], bridge="br1")
         self._link(self.ns["b"], "eth0", self.ip["b"]["eth0"], bridge="br2")
 
     def down(self):
@@ -132,12 +142,14 @@ class GatewayTopology:
     def write_config(self, name, workdir, routes, cores, check, timeout):
         """The dataplane configuration of router `name` (r, g1 or g2); its path."""
         nets = ("tcp", "tcp1") if name == "r" else ("tcp1", "tcp2")
+        rails = ("eth0", "eth2") if name == "g1" and self.g1_rail else ("eth0",)
+        net0_nis = "\n".join("      - interfaces:\n          0: %s" % i for i in rails)
         lines = ["route:"] if routes else []
         for net, gw, prio in routes:
             lines += ["  - net: %s" % net, "    gateway: %s" % gw, "    priority: %d" % prio]
         path = os.path.join(workdir, name + ".yaml")
         with open(path, "w") as f:
-            f.write(DATAPLANE_CONFIG.format(net0=nets[0], net1=nets[1], routes="\n".join(lines),
+            f.write(DATAPLANE_CONFIG.format(net0=nets[0], net0_nis=net0_nis, net1=nets[1], routes="\n".join(lines),
                                             cores=", ".join(map(str, cores)), main_core=cores[0],
                                             sock=os.path.join(workdir, name + ".sock"),
                                             shm=self.tag + name, check=check, timeout=timeout,

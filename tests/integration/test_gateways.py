@@ -32,20 +32,25 @@ G_CHECK = 2  # the gateways' (their NI-status timeout is twice this)
 
 class GatewayTestCase(PeerTestCase):
 
+    topology_options = {}  # GatewayTopology() arguments
+    r_check = CHECK  # R's alive_router_check_interval and router_ping_timeout (s)
+    g_check = G_CHECK  # the gateways'
+
     def setUp(self):
         super().setUp()
         if not os.access(dataplane_binary(), os.X_OK):
             self.fail("lnetr-dataplane not found at %s" % dataplane_binary())
-        self.topo = t = GatewayTopology()
+        self.topo = t = GatewayTopology(**self.topology_options)
         t.up()
         self.addCleanup(t.down)
         self.dir = tempfile.mkdtemp(prefix="lnetr-gateways-")
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.g1, self.g2 = t.g_nid["g1"]["tcp1"], t.g_nid["g2"]["tcp1"]
         self.cfg = {"r": t.write_config("r", self.dir, [("tcp2", self.g1, 0), ("tcp2", self.g2, 1)], (0, 1),
-                                        CHECK, CHECK)}
+                                        self.r_check, self.r_check)}
         for g, core in (("g1", 0), ("g2", 1)):
-            self.cfg[g] = t.write_config(g, self.dir, [("tcp", t.r_nid["tcp1"], 0)], (core,), G_CHECK, G_CHECK)
+            self.cfg[g] = t.write_config(g, self.dir, [("tcp", t.r_nid["tcp1"], 0)], (core,), self.g_check,
+                                         self.g_check)
         self.dp = {}
         for name in ("g1", "g2", "r"):
             self.start_dataplane(name)
@@ -260,6 +265,104 @@ class AsymmetricFailure(GatewayTestCase):
         self.assertEqual(res["errors"], 0, res)
         self.assertGreaterEqual(self.forwarded("g1") - g1, res["ops"])
         self.finish()
+
+
+class MultiRail(GatewayTestCase):
+    """Discovery of Multi-Rail gateways: G1 has two NIs on tcp1.  R pings
+    each gateway and pushes its own ping info to it (ACKed); when the link
+    of the G1 NI its routes name goes down under load, R moves to G1's other
+    NI on tcp1 and traffic goes on through G1, not G2."""
+
+    topology_options = {"g1_rail": True}
+
+    def gateways(self):
+        return {g["nid"]: g for g in self.ok("gateway show")["gateway"]}
+
+    def test_a_gateway_that_loses_an_ni_carries_on_through_its_other(self):
+        rail = self.topo.ip["g1"]["eth2"] + "@tcp1"
+        # Discovered: ping, then push (both gateways ACK R's ping info).
+        pushed = self.wait_for(lambda: all(g["push_acks"] >= 1 for g in self.gateways().values()), 10)
+        self.assertIsNotNone(pushed, self.gateways())
+        g1 = self.gateways()[self.g1]
+        self.assertEqual(sorted(n["nid"] for n in g1["nis"] if n["nid"].endswith("@tcp1")), sorted([self.g1, rail]))
+        self.assertNotIn("rail", g1)
+        json_path = os.path.join(self.dir, "load.json")
+        load = self.start_load(json_path, duration=10, timeout=3)
+        self.assertIsNotNone(self.wait_for(lambda: (self.forwarded("g1") or 0) > 300, 10), "no traffic via G1")
+        self.topo.set_link("g1", "eth0", False)
+        lost = time.monotonic()
+        moved = "gateway %s: its NI %s failed; using its NI %s (Multi-Rail)" % (self.g1, self.g1, rail)
+        self.assertTrue(self.ctl.wait_stderr_text(lambda text: moved in text, timeout=10), self.ctl.stderr_so_far)
+        print("\nmulti-rail: R moved to G1's other NI %.3f s after the link went down" % (time.monotonic() - lost))
+        res = self.finish_load(load, json_path)
+        self.assertGreater(res["ops"], 300, res)
+        # Once the connections to the lost NI have timed out (sock_timeout),
+        # verified writes and reads go through G1's other NI alone.
+        time.sleep(3)
+        before = self.forwarded("g1"), self.forwarded("g2")
+        for op in ("write", "read"):
+            json_path = os.path.join(self.dir, op + ".json")
+            rc, doc, cp = self.run_peer(self.topo.a_nid, ["brw", self.topo.b_nid, "--op", op, "--size", "65536",
+                                                          "--concurrency", "4", "--duration", "2", "--json",
+                                                          json_path], self.a_options(), host=self.topo.host("a"))
+            self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+            with open(json_path) as f:
+                res = json.load(f)
+            self.assertEqual(res["errors"], 0, res)
+            self.assertGreater(res["ops"], 20, res)
+        self.assertGreater(self.forwarded("g1") - before[0], 40)
+        self.assertEqual(self.forwarded("g2"), before[1])
+        g1 = self.gateways()[self.g1]
+        self.assertEqual((g1["state"], g1["rail"]), ("up", rail), g1)
+        self.assertGreaterEqual(g1["failovers"], 1, g1)
+        self.assertEqual(self.routes()[("tcp2", self.g1)]["state"], "up")
+        self.assertNotIn("gateway %s: dead" % self.g1, self.ctl.stderr_so_far)
+        # peer show -v: G1 as one discovered Multi-Rail peer with its NIs as
+        # it last said (its NI whose link is down: DOWN).
+        peers = {p["primary nid"]: p for p in self.ok("peer show", {"verbose": 1})["peer"]}
+        g1 = peers[self.g1]
+        self.assertTrue(g1["Multi-Rail"], g1)
+        self.assertEqual([(n["nid"], n["state"]) for n in g1["peer ni"]],
+                         [(self.g1, "down"), (rail, "up"), (self.topo.g_nid["g1"]["tcp2"], "up")], g1)
+        self.assertGreater(next(n for n in g1["peer ni"] if n["nid"] == rail)["statistics"]["send_count"], 0, g1)
+        d = g1["discovery"]
+        self.assertEqual((d["gateway"], d["features"], d["discovers"], d["rail"]), (self.g1, "0x1a", True, rail), d)
+        self.assertGreaterEqual(d["push_acks"], 1, d)
+        self.assertNotIn(rail, peers)  # (not a peer of its own)
+        self.finish()
+
+
+class PushedState(GatewayTestCase):
+    """A gateway's pushes of its ping info: with R's own checks a minute
+    apart, G2 stopping routing reaches R's routes at once.  (The gateways
+    take their NIs on tcp1 for DOWN after 80 s without a ping from it.)"""
+
+    r_check = 60
+    g_check = 40
+
+    def test_a_gateway_that_stops_routing_says_so_at_once(self):
+        g2 = os.path.join(self.dir, "g2.sock")
+        self.assertIsNotNone(self.wait_for(lambda: self.gateways_acked(), 10))
+        control_request(g2, "routing 0")
+        disabled = time.monotonic()
+        down = "route tcp2 via %s: down (its gateway's ping info says routing is disabled)" % self.g2
+        self.assertTrue(self.ctl.wait_stderr_text(lambda text: down in text, timeout=10), self.ctl.stderr_so_far)
+        print("\npush: R took G2's route down %.3f s after G2 disabled routing" % (time.monotonic() - disabled))
+        self.assertIn("gateway %s pushed its ping info: routing disabled" % self.g2, self.ctl.stderr_so_far)
+        gw = {g["nid"]: g for g in self.ok("gateway show")["gateway"]}[self.g2]
+        self.assertGreaterEqual(gw["pushes_received"], 1, gw)
+        self.assertEqual((gw["state"], gw["pings"]), ("up", 1), gw)  # (no check of R's own since)
+        # Traffic to tcp2 goes through G1 alone from then on.
+        g1, g2 = self.forwarded("g1"), self.forwarded("g2")
+        json_path = os.path.join(self.dir, "load.json")
+        res = self.finish_load(self.start_load(json_path, duration=2, concurrency=4), json_path)
+        self.assertEqual(res["errors"], 0, res)
+        self.assertEqual(self.forwarded("g2"), g2)
+        self.assertGreaterEqual(self.forwarded("g1") - g1, res["ops"])
+        self.finish()
+
+    def gateways_acked(self):
+        return all(g["push_acks"] >= 1 for g in self.ok("gateway show")["gateway"])
 
 
 class AsymmetricRoute(GatewayTestCase):

@@ -242,6 +242,66 @@ TEST_F(HealthTest, SetGatewaysKeepsKnownStateAndForgetsTheRest) {
   EXPECT_FALSE(h.find(kGw2));
 }
 
+TEST_F(HealthTest, AMultiRailGatewayMovesToItsNextUpNiOnOurNetAndBackWhenAllFail) {
+  // Gateway 1 has three NIs on tcp1 (the second DOWN) and one on tcp2.
+  const Nid rail2 = nid("10.2.0.21@tcp1"), rail3 = nid("10.2.0.31@tcp1");
+  h.sent(0, 1, t0);
+  h.answered(0, answer({{kGw1, true}, {rail2, false}, {rail3, true}, {kGw1Far, true}}), t0);
+  // Its NI fails: the next UP one on tcp1, checked at once; it stays alive.
+  auto to = h.fail_over(0, t0 + 1s);
+  ASSERT_TRUE(to);
+  EXPECT_EQ(*to, rail3);
+  EXPECT_EQ(g(0).hop(), rail3);
+  EXPECT_TRUE(g(0).alive);
+  EXPECT_TRUE(g(0).rail_pending);
+  EXPECT_EQ(g(0).failovers, 1u);
+  EXPECT_TRUE(is_due(0, t0 + 1s));
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::up);
+  // That one fails too before an answer: none left (the DOWN one is not
+  // tried); the caller then fails the gateway and resets the rail.
+  EXPECT_FALSE(h.fail_over(0, t0 + 2s));
+  h.reset_rail(0);
+  EXPECT_EQ(g(0).hop(), kGw1);
+  EXPECT_TRUE(g(0).failed_rails.empty());
+  // An answer through a rail clears what failed: each may be tried again.
+  EXPECT_EQ(h.fail_over(0, t0 + 3s), rail3);
+  h.sent(0, 2, t0 + 3s);
+  h.answered(0, answer({{kGw1, true}, {rail2, true}, {rail3, true}}), t0 + 3s);
+  EXPECT_FALSE(g(0).rail_pending);
+  EXPECT_EQ(h.fail_over(0, t0 + 4s), kGw1);  // (wrapping: after rail3 comes the first)
+  EXPECT_EQ(g(0).hop(), kGw1);
+  EXPECT_EQ(g(0).rail, Nid{});
+}
+
+TEST_F(HealthTest, OnlyAGatewayThatDiscoversWhileWeDoFailsOver) {
+  const Nid rail2 = nid("10.2.0.21@tcp1");
+  h.sent(0, 1, t0);
+  h.answered(0, answer({{kGw1, true}, {rail2, true}}, ping_feature::ni_status | ping_feature::multi_rail), t0);
+  EXPECT_FALSE(h.fail_over(0, t0));
+  h.sent(1, 1, t0);
+  h.answered(1, answer({{kGw2, true}, {rail2, true}}), t0);
+  HealthParams off = params();
+  off.discovery = false;
+  h.set_params(off);
+  EXPECT_FALSE(h.fail_over(1, t0));
+  h.set_params(params());
+  EXPECT_TRUE(h.fail_over(1, t0));
+}
+
+TEST_F(HealthTest, APushedPingInfoChangesRouteStatesNotLiveness) {
+  h.sent(0, 1, t0);
+  h.answered(0, answer({{kGw1, true}, {kGw1Far, true}}), t0);
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::up);
+  // It stopped routing, and said so at once.
+  h.pushed(0, answer({{kGw1, true}, {kGw1Far, true}}, kModern | ping_feature::rte_disabled));
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::rte_disabled);
+  EXPECT_TRUE(g(0).alive);
+  EXPECT_EQ(g(0).reason, GatewayReason::answered);
+  // Its far NI went down.
+  h.pushed(0, answer({{kGw1, true}, {kGw1Far, false}}));
+  EXPECT_EQ(h.route_state(route(kGw1, kTcp2)), RouteState::remote_ni_down);
+}
+
 TEST(GatewayReasonNames, AreDistinctAndDescribed) {
   EXPECT_EQ(name(GatewayReason::ping_timeout), "ping_timeout");
   EXPECT_NE(describe(GatewayReason::ping_timeout), describe(GatewayReason::send_failed));

@@ -642,6 +642,68 @@ TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
   r.expect_idle();
 }
 
+TEST(Forwarder, AGatewayThatDiscoversIsPushedToAfterItsCheckAndItsOwnPushesLandOnItsSlot) {
+  Rig r(rig_setup(), {{Net{2, 7}, kGw1, 1, 0}});
+  Board b = watching(r, 2, kGw1);
+  b.ask(2);
+  ASSERT_EQ(r.fwd->send_pings(), 1u);
+  const lnd::Tx get = *r.ports.sent[0].tx;
+  r.complete();
+  constexpr std::uint32_t kDiscovers = ping_feature::ni_status | ping_feature::multi_rail | ping_feature::discovery;
+  std::vector<std::uint8_t> info;
+  lnd::Rx& rx = ping_reply(r, get, {{kGw1, kNiStatusUp}}, info, kDiscovers);
+  deliver(r, rx, info, lnd::RxVerdict::accept);
+  // Discovery's push follows the answer, ACK asked for.
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  const lnd::Tx push = *r.ports.sent[0].tx;
+  EXPECT_EQ(r.ports.sent[0].to, kGw1);
+  EXPECT_TRUE(is_push(push.hdr));
+  EXPECT_EQ(push.hdr.src_nid, kNiB);
+  EXPECT_FALSE(push.hdr.put().ack_wmd.is_none());
+  EXPECT_EQ(b.slots[2].pushes_sent.load(), 1u);
+  r.complete();
+  lnd::Rx& ack = r.head(kGw1, kNiB, kNiB, 0);
+  ack.hdr = make_ack(push.hdr, kGw1, push.hdr.payload_length);
+  ack.hdr.src_nid = kGw1;
+  ack.hdr.dest_nid = kNiB;
+  deliver(r, ack, {}, lnd::RxVerdict::accept);
+  EXPECT_EQ(b.slots[2].push_acks.load(), 1u);
+  // The gateway stops routing and pushes its ping info: read onto its slot,
+  // and ACKed.
+  std::vector<std::uint8_t> pushed(kPingHeaderSize + 2 * kPingNid4EntrySize);
+  const PingNi its[] = {{kGw1, kNiStatusUp}};
+  auto n = encode_ping_info({kDiscovers | ping_feature::rte_disabled, kPidLustre, 4, its}, pushed);
+  ASSERT_TRUE(n);
+  pushed.resize(*n);
+  lnd::Rx& in = r.head(kGw1, kNiB, kNiB, static_cast<std::uint32_t>(pushed.size()));
+  in.hdr = make_put({kPidLustre, kGw1}, {kPidLustre, kNiB}, kLnetReservedPortal, kPingMatchBits, {5, 6}, 0,
+                    static_cast<std::uint32_t>(pushed.size()));
+  deliver(r, in, pushed, lnd::RxVerdict::accept);
+  EXPECT_EQ(b.slots[2].pushes_received.load(), 1u);
+  const shm::PingResult got = shm::load_pushed(b.slots[2]);
+  EXPECT_EQ(got.outcome, shm::PingOutcome::answered);
+  EXPECT_EQ(got.features, kDiscovers | ping_feature::rte_disabled);
+  ASSERT_EQ(got.n_nis, 1u);
+  EXPECT_EQ(got.nis[0].nid, kGw1);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  EXPECT_EQ(r.ports.sent[0].tx->hdr.type, MsgType::ack);
+  r.complete();
+  // Control moves to the gateway's other NI: taken with the next snapshot,
+  // for messages and checks alike.
+  const Nid rail = nid("10.2.0.19@tcp1");
+  ASSERT_TRUE(shm::store_rail(b.slots[2], rail));
+  EXPECT_EQ(r.next_hop_to_tcp7(), kGw1);  // (not before)
+  const RouteTable next = make_routes(r.setup, {{Net{2, 7}, kGw1, 1, 0}});
+  r.fwd->adopt(next.view());
+  EXPECT_EQ(r.next_hop_to_tcp7(), rail);
+  b.ask(2);
+  ASSERT_EQ(r.fwd->send_pings(), 1u);
+  EXPECT_EQ(r.ports.sent[0].to, rail);
+  EXPECT_EQ(r.ports.sent[0].tx->hdr.dest_nid, rail);
+  r.complete();
+  r.expect_idle();
+}
+
 TEST(Forwarder, ALongPingReplyIsReadWholeAndSummarisedPerNet) {
   Rig r(rig_setup());
   Board b = watching(r, 1, kGw1);
