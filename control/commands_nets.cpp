@@ -207,30 +207,33 @@ Json Service::net_set(const Json& args) {
     seconds = *timeout != 0 ? static_cast<std::uint32_t>(*timeout) : lnet_lnd_timeout(cfg_.global);
     if (seconds == 0) seconds = 1;
   }
+  // Each change recorded as soon as the dataplane took it (what save
+  // writes and a restarted dataplane is given again), so that one refused
+  // after it leaves no change in force unrecorded.
+  const config::Source src{"lnetrctl net set", 1, 1, ""};
+  auto record = [&](const std::vector<std::string>& nids, auto set) {
+    std::lock_guard lock(mu_);
+    for (config::NetConfig& n : cfg_.nets)
+      for (config::NiConfig& c : n.nis)
+        for (const status::Ni& s : st.nis)
+          if (is_ni(c, n.net.value, s) && std::find(nids.begin(), nids.end(), s.nid) != nids.end()) set(c.lnd_tunables);
+    nets_changed_ = true;
+  };
   for (const auto& [v, nids] : by_value) {
     std::string line = "net set conns_per_peer " + std::to_string(v);
     for (const std::string& n : nids) line += " " + n;
     dataplane<status::NetChange>(line);
+    record(nids, [&, v = v](config::LndTunables& l) { l.conns_per_peer = {static_cast<std::int32_t>(v), src}; });
   }
   std::vector<std::string> timed;
-  if (timeout) timed = dataplane<status::NetChange>("net set timeout " + std::to_string(seconds) + " " + to_string(*net)).nids;
-  // What save writes and a restarted dataplane is given again.
-  std::lock_guard lock(mu_);
-  const config::Source src{"lnetrctl net set", 1, 1, ""};
-  for (config::NetConfig& n : cfg_.nets)
-    for (config::NiConfig& c : n.nis)
-      for (const status::Ni& s : st.nis) {
-        if (!is_ni(c, n.net.value, s)) continue;
-        if (std::find(cpp_nids.begin(), cpp_nids.end(), s.nid) != cpp_nids.end()) {
-          const std::uint32_t v = *cpp != 0 ? static_cast<std::uint32_t>(*cpp)
-                                  : n.net.value.lnd() == LndType::sock ? sock_auto : 1;
-          c.lnd_tunables.conns_per_peer = {static_cast<std::int32_t>(v), src};
-        }
-        if (std::find(timed.begin(), timed.end(), s.nid) != timed.end())
-          c.lnd_tunables.timeout = {static_cast<std::int32_t>(seconds), src};
-      }
-  if (timeout && net->lnd() == LndType::sock) cfg_.dataplane.socklnd.sock_timeout = {static_cast<std::int32_t>(seconds), src};
-  nets_changed_ = true;
+  if (timeout) {
+    timed = dataplane<status::NetChange>("net set timeout " + std::to_string(seconds) + " " + to_string(*net)).nids;
+    record(timed, [&](config::LndTunables& l) { l.timeout = {static_cast<std::int32_t>(seconds), src}; });
+    if (net->lnd() == LndType::sock) {
+      std::lock_guard lock(mu_);
+      cfg_.dataplane.socklnd.sock_timeout = {static_cast<std::int32_t>(seconds), src};
+    }
+  }
   Json out = Json::object();
   if (cpp) {
     log("info", "conns_per_peer of NI(s) " + joined(cpp_nids, ", ") + " set to " + std::to_string(*cpp));

@@ -363,8 +363,9 @@ Json Service::import_config(const Json& args) {
             derived_differs(l.peercredits_hiw, lnd.peercredits_hiw) ||
             derived_differs(l.concurrent_sends, lnd.concurrent_sends) || derived_differs(l.ntx, lnd.ntx))
           warnings.push_back(config::to_string(ni.source) + ": net " + to_string(n.net.value) +
-                             ": its NI's tunables are not changed at run time (they are read when the dataplane "
-                             "starts: edit its configuration file)");
+                             ": its NI's tunables are not changed by an import (lnetrctl net set changes "
+                             "conns_per_peer and the LND timeout; the rest are read when the dataplane starts: edit "
+                             "its configuration file)");
         if (ni.cpts.given() && !in.dataplane.cores.given() &&
             cpt_list(config::cpt_list(ni)) != cpt_list(in_force->cpts))
           warnings.push_back(config::to_string(ni.cpts.source) +

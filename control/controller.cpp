@@ -39,19 +39,23 @@ Controller::Controller(shm::Region region, RouteTableBuilder& builder, const Hea
                        const Placement& placement)
     : region_(std::move(region)), builder_(builder), health_(params), placement_(placement),
       down_seen_(shm::kMaxGateways), heard_seen_(shm::kMaxGateways), failures_seen_(shm::kMaxGateways),
-      pushed_seen_(shm::kMaxGateways) {
+      pushed_seen_(shm::kMaxGateways), push_forgiven_(shm::kMaxGateways), push_wait_(shm::kMaxGateways) {
   // Entries a previous lnetr-control gave up may still be mapped by a
   // worker on an older snapshot: retired until every worker holds a newer
   // one.  Entries never used (no NID) are free.
   const std::uint64_t next = shm::published_version(region_.header().published.load()) + 1;
   for (std::uint32_t i = shm::kMaxGateways; i-- > 0;) {
     shm::GatewayShm& g = region_.gateway(i);
+    // Control is the rail's only writer: one killed while writing it left
+    // its seqlock held, which nobody else will let go of.
+    if (const std::uint64_t gen = g.rail_gen.load(); (gen & 1) != 0) g.rail_gen.store(gen + 1);
     if (g.assigned.load() != 0) {
       // A gateway the dataplane has down now is handled at the first step.
       down_seen_[i] = g.down_events.load() - (g.down.load() != 0 ? 1 : 0);
       heard_seen_[i] = g.heard.load();
       failures_seen_[i] = g.send_failures.load();
       pushed_seen_[i] = g.pushes_received.load();
+      push_forgiven_[i] = g.pushes_sent.load() - std::min(g.pushes_sent.load(), g.push_acks.load());
       slot_of_.emplace(g.nid, i);
     } else if (g.nid == Nid{}) {
       free_.push_back(i);  // lowest last: taken first
@@ -111,7 +115,12 @@ bool Controller::watch_gateways(Clock::time_point now) {
   for (const Nid& n : nids) slots.push_back(slot_for(n));
   health_.set_gateways(nids, now);
   slot_ = std::move(slots);
-  for (std::size_t i = 0; i < nids.size(); ++i) health_.set_sensitivity(i, sens[i]);
+  for (std::size_t i = 0; i < nids.size(); ++i) {
+    health_.set_sensitivity(i, sens[i]);
+    // A gateway a previous lnetr-control moved to another of its NIs stays
+    // there (the workers send to it).
+    health_.seed_rail(i, shm::load_rail(region_.gateway(slot_[i])));
+  }
   return true;
 }
 
@@ -129,7 +138,19 @@ bool Controller::step(Clock::time_point now) {
         gateway_event(i, health_.failed(i, GatewayReason::connections_failed, now));
     }
     // What discovery did: our pushes to it, and its own ping info pushed.
+    // A push not ACKed within router_ping_timeout fails discovery, as a
+    // check does.
     copy_push_counts(i, s);
+    const std::uint64_t unacked = g.pushes_sent - std::min(g.pushes_sent, g.push_acks + push_forgiven_[slot_[i]]);
+    if (unacked == 0) {
+      push_wait_[slot_[i]] = Clock::time_point{};
+    } else if (push_wait_[slot_[i]] == Clock::time_point{}) {
+      push_wait_[slot_[i]] = now;
+    } else if (now - push_wait_[slot_[i]] >= health_.params().ping_timeout) {
+      push_forgiven_[slot_[i]] += unacked;
+      push_wait_[slot_[i]] = Clock::time_point{};
+      gateway_event(i, health_.failed(i, GatewayReason::push_unacked, now));
+    }
     const std::uint64_t pushed = s.pushes_received.load(std::memory_order_acquire);
     if (pushed != pushed_seen_[slot_[i]]) {
       pushed_seen_[slot_[i]] = pushed;
@@ -265,6 +286,8 @@ std::uint32_t Controller::slot_for(const Nid& nid) {
   heard_seen_[i] = g.heard.load();
   failures_seen_[i] = g.send_failures.load();
   pushed_seen_[i] = g.pushes_received.load();
+  push_forgiven_[i] = g.pushes_sent.load() - std::min(g.pushes_sent.load(), g.push_acks.load());
+  push_wait_[i] = Clock::time_point{};
   g.health.store(kMaxHealth);
   g.assigned.store(1);  // after the rest (release)
   slot_of_.emplace(nid, i);
@@ -316,7 +339,8 @@ bool Controller::fail_over(std::size_t i, Clock::time_point now) {
   // routes name again (each NI is tried in turn while it recovers).
   if (!to) health_.reset_rail(i);
   shm::GatewayShm& s = region_.gateway(slot_[i]);
-  shm::store_rail(s, g.rail);  // (control is its only writer: never busy)
+  if (!shm::store_rail(s, g.rail))  // (control is its only writer: never busy)
+    log("error", "gateway " + to_string(g.nid) + ": its rail could not be written (seqlock held)");
   s.owner = placement_.of(g.hop(), region_.header().n_workers);
   s.down.store(0);
   unpublished_ = true;

@@ -74,6 +74,8 @@ class Controller {
   std::vector<std::uint64_t> heard_seen_;  // per slot: heard handled
   std::vector<std::uint64_t> failures_seen_;  // per slot: send_failures handled
   std::vector<std::uint64_t> pushed_seen_;    // per slot: pushes_received handled
+  std::vector<std::uint64_t> push_forgiven_;  // per slot: pushes never ACKed, already judged
+  std::vector<Clock::time_point> push_wait_;  // per slot: since when a push waits for its ACK
   std::unordered_map<Nid, std::uint32_t> slot_of_;               // assigned slots
   std::vector<std::uint32_t> free_;                              // unassigned, reusable now
   std::vector<std::pair<std::uint32_t, std::uint64_t>> retired_; // unassigned at (before) that version

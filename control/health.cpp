@@ -115,7 +115,7 @@ std::optional<Nid> GatewayHealth::fail_over(std::size_t gw, Clock::time_point no
         std::find(g.failed_rails.begin(), g.failed_rails.end(), n.nid) != g.failed_rails.end())
       continue;
     g.rail = n.nid == g.nid ? Nid{} : n.nid;
-    g.rail_pending = true;
+    g.rail_pending = params_.check_interval > Clock::duration::zero();  // (until the check through it ends)
     g.outstanding = 0;  // (a check through the failed NI is abandoned)
     g.next_check = now;
     ++g.failovers;
@@ -136,6 +136,7 @@ void GatewayHealth::pushed(std::size_t gw, const PingAnswer& a) {
 bool GatewayHealth::fail(Gateway& g, GatewayReason why, Clock::time_point now) {
   const bool was = g.alive;
   g.outstanding = 0;
+  g.rail_pending = false;  // (the check through a rail it moved to has ended)
   g.alive = false;
   g.reason = why;
   const std::uint32_t cost = sensitivity(g);

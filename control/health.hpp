@@ -64,6 +64,7 @@ struct HealthParams {
   X(send_failed, "a ping could not be sent to it (no connection could be made)")        \
   X(bad_reply, "its ping reply did not hold a valid ping info")                         \
   X(connections_failed, "every connection to it failed")                                 \
+  X(push_unacked, "it did not ACK our push within router_ping_timeout")                 \
   X(forwarding, "it forwarded traffic to us")
 
 enum class GatewayReason : std::uint8_t {
@@ -189,6 +190,11 @@ class GatewayHealth {
   // It pushed its ping info: its NIs, nets and features from now on, as if
   // a check had brought them (its alive flag and health stay).
   void pushed(std::size_t gw, const PingAnswer& a);
+  // The rail a previous lnetr-control left in force (read back from the
+  // dataplane's board).
+  void seed_rail(std::size_t gw, const Nid& rail) noexcept {
+    if (gateways_[gw].rail == Nid{}) gateways_[gw].rail = rail == gateways_[gw].nid ? Nid{} : rail;
+  }
   // Back to the NI its routes name, every NI tried again.
   void reset_rail(std::size_t gw) noexcept {
     gateways_[gw].rail = Nid{};

@@ -289,11 +289,14 @@ void Service::reapply_nets() {
   for (const auto& [net, doc] : add)
     give("net add " + doc, "net " + net + " (added at run time)", "given to the restarted dataplane",
          "not taken by the restarted dataplane");
-  // The NIs' LND values set at run time (net set), where the file's differ.
+  // The NIs' LND values set at run time (net set), where the file's differ:
+  // ksocklnd's timeout first (tcp NIs added later take it too).
   std::vector<std::string> sets;
   try {
     const auto st = dataplane<status::Status>("status");
     std::lock_guard lock(mu_);
+    if (const auto& t = cfg_.dataplane.socklnd.sock_timeout; t.source.file == "lnetrctl net set")
+      sets.push_back("timeout " + std::to_string(t.value) + " tcp");
     for (const config::NetConfig& n : cfg_.nets)
       for (const config::NiConfig& c : n.nis)
         for (const status::Ni& s : st.nis) {

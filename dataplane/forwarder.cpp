@@ -315,7 +315,7 @@ void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info)
   if (it == peers_.end() || !ni_on_[it->second->ni]) return;
   it->second->multi_rail = true;
   push_to(*it->second);
-  g.pushes_sent.store(g.pushes_sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  g.pushes_sent.fetch_add(1, std::memory_order_relaxed);
 }
 
 // A ping info's features, NIs (the first kPingNis) and nets into `r`;
@@ -675,7 +675,9 @@ lnd::RxVerdict Forwarder::discard(lnd::Rx& rx, bool ack_push) {
 // board for control, which takes its NIs and routing state as a check's.
 void Forwarder::take_push(RouterMsg* m, std::uint32_t length) {
   shm::GatewayShm& g = board_[m->ping_slot];
-  if (g.assigned.load(std::memory_order_acquire) == 0) return;  // (given up meanwhile)
+  // Given up meanwhile, or given to another gateway, or moved off the NI
+  // that pushed: not this gateway's news any more.
+  if (g.assigned.load(std::memory_order_acquire) == 0 || !is_hop(g, m->next_hop)) return;
   shm::PingResult r{};
   r.outcome = shm::PingOutcome::answered;
   r.done_ns = lnd::Clock::now().time_since_epoch().count();
@@ -683,8 +685,10 @@ void Forwarder::take_push(RouterMsg* m, std::uint32_t length) {
     counters().drops[static_cast<std::size_t>(DropReason::protocol)].add();
     return;
   }
+  // A push from a node that is not Multi-Rail is ignored (LNet's rule).
+  if ((r.features & ping_feature::multi_rail) == 0) return;
   r.seq = g.pushes_received.load(std::memory_order_relaxed) + 1;
-  if (shm::store_pushed(g, r)) g.pushes_received.store(r.seq, std::memory_order_release);
+  if (shm::store_pushed(g, r)) g.pushes_received.fetch_add(1, std::memory_order_release);
 }
 
 // A route to the source's net whose gateway is `from`, or a Multi-Rail
@@ -776,6 +780,7 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
           m->is_push = ack;
           m->push_read = true;
           m->ping_slot = static_cast<std::uint32_t>(src.gateway - board_.data());
+          m->next_hop = rx.from;  // (the slot must still be its gateway's once read)
           rx.cookie = m;
           rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
           return lnd::RxVerdict::accept;
@@ -784,9 +789,7 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
       }
       if (rx.hdr.type == MsgType::ack && rx.hdr.ack().dst_wmd.interface_cookie == kPushAckCookie) {
         src.push_acked_ns = lnd::Clock::now().time_since_epoch().count();
-        if (src.gateway != nullptr)
-          src.gateway->push_acks.store(src.gateway->push_acks.load(std::memory_order_relaxed) + 1,
-                                       std::memory_order_relaxed);
+        if (src.gateway != nullptr) src.gateway->push_acks.fetch_add(1, std::memory_order_relaxed);
         return discard(rx, false);  // a peer took our push
       }
       if (rx.hdr.type == MsgType::reply && rx.hdr.reply().dst_wmd.interface_cookie == kGatewayPingCookie)
@@ -1046,12 +1049,18 @@ void Forwarder::on_peer_down(const Nid& nid) {
   if (it == peers_.end()) return;
   PeerNi& p = *it->second;
   p.alive = false;
-  if (p.gateway != nullptr && p.gateway->down.load(std::memory_order_relaxed) == 0) {
+  // Only the gateway's NI in use speaks for it: an NI control has just
+  // moved away from (the snapshot that says so not adopted yet) does not.
+  if (p.gateway != nullptr && p.gateway->down.load(std::memory_order_relaxed) == 0 && is_hop(*p.gateway, p.nid)) {
     // Every worker stops choosing it from its next selection on.
     p.gateway->down.store(1, std::memory_order_relaxed);
-    p.gateway->down_events.store(p.gateway->down_events.load(std::memory_order_relaxed) + 1,
-                                 std::memory_order_relaxed);
+    p.gateway->down_events.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+bool Forwarder::is_hop(const shm::GatewayShm& g, const Nid& nid) noexcept {
+  const Nid rail = shm::load_rail(g);
+  return nid == (rail == Nid{} ? g.nid : rail);
 }
 
 // Our ping info as a ping reply or a push carries it.

@@ -203,9 +203,11 @@ struct alignas(64) GatewayShm {
   // ... and by control, the gateway's health (0..1000), which such failures
   // and failed checks lower and any reception from it restores.
   std::atomic<std::uint32_t> health;
-  // Discovery, by the owner worker: pushes of our ping info sent to it
-  // after its checks and the ACKs it gave, and the pushes of its own ping
-  // info it sent us (the latest in `pushed`, under the seqlock pushed_gen).
+  // Discovery, by the owner worker (the counters by fetch_add: while the
+  // owner changes, two workers may count): pushes of our ping info sent to
+  // it after its checks and the ACKs it gave, and the pushes of its own
+  // ping info it sent us (the latest in `pushed`, under the seqlock
+  // pushed_gen).
   alignas(64) std::atomic<std::uint64_t> pushes_sent;
   std::atomic<std::uint64_t> push_acks;
   std::atomic<std::uint64_t> pushes_received;

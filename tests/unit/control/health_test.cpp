@@ -271,6 +271,26 @@ TEST_F(HealthTest, AMultiRailGatewayMovesToItsNextUpNiOnOurNetAndBackWhenAllFail
   EXPECT_EQ(h.fail_over(0, t0 + 4s), kGw1);  // (wrapping: after rail3 comes the first)
   EXPECT_EQ(g(0).hop(), kGw1);
   EXPECT_EQ(g(0).rail, Nid{});
+  // A check through it that fails ends the move: later failures are its.
+  EXPECT_TRUE(g(0).rail_pending);
+  h.sent(0, 3, t0 + 4s);
+  h.expire(t0 + 8s);
+  EXPECT_FALSE(g(0).rail_pending);
+  EXPECT_FALSE(g(0).alive);
+  // Without checks a move waits for none.
+  HealthParams off = params();
+  off.check_interval = Clock::duration::zero();
+  h.set_params(off);
+  h.sent(1, 1, t0);
+  h.answered(1, answer({{kGw2, true}, {rail2, true}}), t0);
+  EXPECT_EQ(h.fail_over(1, t0), rail2);
+  EXPECT_FALSE(g(1).rail_pending);
+  // A rail a previous lnetr-control left in force is taken as it is.
+  h.reset_rail(1);
+  h.seed_rail(1, rail2);
+  EXPECT_EQ(g(1).hop(), rail2);
+  h.seed_rail(1, rail3);  // (only where none is known)
+  EXPECT_EQ(g(1).hop(), rail2);
 }
 
 TEST_F(HealthTest, OnlyAGatewayThatDiscoversWhileWeDoFailsOver) {

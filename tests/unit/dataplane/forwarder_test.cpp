@@ -701,6 +701,12 @@ TEST(Forwarder, AGatewayThatDiscoversIsPushedToAfterItsCheckAndItsOwnPushesLandO
   EXPECT_EQ(r.ports.sent[0].to, rail);
   EXPECT_EQ(r.ports.sent[0].tx->hdr.dest_nid, rail);
   r.complete();
+  // The NI left behind failing late says nothing of the gateway; its rail does.
+  r.fwd->on_peer_down(kGw1);
+  EXPECT_EQ(b.slots[2].down.load(), 0u);
+  r.fwd->on_peer_down(rail);
+  EXPECT_EQ(b.slots[2].down.load(), 1u);
+  EXPECT_EQ(b.slots[2].down_events.load(), 1u);
   r.expect_idle();
 }
 
