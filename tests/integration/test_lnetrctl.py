@@ -328,7 +328,7 @@ global:
             self.assertRegex(err, r"global\.%s: %s \d+ is not in force: " % (key, key))
         for named in ("transaction_timeout 60 is not applied at run time",
                       "CPT list is not in force", "configured peers are not used",
-                      "tunables are not changed at run time"):
+                      "tunables are not changed by an import"):
             self.assertIn(named, err)
         # Applied: drop_asym_route and health_sensitivity (recovery_interval
         # is deprecated and ignored, as by the kernel; lnd_timeout is derived).
