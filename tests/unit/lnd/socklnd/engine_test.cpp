@@ -295,6 +295,62 @@ TEST_F(Engine, FirstSendOpensTypedConnectionsAndDelivers) {
   EXPECT_EQ(pb[0].incarnation, a.node->incarnation());
 }
 
+// A node with two NIs on one net (Multi-Rail, as a gateway may be): a peer
+// connected to each has connections of both NIs; a message from one of
+// them leaves on that NI's connection, and one whose interface link is
+// down comes last.
+TEST_F(Engine, WithTwoNisOnANetAReplyLeavesFromItsNiAndADownLinkComesLast) {
+  const Nid g1 = nid("127.0.0.21@tcp"), g2 = nid("127.0.0.22@tcp");
+  Recorder gu;
+  Node g(Options{}, std::vector<LocalNi>{{g1}, {g2}}, new_incarnation(), poller, gu);
+  Acceptor ga(Options{}, std::vector<LocalNi>{{g1}, {g2}}, g.incarnation(), poller,
+              [&g](Accepted&& a) { g.adopt(std::move(a)); });
+  std::string err;
+  ASSERT_TRUE(ga.listen(err)) << err;
+  TestNode a(poller, kA);
+  nodes = {&a};
+  auto turn = [&] {
+    g.flush();
+    spin();
+    g.tick(Clock::now());
+    ga.tick(Clock::now());
+    g.reap();
+    ga.reap();
+  };
+  auto until = [&](const std::function<bool()>& done) {
+    const auto end = Clock::now() + 5s;
+    while (Clock::now() < end && !done()) turn();
+    return done();
+  };
+  // A reaches the node at both of its NIDs: one peer there, with the
+  // connections made to each NI.
+  const Bytes p = pattern(64, 1);
+  Tx to1 = make_put(kA, g1, p), to2 = make_put(kA, g2, p);
+  ASSERT_EQ(a.node->send(g1, to1), 0);
+  ASSERT_EQ(a.node->send(g2, to2), 0);
+  ASSERT_TRUE(until([&] { return gu.got.size() == 2; }));
+  ASSERT_TRUE(until([&] {
+    const auto peers = g.peers();
+    return peers.size() == 1 && peers[0].conns[1] == 2;  // a CONTROL connection of each NI
+  }));
+  // From g2: on g2's connection, so A hears it from g2 (A's peer g2).
+  Tx from2 = make_put(g2, kA, p);
+  ASSERT_EQ(g.send(kA, from2), 0);
+  ASSERT_TRUE(until([&] { return a.upper.got.size() == 1; }));
+  EXPECT_EQ(a.upper.got[0].from, g2);
+  Tx from1 = make_put(g1, kA, p);
+  ASSERT_EQ(g.send(kA, from1), 0);
+  ASSERT_TRUE(until([&] { return a.upper.got.size() == 2; }));
+  EXPECT_EQ(a.upper.got[1].from, g1);
+  // g2's interface loses its link: even what g2 sends leaves on g1's.
+  g.set_link(g2, false);
+  Tx again = make_put(g2, kA, p);
+  ASSERT_EQ(g.send(kA, again), 0);
+  ASSERT_TRUE(until([&] { return a.upper.got.size() == 3; }));
+  EXPECT_EQ(a.upper.got[2].from, g1);
+  g.shutdown();
+}
+
 // A router forwarding from an IPv6 net: a header with a large NID needs
 // V4's nid16 form, so the first connection to an IPv4 peer offers V4 (which
 // Linux accepts from any address) and the NIDs arrive whole.
