@@ -70,18 +70,14 @@ Json Service::peer_show(const Json& args) {
   }
   // Discovered gateways: one peer each, with every NI its ping info (or
   // push) listed, primary first, as lnetctl shows a discovered peer.
-  struct Discovered {
-    const Gateway* g;
-    Json nis = Json::array();
-  };
-  std::vector<Discovered> found;
+  std::vector<const Gateway*> found;
   std::unordered_map<std::string, std::size_t> found_by_ni;  // NI -> its gateway in found
-  std::unique_lock lock(mu_);
+  std::lock_guard lock(mu_);
   if (ctl_)
     for (const Gateway& g : ctl_->health().gateways()) {
       if (!g.answered_once || g.nis.empty()) continue;
       for (const GatewayNi& n : g.nis) found_by_ni.emplace(to_string(n.nid), found.size());
-      found.push_back({&g});
+      found.push_back(&g);
     }
   auto peer_ni = [&](const status::Peer& p) {
     Json ni = {{"nid", p.nid}, {"state", p.state}};
@@ -110,8 +106,8 @@ Json Service::peer_show(const Json& args) {
     peers.push_back({{"primary nid", p.nid}, {"Multi-Rail", p.multi_rail}, {"peer ni", Json::array({peer_ni(p)})}});
   }
   constexpr std::uint32_t kDiscovers = ping_feature::multi_rail | ping_feature::discovery;
-  for (const Discovered& d : found) {
-    const Gateway& g = *d.g;
+  for (const Gateway* d : found) {
+    const Gateway& g = *d;
     if (nid && std::none_of(g.nis.begin(), g.nis.end(), [&](const GatewayNi& n) { return n.nid == *nid; })) continue;
     Json nis = Json::array();
     for (const GatewayNi& n : g.nis) {

@@ -163,8 +163,7 @@ void Forwarder::map_gateways() {
   std::unordered_map<const shm::GatewayShm*, Nid> hop_of;
   for (std::size_t i = 0; i < gw_board_.size(); ++i) {
     if (gw_board_[i] == nullptr) continue;
-    const Nid rail = shm::load_rail(*gw_board_[i]);
-    gw_hop_[i] = rail == Nid{} ? gw_board_[i]->nid : rail;
+    gw_hop_[i] = hop(*gw_board_[i]);
     hop_of.emplace(gw_board_[i], gw_hop_[i]);
   }
   std::erase_if(gw_peers_, [&hop_of](PeerNi* p) {
@@ -200,9 +199,7 @@ unsigned Forwarder::send_pings() {
     ping_sent_[i] = req;
     // A gateway is checked on its rail, if control moved to one; a remote
     // NID (operators' pings only) through the gateway `via`.
-    Nid target = g.nid;
-    if (i < shm::kMaxGateways)
-      if (const Nid rail = shm::load_rail(g); rail != Nid{}) target = rail;
+    const Nid target = i < shm::kMaxGateways ? hop(g) : g.nid;
     ping_nid_[i] = target;
     const Nid next_hop = g.via == Nid{} ? target : g.via;
     if (ni_index(next_hop) == kNoNi) {  // its net's NI was deleted: the check fails at once
@@ -677,7 +674,7 @@ void Forwarder::take_push(RouterMsg* m, std::uint32_t length) {
   shm::GatewayShm& g = board_[m->ping_slot];
   // Given up meanwhile, or given to another gateway, or moved off the NI
   // that pushed: not this gateway's news any more.
-  if (g.assigned.load(std::memory_order_acquire) == 0 || !is_hop(g, m->next_hop)) return;
+  if (g.assigned.load(std::memory_order_acquire) == 0 || !(hop(g) == m->next_hop)) return;
   shm::PingResult r{};
   r.outcome = shm::PingOutcome::answered;
   r.done_ns = lnd::Clock::now().time_since_epoch().count();
@@ -1051,16 +1048,16 @@ void Forwarder::on_peer_down(const Nid& nid) {
   p.alive = false;
   // Only the gateway's NI in use speaks for it: an NI control has just
   // moved away from (the snapshot that says so not adopted yet) does not.
-  if (p.gateway != nullptr && p.gateway->down.load(std::memory_order_relaxed) == 0 && is_hop(*p.gateway, p.nid)) {
+  if (p.gateway != nullptr && p.gateway->down.load(std::memory_order_relaxed) == 0 && hop(*p.gateway) == p.nid) {
     // Every worker stops choosing it from its next selection on.
     p.gateway->down.store(1, std::memory_order_relaxed);
     p.gateway->down_events.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
-bool Forwarder::is_hop(const shm::GatewayShm& g, const Nid& nid) noexcept {
+Nid Forwarder::hop(const shm::GatewayShm& g) noexcept {
   const Nid rail = shm::load_rail(g);
-  return nid == (rail == Nid{} ? g.nid : rail);
+  return rail == Nid{} ? g.nid : rail;
 }
 
 // Our ping info as a ping reply or a push carries it.

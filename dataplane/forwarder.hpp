@@ -203,8 +203,9 @@ class Forwarder final : public lnd::Upper {
   void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);
   static bool summarise_ping_info(ByteSpan info, shm::PingResult& r);
   void take_push(RouterMsg* m, std::uint32_t length);
-  // Whether `nid` is the NI of gateway `g` that messages go to now.
-  static bool is_hop(const shm::GatewayShm& g, const Nid& nid) noexcept;
+  // The NI of gateway `g` that messages and checks go to now: its rail
+  // (Multi-Rail, control's), else the NID its routes name.
+  static Nid hop(const shm::GatewayShm& g) noexcept;
   void push_to(const PeerNi& p);
   ByteSpan ping_reply_bytes(RouterMsg* m, std::uint32_t length);
   void map_gateways();
