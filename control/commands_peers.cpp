@@ -68,17 +68,65 @@ Json Service::peer_show(const Json& args) {
                                   {"rx_held", c.rx_held},
                                   {"version", c.version}});
   }
-  // Discovered gateways: one peer each, with every NI its ping info (or
-  // push) listed, primary first, as lnetctl shows a discovered peer.
-  std::vector<const Gateway*> found;
-  std::unordered_map<std::string, std::size_t> found_by_ni;  // NI -> its gateway in found
-  std::lock_guard lock(mu_);
-  if (ctl_)
-    for (const Gateway& g : ctl_->health().gateways()) {
-      if (!g.answered_once || g.nis.empty()) continue;
-      for (const GatewayNi& n : g.nis) found_by_ni.emplace(to_string(n.nid), found.size());
-      found.push_back(&g);
-    }
+  // Discovered peers, gateways first: one peer each, with every NI its
+  // ping info (or push) listed, primary first, as lnetctl shows a
+  // discovered peer.
+  struct Found {
+    std::vector<std::pair<Nid, bool>> nis;  // and whether it said UP
+    std::uint32_t features = 0;
+    Json discovery;  // lnetr's: what discovery found and did
+  };
+  constexpr std::uint32_t kDiscovers = ping_feature::multi_rail | ping_feature::discovery;
+  auto hex = [](std::uint32_t v) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%x", v);
+    return std::string(text);
+  };
+  std::vector<Found> found;
+  std::unordered_map<std::string, std::size_t> found_by_ni;  // NI -> its peer in found
+  auto add_found = [&](Found f) {
+    if (f.nis.empty() || found_by_ni.contains(to_string(f.nis.front().first))) return;  // (one peer, two NIDs of ours)
+    for (const auto& n : f.nis) found_by_ni.emplace(to_string(n.first), found.size());
+    found.push_back(std::move(f));
+  };
+  {
+    std::lock_guard lock(mu_);
+    if (ctl_)
+      for (const Gateway& g : ctl_->health().gateways()) {
+        if (!g.answered_once || g.nis.empty()) continue;
+        Found f;
+        for (const GatewayNi& n : g.nis) f.nis.emplace_back(n.nid, n.up);
+        f.features = g.features;
+        f.discovery = {{"gateway", to_string(g.nid)},
+                       {"features", hex(g.features)},
+                       {"discovers", (g.features & kDiscovers) == kDiscovers},
+                       {"pushes_sent", g.pushes_sent},
+                       {"push_acks", g.push_acks},
+                       {"pushes_received", g.pushes_received}};
+        if (!(g.rail == Nid{})) f.discovery["rail"] = to_string(g.rail);
+        add_found(std::move(f));
+      }
+  }
+  for (const status::Peer& p : merged) {
+    if (!p.discovery || p.discovery->nis.empty()) continue;
+    const status::PeerDiscovery& d = *p.discovery;
+    Found f;
+    for (const status::DiscoveredNi& n : d.nis)
+      if (const auto pn = parse_nid(n.nid)) f.nis.emplace_back(*pn, n.state == "up");
+    f.features = d.features;
+    f.discovery = {{"nid", p.nid},
+                   {"state", d.state},
+                   {"features", hex(d.features)},
+                   {"discovers", (d.features & kDiscovers) == kDiscovers},
+                   {"sequence", d.sequence},
+                   {"from", d.pushed ? "push" : "ping"},
+                   {"pings", d.pings},
+                   {"pushes_sent", d.pushes_sent},
+                   {"push_acks", d.push_acks},
+                   {"pushes_received", d.pushes_received},
+                   {"failures", d.failures}};
+    add_found(std::move(f));
+  }
   auto peer_ni = [&](const status::Peer& p) {
     Json ni = {{"nid", p.nid}, {"state", p.state}};
     if (verbose) {
@@ -96,7 +144,7 @@ Json Service::peer_show(const Json& args) {
     }
     return ni;
   };
-  std::map<std::string, Json> seen;  // a discovered gateway's NIs the dataplane has a peer for
+  std::map<std::string, Json> seen;  // a discovered peer's NIs the dataplane has a peer for
   for (const status::Peer& p : merged) {
     if (found_by_ni.contains(p.nid)) {
       seen[p.nid] = peer_ni(p);
@@ -105,33 +153,20 @@ Json Service::peer_show(const Json& args) {
     if (nid && p.nid != to_string(*nid)) continue;
     peers.push_back({{"primary nid", p.nid}, {"Multi-Rail", p.multi_rail}, {"peer ni", Json::array({peer_ni(p)})}});
   }
-  constexpr std::uint32_t kDiscovers = ping_feature::multi_rail | ping_feature::discovery;
-  for (const Gateway* d : found) {
-    const Gateway& g = *d;
-    if (nid && std::none_of(g.nis.begin(), g.nis.end(), [&](const GatewayNi& n) { return n.nid == *nid; })) continue;
+  for (const Found& f : found) {
+    if (nid && std::none_of(f.nis.begin(), f.nis.end(), [&](const auto& n) { return n.first == *nid; })) continue;
     Json nis = Json::array();
-    for (const GatewayNi& n : g.nis) {
-      const std::string text = to_string(n.nid);
+    for (const auto& [n, up] : f.nis) {
+      const std::string text = to_string(n);
       Json ni = seen.contains(text) ? seen[text] : Json{{"nid", text}};
       // As its ping info (or push) last said.
-      ni["state"] = n.up ? "up" : "down";
+      ni["state"] = up ? "up" : "down";
       nis.push_back(std::move(ni));
     }
-    Json peer = {{"primary nid", to_string(g.nis.front().nid)},
-                 {"Multi-Rail", (g.features & ping_feature::multi_rail) != 0},
+    Json peer = {{"primary nid", to_string(f.nis.front().first)},
+                 {"Multi-Rail", (f.features & ping_feature::multi_rail) != 0},
                  {"peer ni", nis}};
-    if (verbose) {
-      // lnetr's: what discovery found and did.
-      char features[16];
-      std::snprintf(features, sizeof features, "0x%x", g.features);
-      peer["discovery"] = {{"gateway", to_string(g.nid)},
-                           {"features", features},
-                           {"discovers", (g.features & kDiscovers) == kDiscovers},
-                           {"pushes_sent", g.pushes_sent},
-                           {"push_acks", g.push_acks},
-                           {"pushes_received", g.pushes_received}};
-      if (!(g.rail == Nid{})) peer["discovery"]["rail"] = to_string(g.rail);
-    }
+    if (verbose) peer["discovery"] = f.discovery;
     peers.push_back(std::move(peer));
   }
   if (nid && peers.empty()) throw ApiError{ENOENT, "no peer " + to_string(*nid) + " (the router has not exchanged a message with it)"};

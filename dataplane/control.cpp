@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "dataplane/log.hpp"
+#include "dataplane/shm/seqlock.hpp"
 #include "dataplane/status.hpp"
 #include "dataplane/unix_fd.hpp"
 #include "lnd/socklnd/socket.hpp"
@@ -66,6 +67,27 @@ bool link_is_up(const std::string& interface) {
   std::string state;
   if (!(f >> state)) return false;
   return state == "up" || state == "unknown";  // veth/lo report "unknown" when usable
+}
+
+// A peer's discovery, as the status shows it.
+status::PeerDiscovery discovery_status(const PeerDiscovery& d) {
+  status::PeerDiscovery s;
+  switch (d.state.get()) {
+    case PeerDiscovery::State::pinging: s.state = "pinging"; break;
+    case PeerDiscovery::State::pushing: s.state = "pushing"; break;
+    case PeerDiscovery::State::discovered: s.state = "discovered"; break;
+    case PeerDiscovery::State::failed: s.state = "failed"; break;
+  }
+  const PeerDiscovered l = shm::seq_load(d.gen, d.learnt);
+  s.features = l.features;
+  s.sequence = l.sequence;
+  s.pushed = l.pushed;
+  for (std::uint32_t i = 0; i < std::min(l.n_nis, shm::kPingNis); ++i)
+    s.nis.push_back({to_string(l.nis[i].nid), l.nis[i].status == kNiStatusUp ? "up" : "down"});
+  s.more_nis = l.more_nis;
+  s.pings = d.pings.get(), s.pushes_sent = d.pushes_sent.get(), s.push_acks = d.push_acks.get();
+  s.pushes_received = d.pushes_received.get(), s.failures = d.failures.get();
+  return s;
 }
 
 // A refused request's answer.
@@ -1070,6 +1092,7 @@ std::string Control::status_answer() {
       s.rtr_q_num_of_buf = p.rtr_wait.count;
       s.send_count = p.send_count.get(), s.recv_count = p.recv_count.get(), s.drop_count = p.drop_count.get();
       s.send_bytes = p.send_bytes.get(), s.recv_bytes = p.recv_bytes.get();
+      if (const PeerDiscovery* d = p.discovery.load(std::memory_order_acquire)) s.discovery = discovery_status(*d);
     });
   }
 

@@ -7,6 +7,7 @@
 
 #include "dataplane/log.hpp"
 #include "dataplane/shm/region.hpp"
+#include "dataplane/shm/seqlock.hpp"
 #include "router/local_msgs.hpp"
 #include "router/ping_info.hpp"
 
@@ -132,6 +133,11 @@ constexpr std::uint32_t kPingSink = kLnetMtu;
 // The largest push of a gateway's ping info read (the rest are ACKed and
 // not read): 30 NIs.
 constexpr std::uint32_t kPushSink = sizeof(RouterMsg::inline_);
+// The interface cookie of the MD handle our discovery pings carry (the
+// object cookie: the request's sequence), and what we ask for: as much as
+// a descriptor holds (30 NIs; a peer with more fails discovery).
+constexpr std::uint64_t kDiscoveryCookie = 0x6c6e657472646973ull;  // "lnetrdis"
+constexpr std::uint32_t kDiscoverySink = sizeof(RouterMsg::inline_);
 
 }  // namespace
 
@@ -364,6 +370,7 @@ void Forwarder::tick() {
   if (now >= next_expiry_ns_) {
     next_expiry_ns_ = now + std::chrono::nanoseconds(std::chrono::seconds(1)).count();
     expire_waiting(now);
+    expire_discoveries(now);
   }
   sweep_idle(now);
   if (!fault_held_.empty()) release_fault_held(now, false);
@@ -671,6 +678,8 @@ lnd::RxVerdict Forwarder::discard(lnd::Rx& rx, bool ack_push) {
 // A gateway pushed its ping info (read into m's inline payload): on the
 // board for control, which takes its NIs and routing state as a check's.
 void Forwarder::take_push(RouterMsg* m, std::uint32_t length) {
+  if (m->ping_slot == kNoGatewaySlot)
+    return take_peer_push(m->next_hop, ByteSpan(m->inline_.data(), std::min<std::size_t>(length, m->inline_.size())));
   shm::GatewayShm& g = board_[m->ping_slot];
   // Given up meanwhile, or given to another gateway, or moved off the NI
   // that pushed: not this gateway's news any more.
@@ -770,14 +779,18 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
       if (is_push(rx.hdr)) {
         src.multi_rail = true;  // it runs discovery: push to it when our NIs change
         const bool ack = !rx.hdr.put().ack_wmd.is_none();
-        // A gateway's new ping info: its NIs and routing state from now on.
-        if (src.gateway != nullptr && setup_.discovery && rx.hdr.payload_length <= kPushSink) {
+        // Read, with discovery on: a gateway's is its NIs and routing state
+        // from now on (its slot must still be its once read); any other
+        // peer's, from the peer itself, is what discovery keeps of it.
+        if (setup_.discovery && rx.hdr.payload_length <= kPushSink &&
+            (src.gateway != nullptr || rx.hdr.src_nid == rx.from)) {
           RouterMsg* m = alloc_msg();
           m->kind = RouterMsg::Kind::discard;
           m->is_push = ack;
           m->push_read = true;
-          m->ping_slot = static_cast<std::uint32_t>(src.gateway - board_.data());
-          m->next_hop = rx.from;  // (the slot must still be its gateway's once read)
+          m->ping_slot =
+              src.gateway != nullptr ? static_cast<std::uint32_t>(src.gateway - board_.data()) : kNoGatewaySlot;
+          m->next_hop = rx.from;
           rx.cookie = m;
           rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
           return lnd::RxVerdict::accept;
@@ -787,10 +800,18 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
       if (rx.hdr.type == MsgType::ack && rx.hdr.ack().dst_wmd.interface_cookie == kPushAckCookie) {
         src.push_acked_ns = lnd::Clock::now().time_since_epoch().count();
         if (src.gateway != nullptr) src.gateway->push_acks.fetch_add(1, std::memory_order_relaxed);
+        if (PeerDiscovery* d = src.discovery.load(std::memory_order_relaxed)) {
+          ++d->push_acks;
+          // Discovery's push taken: done (ping-discovery-health.md §4 step 3).
+          if (d->state == PeerDiscovery::State::pushing && rx.hdr.ack().dst_wmd.object_cookie == d->seq)
+            d->state = PeerDiscovery::State::discovered;
+        }
         return discard(rx, false);  // a peer took our push
       }
       if (rx.hdr.type == MsgType::reply && rx.hdr.reply().dst_wmd.interface_cookie == kGatewayPingCookie)
         return take_ping_reply(rx);
+      if (rx.hdr.type == MsgType::reply && rx.hdr.reply().dst_wmd.interface_cookie == kDiscoveryCookie)
+        return take_discovery_reply(rx);
       count_drop(DropReason::not_for_us, rx.hdr.payload_length);
       return discard(rx, false);
     case Disposition::forward:
@@ -971,6 +992,10 @@ void Forwarder::on_received(lnd::Rx& rx) {
     long_replies_.erase(m);
     return free_msg(m);
   }
+  if (m->kind == RouterMsg::Kind::discover_reply) {
+    discovery_answered(m->next_hop, m->ping_seq, ByteSpan(m->inline_.data(), rx.hdr.payload_length));
+    return free_msg(m);
+  }
   if (m->kind == RouterMsg::Kind::discard) {
     if (m->push_read) take_push(m, rx.hdr.payload_length);
     if (!m->is_push) return free_msg(m);
@@ -1103,11 +1128,14 @@ unsigned Forwarder::push_ping_info() {
   return n;
 }
 
-void Forwarder::push_to(const PeerNi& p) {
+void Forwarder::push_to(const PeerNi& p, std::uint64_t seq) {
   RouterMsg* m = alloc_msg();
   m->kind = RouterMsg::Kind::local;
   const std::size_t size = own_ping_info(m->inline_);
-  const WireHandle ack{kPushAckCookie, ++push_seq_};
+  const WireHandle ack{kPushAckCookie, seq != 0 ? seq : ++push_seq_};
+  if (PeerDiscovery* d = p.discovery.load(std::memory_order_relaxed)) ++d->pushes_sent;
+  m->discovery = seq != 0;  // discovery's: a failure to send it fails discovery
+  m->ping_seq = seq;
   m->tx.hdr = make_put({kPidLustre, ni_nids_[p.ni]}, {kPidLustre, p.nid}, kLnetReservedPortal, kPingMatchBits, ack, 0,
                        static_cast<std::uint32_t>(size));
   m->tx.payload = ByteSpan(m->inline_.data(), size);
@@ -1122,11 +1150,186 @@ unsigned Forwarder::flush_local() {
   unsigned n = 0;
   for (RouterMsg* m : local_out_) {
     m->tx.cookie = m;
-    if (ports_.send(m->next_hop, m->tx) < 0) free_msg(m);
+    if (const int rc = ports_.send(m->next_hop, m->tx); rc < 0) on_sent(m->tx, rc);
     ++n;
   }
   local_out_.clear();
   return n;
+}
+
+// ---- discovery of the peers we forward to ---------------------------------------
+
+namespace {
+
+// LNet discovers a peer before a message to it that is neither on the
+// reserved portal nor a REPLY or ACK (lnet_msg_discovery).
+bool discovers_on(const LnetHeader& h) noexcept {
+  if (h.type == MsgType::put) return h.put().ptl_index != kLnetReservedPortal;
+  if (h.type == MsgType::get) return h.get().ptl_index != kLnetReservedPortal;
+  return false;
+}
+
+constexpr std::uint32_t kDiscovers = ping_feature::multi_rail | ping_feature::discovery;
+
+}  // namespace
+
+// A message on its last hop, to `p`: as a kernel router does with discovery
+// on, the peer is discovered if it is not yet (a gateway is, by its checks).
+// Unlike Linux the message is not held until discovery ends: it goes on at
+// once, and discovery runs beside it.  A failed discovery is tried again by
+// a later message, once a second at most.
+void Forwarder::maybe_discover(PeerNi& p, const LnetHeader& h) {
+  if (!setup_.discovery || p.gateway != nullptr || p.routes_via || !discovers_on(h)) return;
+  const PeerDiscovery* d = p.discovery.load(std::memory_order_relaxed);
+  if (d != nullptr) {
+    const PeerDiscovery::State st = d->state;
+    if (st != PeerDiscovery::State::failed) return;
+    if (now_ns_ - d->started_ns < std::chrono::nanoseconds(std::chrono::seconds(1)).count()) return;
+  }
+  discover(p);
+}
+
+PeerDiscovery& Forwarder::discovery_of(PeerNi& p) {
+  PeerDiscovery* d = p.discovery.load(std::memory_order_relaxed);
+  if (d == nullptr) {
+    d = new PeerDiscovery();
+    p.discovery.store(d, std::memory_order_release);  // (its fields set before readers can see it)
+  }
+  return *d;
+}
+
+// Discovery's first step: ping the peer (a GET on the reserved portal), not
+// through the credit queues (as a gateway check), after the current event.
+void Forwarder::discover(PeerNi& p) {
+  PeerDiscovery& d = discovery_of(p);
+  const std::int64_t now = lnd::Clock::now().time_since_epoch().count();
+  d.state = PeerDiscovery::State::pinging;
+  d.seq = ++push_seq_;
+  d.started_ns = now_ns_;
+  d.deadline_ns = now + std::chrono::nanoseconds(setup_.transaction_timeout).count();
+  ++d.pings;
+  discovering_.push_back({p.nid, d.seq});
+  RouterMsg* m = alloc_msg();
+  m->kind = RouterMsg::Kind::discover;
+  m->ping_seq = d.seq;
+  m->next_hop = p.nid;
+  m->tx.hdr = make_get({kPidLustre, ni_nids_[p.ni]}, {kPidLustre, p.nid}, kLnetReservedPortal, kPingMatchBits,
+                       {kDiscoveryCookie, d.seq}, kDiscoverySink);
+  m->tx.payload = {};
+  local_out_.push_back(m);
+}
+
+// A REPLY carrying our discovery cookie: read if it answers the ping of
+// its sender's discovery that is out.
+lnd::RxVerdict Forwarder::take_discovery_reply(lnd::Rx& rx) {
+  const std::uint64_t seq = rx.hdr.reply().dst_wmd.object_cookie;
+  const PeerNi* p = rx.hdr.src_nid == rx.from ? find_peer(rx.from) : nullptr;
+  const PeerDiscovery* d = p != nullptr ? p->discovery.load(std::memory_order_relaxed) : nullptr;
+  if (d == nullptr || d->seq != seq || d->state != PeerDiscovery::State::pinging ||
+      rx.hdr.payload_length > kDiscoverySink) {
+    count_drop(DropReason::not_for_us, rx.hdr.payload_length);  // late, or not ours
+    return discard(rx, false);
+  }
+  RouterMsg* m = alloc_msg();
+  m->kind = RouterMsg::Kind::discover_reply;
+  m->ping_seq = seq;
+  m->next_hop = rx.from;
+  rx.cookie = m;
+  rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
+  return lnd::RxVerdict::accept;
+}
+
+// What a ping info (a REPLY's or a push's) says of its node; false if it
+// is not a valid one.
+bool Forwarder::learn(ByteSpan info, PeerDiscovered& l) {
+  shm::PingResult r{};
+  auto pi = decode_ping_info(info);
+  if (!pi || !summarise_ping_info(info, r)) return false;
+  l.features = r.features;
+  l.sequence = pi->sequence;
+  l.n_nis = r.n_nis;
+  l.more_nis = r.more_nis;
+  std::copy_n(r.nis, r.n_nis, l.nis);
+  return true;
+}
+
+void Forwarder::discovery_answered(const Nid& nid, std::uint64_t seq, ByteSpan info) {
+  PeerNi* p = find_peer(nid);
+  PeerDiscovery* d = p != nullptr ? p->discovery.load(std::memory_order_relaxed) : nullptr;
+  if (d == nullptr || d->seq != seq || d->state != PeerDiscovery::State::pinging) return;
+  PeerDiscovered l;
+  if (!learn(info, l)) return discovery_failed(nid, seq);  // (or more NIs than kDiscoverySink holds)
+  l.at_ns = lnd::Clock::now().time_since_epoch().count();
+  discovery_learnt(*p, *d, l);
+}
+
+void Forwarder::discovery_learnt(PeerNi& p, PeerDiscovery& d, const PeerDiscovered& l) {
+  shm::seq_store(d.gen, d.learnt, l);  // (this worker is its only writer: never busy)
+  // Discovery's second step: a Multi-Rail peer that discovers is given our
+  // ping info, and from then on every change of it.
+  if ((l.features & kDiscovers) != kDiscovers || !ni_on_[p.ni]) {
+    d.state = PeerDiscovery::State::discovered;
+    return;
+  }
+  p.multi_rail = true;
+  d.state = PeerDiscovery::State::pushing;
+  d.seq = ++push_seq_;
+  d.deadline_ns = lnd::Clock::now().time_since_epoch().count() + std::chrono::nanoseconds(setup_.transaction_timeout).count();
+  discovering_.push_back({p.nid, d.seq});
+  push_to(p, d.seq);
+}
+
+void Forwarder::discovery_failed(const Nid& nid, std::uint64_t seq) {
+  PeerNi* p = find_peer(nid);
+  PeerDiscovery* d = p != nullptr ? p->discovery.load(std::memory_order_relaxed) : nullptr;
+  if (d == nullptr || d->seq != seq) return;
+  if (d->state != PeerDiscovery::State::pinging && d->state != PeerDiscovery::State::pushing) return;
+  d->state = PeerDiscovery::State::failed;
+  ++d->failures;
+}
+
+// Discoveries whose ping or push was not answered within transaction_timeout
+// fail (once a second; the list holds a peer at most twice).
+void Forwarder::expire_discoveries(std::int64_t now_ns) {
+  std::vector<Discovering> late;
+  std::erase_if(discovering_, [&](const Discovering& w) {
+    const PeerNi* p = find_peer(w.nid);
+    const PeerDiscovery* d = p != nullptr ? p->discovery.load(std::memory_order_relaxed) : nullptr;
+    if (d == nullptr || d->seq != w.seq) return true;
+    if (d->state != PeerDiscovery::State::pinging && d->state != PeerDiscovery::State::pushing) return true;
+    if (now_ns < d->deadline_ns) return false;
+    late.push_back(w);
+    return true;
+  });
+  for (const Discovering& w : late) discovery_failed(w.nid, w.seq);
+}
+
+// A peer (not a gateway) pushed its ping info: kept as discovery's, and
+// if we never gave it ours, discovery pushes it back (Linux's push from a
+// peer makes its data present, and a peer that has not seen our ping info
+// needs a push).  A push from a node that is not Multi-Rail is ignored.
+void Forwarder::take_peer_push(const Nid& nid, ByteSpan info) {
+  PeerNi* p = find_peer(nid);
+  if (p == nullptr) return;
+  PeerDiscovered l;
+  if (!learn(info, l)) {
+    counters().drops[static_cast<std::size_t>(DropReason::protocol)].add();
+    return;
+  }
+  if ((l.features & ping_feature::multi_rail) == 0) return;
+  l.at_ns = lnd::Clock::now().time_since_epoch().count();
+  l.pushed = true;
+  const bool fresh = p->discovery.load(std::memory_order_relaxed) == nullptr;
+  PeerDiscovery& d = discovery_of(*p);
+  ++d.pushes_received;
+  const PeerDiscovery::State st = d.state;
+  if (!fresh && st != PeerDiscovery::State::failed) {
+    // Its news; our ping (its REPLY) or our push is out, or it has ours.
+    shm::seq_store(d.gen, d.learnt, l);
+    return;
+  }
+  d.started_ns = now_ns_;
+  discovery_learnt(*p, d, l);
 }
 
 // ---- choosing the next hop (home) and sending (sender) ---------------------------
@@ -1237,6 +1440,7 @@ void Forwarder::send_out(RouterMsg* m) {
   m->dest = known;
   m->ni = p.ni;
   touch(p);
+  if (m->next_hop == m->rx.hdr.dest_nid) maybe_discover(p, m->rx.hdr);
   if (!p.alive && nis_[p.ni].peer_timeout > 0) {
     if (reroute(m)) return;
     ++p.drop_count;
@@ -1277,8 +1481,9 @@ void Forwarder::on_sent(lnd::Tx& tx, int status) {
     }
     return free_msg(m);
   }
-  if (m->kind == RouterMsg::Kind::local) {
+  if (m->kind == RouterMsg::Kind::local || m->kind == RouterMsg::Kind::discover) {
     if (status == 0) counters().send_count.add();
+    else if (m->kind == RouterMsg::Kind::discover || m->discovery) discovery_failed(m->next_hop, m->ping_seq);
     return free_msg(m);
   }
   PeerNi& p = *m->dest;  // it holds p's credit

@@ -203,10 +203,27 @@ class Forwarder final : public lnd::Upper {
   void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);
   static bool summarise_ping_info(ByteSpan info, shm::PingResult& r);
   void take_push(RouterMsg* m, std::uint32_t length);
+  // Discovery of the peers we forward to (ping-discovery-health.md §4):
+  // begun by a message to a peer on its last hop, not held meanwhile.
+  void maybe_discover(PeerNi& p, const LnetHeader& h);
+  void discover(PeerNi& p);
+  PeerDiscovery& discovery_of(PeerNi& p);
+  lnd::RxVerdict take_discovery_reply(lnd::Rx& rx);
+  // The REPLY to the discovery ping `seq` of `nid`, read; or its ping (or
+  // push) could not be sent or was not answered in time.
+  void discovery_answered(const Nid& nid, std::uint64_t seq, ByteSpan info);
+  void discovery_failed(const Nid& nid, std::uint64_t seq);
+  // Learnt: push ours if it discovers (second step), else it is done.
+  void discovery_learnt(PeerNi& p, PeerDiscovery& d, const PeerDiscovered& l);
+  void expire_discoveries(std::int64_t now_ns);
+  void take_peer_push(const Nid& nid, ByteSpan info);
+  static bool learn(ByteSpan info, PeerDiscovered& l);
   // The NI of gateway `g` that messages and checks go to now: its rail
   // (Multi-Rail, control's), else the NID its routes name.
   static Nid hop(const shm::GatewayShm& g) noexcept;
-  void push_to(const PeerNi& p);
+  // Push our ping info to `p` (an ACK asked for with object cookie `seq`,
+  // or the next of push_seq_ when 0).
+  void push_to(const PeerNi& p, std::uint64_t seq = 0);
   ByteSpan ping_reply_bytes(RouterMsg* m, std::uint32_t length);
   void map_gateways();
   // A gateway as selection ranks it: its health, then the bytes queued to
@@ -317,7 +334,12 @@ class Forwarder final : public lnd::Upper {
   FaultEngine faults_;                  // LNet fault injection rules (none unless an operator adds some)
   std::vector<RouterMsg*> fault_held_;  // received messages a delay rule holds (fault_until_ns)
 
-  std::uint64_t push_seq_ = 0;                 // object cookie of our pushes' ACK handles
+  std::uint64_t push_seq_ = 0;                 // object cookie of our pushes' ACK handles and discovery pings
+  struct Discovering {
+    Nid nid;
+    std::uint64_t seq;
+  };
+  std::vector<Discovering> discovering_;       // discoveries with a ping or push out (expire_discoveries)
   std::span<shm::GatewayShm> board_;           // gateway checks (shared memory)
   std::vector<std::uint64_t> ping_sent_;       // per board entry: the request last sent
   std::vector<std::int64_t> ping_sent_ns_;     // ... and when

@@ -52,6 +52,8 @@ struct RouterMsgState {
     discard,  // payload read and thrown away (dropped, or a push)
     ping,     // a gateway ping (GET) the router sends for lnetr-control
     ping_reply,  // a gateway's REPLY to it, read into inline_
+    discover,        // discovery's ping (GET) of a peer we forward to (next_hop)
+    discover_reply,  // its REPLY, read into inline_
   };
 
   // Where a forwarded message is in its life at home.
@@ -68,7 +70,9 @@ struct RouterMsgState {
   Stage stage = Stage::wait_rtr;
   bool aborted = false;       // the connection died while it waited
   bool is_push = false;       // discard kind: ACK it once received
-  bool push_read = false;     // discard kind: a gateway's push, read into inline_ (its slot in ping_slot)
+  bool discovery = false;     // local kind: discovery's push to next_hop (its request in ping_seq)
+  bool push_read = false;     // discard kind: a push read into inline_ (a gateway's: its slot in ping_slot,
+                              // else kNoGatewaySlot: a peer's, its NID in next_hop)
   std::uint8_t reroutes = 0;  // times sent to another gateway after a failure
   std::uint8_t ring_kind = 0; // waiting for room on a ring: the RingItem::Kind to post
   std::uint16_t home = 0;     // receiving worker
@@ -77,7 +81,7 @@ struct RouterMsgState {
   std::uint32_t ni = 0;       // index of the NI it leaves through
   std::int32_t status = 0;    // send result
   std::uint32_t ping_slot = 0;  // ping, ping_reply: the gateway's shm slot
-  std::uint64_t ping_seq = 0;   // ping, ping_reply: the request it answers
+  std::uint64_t ping_seq = 0;   // ping, ping_reply, discover, discover_reply: the request it answers
   Nid next_hop;
   // next_hop's record, from send_out() on (owned by the sender, which has
   // it as long as the message holds or waits for its credit).
@@ -128,6 +132,42 @@ struct MsgQueue {
   }
 };
 
+inline constexpr std::uint32_t kNoGatewaySlot = UINT32_MAX;
+
+// What discovery learnt of a peer (ping-discovery-health.md §4): its ping
+// info as its REPLY to our discovery ping, or its latest push, gave it.
+struct PeerDiscovered {
+  std::uint32_t features = 0;
+  std::uint32_t sequence = 0;  // its ping info's
+  std::uint32_t n_nis = 0;     // entries kept in nis (0@lo excluded), primary first
+  std::uint32_t more_nis = 0;  // entries it listed beyond shm::kPingNis
+  shm::PingNiEntry nis[shm::kPingNis] = {};
+  std::int64_t at_ns = 0;      // steady clock when learnt
+  bool pushed = false;         // from a push (else a ping REPLY)
+};
+
+// Discovery of one peer the router forwards to (or that pushed to it): made
+// by its owner worker the first time, and freed with the peer.  The owner
+// writes; the status reads `learnt` under the seqlock `gen`, the rest as
+// Relaxed values.
+struct PeerDiscovery {
+  enum class State : std::uint8_t {
+    pinging,     // our ping is out
+    pushing,     // answered; our push is out, its ACK awaited
+    discovered,  // answered (and, if it discovers, our push ACKed)
+    failed,      // the ping or push could not be sent, or was not answered in transaction_timeout
+  };
+  Relaxed<State> state = State::pinging;
+  std::atomic<std::uint64_t> gen{0};
+  PeerDiscovered learnt;
+  Relaxed<std::uint64_t> pings = 0, pushes_sent = 0, push_acks = 0, pushes_received = 0, failures = 0;
+  // The owner's: the ping or push awaited, its deadline, and when discovery
+  // last started (once a second at most).
+  std::uint64_t seq = 0;
+  std::int64_t deadline_ns = 0;
+  std::int64_t started_ns = 0;
+};
+
 // A peer NI as the router accounts for it (lnetctl peer show -v).  Its
 // worker owns it; what status shows (the Relaxed fields, and nid and ni,
 // fixed before it is listed in the worker's PeerDirectory) may be read by
@@ -140,7 +180,7 @@ struct PeerNi {
   MsgQueue tx_wait;
   MsgQueue rtr_wait;
   Relaxed<bool> alive = true;
-  Relaxed<bool> multi_rail = false;  // it pushed its ping info to us: we push ours to it
+  Relaxed<bool> multi_rail = false;  // it pushed its ping info to us, or discovery found it is: we push ours to it
   // Steady-clock ns of its last ping to us, and of its last ACK of our
   // push: what it last learnt of our routing state (a drain waits until
   // the peers that use us as a gateway have seen it disabled).
@@ -164,6 +204,13 @@ struct PeerNi {
   std::uint32_t dir_slot = 0;     // its entry in the PeerDirectory (listed ones)
   bool listed = false;
   bool gone = false;              // its NI was deleted: out of the table, freed once at rest
+  // Discovery of it (nullptr: never begun); set once, freed with it.
+  std::atomic<PeerDiscovery*> discovery{nullptr};
+
+  PeerNi() = default;
+  PeerNi(const PeerNi&) = delete;
+  PeerNi& operator=(const PeerNi&) = delete;
+  ~PeerNi() { delete discovery.load(std::memory_order_relaxed); }
 
   // Nothing in flight or waiting refers to it.
   bool at_rest() const noexcept {

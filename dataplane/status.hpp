@@ -263,6 +263,33 @@ struct Buffers {
 };
 LNETR_STATUS_RECORD(Buffers, cpt, tiny, small, large, ni_tx)
 
+// An NI a discovered peer listed, with the status it gave.
+struct DiscoveredNi {
+  std::string nid;
+  std::string state;  // up or down
+  bool operator==(const DiscoveredNi&) const = default;
+};
+LNETR_STATUS_RECORD(DiscoveredNi, nid, state)
+
+// Discovery of a peer the router forwards to (or that pushed to it): where
+// it is, and what the peer's ping info (REPLY or push) last said.
+struct PeerDiscovery {
+  std::string state;  // pinging, pushing, discovered or failed
+  std::uint32_t features = 0;
+  std::uint32_t sequence = 0;
+  bool pushed = false;  // what it last said came in a push
+  std::vector<DiscoveredNi> nis;  // primary first
+  std::uint32_t more_nis = 0;
+  std::uint64_t pings = 0;
+  std::uint64_t pushes_sent = 0;
+  std::uint64_t push_acks = 0;
+  std::uint64_t pushes_received = 0;
+  std::uint64_t failures = 0;
+  bool operator==(const PeerDiscovery&) const = default;
+};
+LNETR_STATUS_RECORD(PeerDiscovery, state, features, sequence, pushed, nis, more_nis, pings, pushes_sent, push_acks,
+                    pushes_received, failures)
+
 // A peer NI as one CPT's worker knows it: a peer served by several CPTs
 // appears once per CPT (its credits are the owning CPT's).
 struct Peer {
@@ -283,11 +310,12 @@ struct Peer {
   std::uint64_t drop_count = 0;
   std::uint64_t send_bytes = 0;
   std::uint64_t recv_bytes = 0;
+  std::optional<PeerDiscovery> discovery;  // none: never begun
   bool operator==(const Peer&) const = default;
 };
 LNETR_STATUS_RECORD(Peer, nid, cpt, state, multi_rail, max_ni_tx_credits, available_tx_credits, min_tx_credits,
                     max_rtr_credits, available_rtr_credits, min_rtr_credits, tx_q_num_of_buf, rtr_q_num_of_buf,
-                    send_count, recv_count, drop_count, send_bytes, recv_bytes)
+                    send_count, recv_count, drop_count, send_bytes, recv_bytes, discovery)
 
 // The workers' counters summed (lnetctl's stats show).
 struct Statistics {

@@ -50,7 +50,7 @@ const Setting kSettings[] = {
                "gateway's ping does not list is single-hop only when both sides discover; with 1 each gateway "
                "check is discovery (ping, then push to a gateway that discovers), a gateway's pushes update its "
                "routes, and a Multi-Rail gateway's other NIs are used when one fails; the peers it forwards to "
-               "are not discovered"),
+               "are discovered too (ping, then push), and their pushes kept, without holding the message"),
     LNETR_FLAG(global, GlobalConfig, drop_asym_route, runtime, dataplane,
                "a message for the router from a remote net is dropped (`asym_route`) unless it came through a "
                "gateway of a route back to that net; `set drop_asym_route` changes it"),

@@ -329,6 +329,15 @@ class MultiRail(GatewayTestCase):
         self.assertEqual((d["gateway"], d["features"], d["discovers"], d["rail"]), (self.g1, "0x1a", True, rail), d)
         self.assertGreaterEqual(d["push_acks"], 1, d)
         self.assertNotIn(rail, peers)  # (not a peer of its own)
+        # A checks R (ping, then push): discovered by its push, and given
+        # R's ping info back; listed with its counters like any peer.
+        a = peers[self.topo.a_nid]
+        self.assertTrue(a["Multi-Rail"], a)
+        self.assertEqual([(n["nid"], n["state"]) for n in a["peer ni"]], [(self.topo.a_nid, "up")], a)
+        self.assertGreater(a["peer ni"][0]["statistics"]["recv_count"], 0, a)
+        d = a["discovery"]
+        self.assertEqual((d["state"], d["from"], d["pings"]), ("discovered", "push", 0), d)
+        self.assertGreaterEqual(d["push_acks"], 1, d)
         self.finish()
 
 

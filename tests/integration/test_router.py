@@ -404,6 +404,51 @@ class RoutingFailures(RouterTestCase):
         self.assertEqual(st["socklnd"]["closed"]["bad_message"], 0)
 
 
+class PeerDiscovery(RouterTestCase):
+    """Discovery of the peers the router forwards to, as a kernel router
+    with discovery on (ping-discovery-health.md §4): B runs no gateway
+    checks, so the first PUT to it begins discovery (ping, then push); A
+    checks the router (ping, then push), and its push is taken and answered
+    with the router's own, once."""
+
+    def peer_options(self, side):
+        return self.topo.peer_options(side, 1 if side == "a" else 0)
+
+    def discovery(self, nid, done):
+        """The router's discovery of `nid` once `done(it)`, waited for."""
+        deadline = time.monotonic() + 10
+        while True:
+            d = next((p.get("discovery") for p in self.status()["peers"] if p["nid"] == nid), None)
+            if (d and done(d)) or time.monotonic() > deadline:
+                return d
+            time.sleep(0.05)
+
+    def test_the_peers_it_forwards_to_are_pinged_then_pushed_once(self):
+        t = self.topo
+        b = self.server("b")
+        for _ in range(2):
+            rc, doc, cp = self.peer("a", ["put", t.b_nid, "--size", "4096", "--count", "20"])
+            self.assertEqual(rc, 0, cp.stdout + cp.stderr)
+        d = self.discovery(t.b_nid, lambda d: d["state"] == "discovered")
+        self.assertIsNotNone(d)
+        # lnetr-peer's ping info: NI_STATUS | RTE_DISABLED | MULTI_RAIL | DISCOVERY.
+        self.assertEqual((d["state"], d["features"], d["pushed"]), ("discovered", 0x1e, False), d)
+        self.assertEqual(d["nis"], [{"nid": t.b_nid, "state": "up"}], d)
+        self.assertEqual((d["pings"], d["pushes_sent"], d["push_acks"], d["failures"]), (1, 1, 1, 0), d)
+        a = self.discovery(t.a_nid, lambda d: d["state"] == "discovered")
+        self.assertIsNotNone(a)
+        self.assertEqual((a["pushed"], a["pings"], a["pushes_sent"], a["push_acks"]), (True, 0, 1, 1), a)
+        self.assertGreaterEqual(a["pushes_received"], 1, a)
+        self.assertEqual(a["nis"], [{"nid": t.a_nid, "state": "up"}], a)
+        rc, doc = self.stop_server(b)
+        self.assertEqual(rc, 0, doc)
+        # B saw one ping (ours: A pings only the router) and one push.
+        s = doc["server"]
+        self.assertEqual((s["pings_answered"], s["pushes_received"]), (1, 1), s)
+        st = self.assert_router_idle()
+        self.assertEqual(st["statistics"]["drop_count"], 0, st["drops"])
+
+
 class RoutingDisabled(RouterTestCase):
     check_interval = 0  # these peers keep using the router while it drains
 

@@ -11,12 +11,14 @@
 
 #include <deque>
 #include <map>
+#include <thread>
 #include <memory>
 #include <vector>
 
 #include "router/local_msgs.hpp"
 #include "router/ping_info.hpp"
 #include "dataplane/shm/region.hpp"
+#include "dataplane/shm/seqlock.hpp"
 #include "tests/support/nid.hpp"
 
 namespace lnetr::dp {
@@ -81,6 +83,15 @@ Setup rig_setup(std::uint32_t ncpts = 1) {
   s.nis = {a, b};
   s.buffers = {8 * ncpts, 4 * ncpts, 2 * ncpts};
   s.cores.assign(ncpts, 0);
+  // Off, but where a test says otherwise: with it on, a message on its
+  // last hop also sends a discovery ping.
+  s.discovery = false;
+  return s;
+}
+
+Setup discovering_setup() {
+  Setup s = rig_setup();
+  s.discovery = true;
   return s;
 }
 
@@ -608,6 +619,8 @@ void deliver(Rig& r, lnd::Rx& rx, const std::vector<std::uint8_t>& payload, lnd:
   r.fwd->on_received(rx);
 }
 
+constexpr std::uint32_t kDiscovers = ping_feature::ni_status | ping_feature::multi_rail | ping_feature::discovery;
+
 TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
   Rig r(rig_setup());
   Board b = watching(r, 2, kGw1);
@@ -643,13 +656,12 @@ TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
 }
 
 TEST(Forwarder, AGatewayThatDiscoversIsPushedToAfterItsCheckAndItsOwnPushesLandOnItsSlot) {
-  Rig r(rig_setup(), {{Net{2, 7}, kGw1, 1, 0}});
+  Rig r(discovering_setup(), {{Net{2, 7}, kGw1, 1, 0}});
   Board b = watching(r, 2, kGw1);
   b.ask(2);
   ASSERT_EQ(r.fwd->send_pings(), 1u);
   const lnd::Tx get = *r.ports.sent[0].tx;
   r.complete();
-  constexpr std::uint32_t kDiscovers = ping_feature::ni_status | ping_feature::multi_rail | ping_feature::discovery;
   std::vector<std::uint8_t> info;
   lnd::Rx& rx = ping_reply(r, get, {{kGw1, kNiStatusUp}}, info, kDiscovers);
   deliver(r, rx, info, lnd::RxVerdict::accept);
@@ -707,6 +719,207 @@ TEST(Forwarder, AGatewayThatDiscoversIsPushedToAfterItsCheckAndItsOwnPushesLandO
   r.fwd->on_peer_down(rail);
   EXPECT_EQ(b.slots[2].down.load(), 1u);
   EXPECT_EQ(b.slots[2].down_events.load(), 1u);
+  r.expect_idle();
+}
+
+// A push of `nis` with `features` from `from` (a peer on tcp1) to us.
+lnd::Rx& push_from(Rig& r, const Nid& from, const std::vector<PingNi>& nis, std::uint32_t features,
+                   std::uint32_t sequence, std::vector<std::uint8_t>& bytes) {
+  bytes.assign(kPingHeaderSize + (nis.size() + 1) * kPingNid4EntrySize, 0);
+  auto n = encode_ping_info({features, kPidLustre, sequence, nis}, bytes);
+  EXPECT_TRUE(n);
+  bytes.resize(n ? *n : 0);
+  lnd::Rx& in = r.head(from, kNiB, kNiB, static_cast<std::uint32_t>(bytes.size()));
+  in.hdr = make_put({kPidLustre, from}, {kPidLustre, kNiB}, kLnetReservedPortal, kPingMatchBits, {5, 6}, 0,
+                    static_cast<std::uint32_t>(bytes.size()));
+  return in;
+}
+
+PeerDiscovered learnt(const PeerDiscovery& d) { return shm::seq_load(d.gen, d.learnt); }
+
+TEST(Forwarder, APeerOnItsLastHopIsDiscoveredBesideTheMessageAndPushedToIfItDiscovers) {
+  Rig r(discovering_setup());
+  // The message goes out at once; the discovery ping after the event.
+  r.forward_to_b(100);
+  EXPECT_EQ(r.ports.sent[0].to, kB);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  ASSERT_EQ(r.ports.sent.size(), 2u);
+  const lnd::Tx get = *r.ports.sent[1].tx;
+  EXPECT_EQ(r.ports.sent[1].to, kB);
+  EXPECT_TRUE(is_ping(get.hdr));
+  EXPECT_EQ(get.hdr.src_nid, kNiB);
+  EXPECT_EQ(get.hdr.dest_nid, kB);
+  EXPECT_EQ(get.hdr.get().sink_length, 512u);
+  r.complete();
+  r.complete();
+  const PeerDiscovery* d = r.peer(kB).discovery.load();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->state.get(), PeerDiscovery::State::pinging);
+  // One discovery at a time: the next message sends no ping.
+  r.forward_to_b(100);
+  EXPECT_EQ(r.fwd->flush_local(), 0u);
+  r.complete();
+  EXPECT_EQ(d->pings.get(), 1u);
+  // Its answer lists two NIs and says it discovers: our push follows.
+  const Nid other = nid("10.9.0.2@tcp9");
+  std::vector<std::uint8_t> info;
+  lnd::Rx& rx = ping_reply(r, get, {{kB, kNiStatusUp}, {other, kNiStatusDown}}, info, kDiscovers);
+  deliver(r, rx, info, lnd::RxVerdict::accept);
+  PeerDiscovered l = learnt(*d);
+  EXPECT_EQ(l.features, kDiscovers);
+  EXPECT_EQ(l.sequence, 3u);
+  EXPECT_FALSE(l.pushed);
+  ASSERT_EQ(l.n_nis, 2u);
+  EXPECT_EQ(l.nis[0].nid, kB);
+  EXPECT_EQ(l.nis[1].nid, other);
+  EXPECT_EQ(l.nis[1].status, kNiStatusDown);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  const lnd::Tx push = *r.ports.sent[0].tx;
+  EXPECT_EQ(r.ports.sent[0].to, kB);
+  EXPECT_TRUE(is_push(push.hdr));
+  EXPECT_EQ(push.hdr.src_nid, kNiB);
+  ASSERT_FALSE(push.hdr.put().ack_wmd.is_none());
+  EXPECT_EQ(d->state.get(), PeerDiscovery::State::pushing);
+  EXPECT_TRUE(r.peer(kB).multi_rail.get());
+  r.complete();
+  // A REPLY to that ping again is not ours any more.
+  lnd::Rx& late = ping_reply(r, get, {{kB, kNiStatusUp}}, info, kDiscovers);
+  ASSERT_EQ(r.fwd->on_head(late), lnd::RxVerdict::accept);
+  EXPECT_TRUE(late.discard);
+  r.fwd->on_received(late);
+  EXPECT_EQ(r.drops(DropReason::not_for_us), 1u);
+  // Its ACK ends discovery.
+  lnd::Rx& ack = r.head(kB, kNiB, kNiB, 0);
+  ack.hdr = make_ack(push.hdr, kB, push.hdr.payload_length);
+  deliver(r, ack, {}, lnd::RxVerdict::accept);
+  EXPECT_EQ(d->state.get(), PeerDiscovery::State::discovered);
+  EXPECT_EQ(d->pushes_sent.get(), 1u);
+  EXPECT_EQ(d->push_acks.get(), 1u);
+  // Its NI on tcp9 comes up: its push is kept (and ACKed), none goes back.
+  std::vector<std::uint8_t> pushed;
+  lnd::Rx& in = push_from(r, kB, {{kB, kNiStatusUp}, {other, kNiStatusUp}}, kDiscovers, 4, pushed);
+  deliver(r, in, pushed, lnd::RxVerdict::accept);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  EXPECT_EQ(r.ports.sent[0].tx->hdr.type, MsgType::ack);
+  r.complete();
+  l = learnt(*d);
+  EXPECT_TRUE(l.pushed);
+  EXPECT_EQ(l.sequence, 4u);
+  EXPECT_EQ(l.nis[1].status, kNiStatusUp);
+  EXPECT_EQ(d->pushes_received.get(), 1u);
+  EXPECT_EQ(d->state.get(), PeerDiscovery::State::discovered);
+  // Our own changes reach it as to any Multi-Rail peer.
+  EXPECT_EQ(r.fwd->push_ping_info(), 1u);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  r.complete();
+  EXPECT_EQ(d->pushes_sent.get(), 2u);
+  r.expect_idle();
+}
+
+TEST(Forwarder, OnlyRequestsBeginDiscoveryAndAFailedOneIsTriedAgainLater) {
+  dp::Setup s = discovering_setup();
+  s.transaction_timeout = std::chrono::seconds(0);  // every discovery is late at the next tick
+  Rig r(s);
+  // Neither a ping nor a REPLY through us begins discovery of where it goes.
+  lnd::Rx& ping = r.head(kA, kNiA, kB, 0);
+  ping.hdr = make_get({kPidLustre, kA}, {kPidLustre, kB}, kLnetReservedPortal, kPingMatchBits, {1, 2}, 512);
+  ASSERT_EQ(r.fwd->on_head(ping), lnd::RxVerdict::accept);
+  r.fwd->on_received(ping);
+  lnd::Rx& reply = r.head(kA, kNiA, kB, 8);
+  reply.hdr = make_reply(make_get({kPidLustre, kB}, {kPidLustre, kA}, 4, 0, {1, 2}, 8), kA, 8);
+  deliver(r, reply, std::vector<std::uint8_t>(8), lnd::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->flush_local(), 0u);
+  ASSERT_EQ(r.ports.sent.size(), 2u);
+  r.complete();
+  r.complete();
+  EXPECT_EQ(r.peer(kB).discovery.load(), nullptr);
+  // A PUT does; its ping goes unanswered past transaction_timeout: failed.
+  r.forward_to_b(10);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  r.complete();
+  r.complete();
+  const PeerDiscovery* d = r.peer(kB).discovery.load();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->state.get(), PeerDiscovery::State::pinging);
+  r.fwd->tick();
+  EXPECT_EQ(d->state.get(), PeerDiscovery::State::failed);
+  EXPECT_EQ(d->failures.get(), 1u);
+  // Not again within the second ...
+  r.forward_to_b(10);
+  EXPECT_EQ(r.fwd->flush_local(), 0u);
+  r.complete();
+  // ... but after it; this ping cannot be sent: failed again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1010));
+  r.fwd->tick();
+  r.forward_to_b(10);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  r.complete();
+  r.complete(-EHOSTUNREACH);
+  EXPECT_EQ(d->state.get(), PeerDiscovery::State::failed);
+  EXPECT_EQ(d->pings.get(), 2u);
+  EXPECT_EQ(d->failures.get(), 2u);
+  r.expect_idle();
+}
+
+TEST(Forwarder, APeerThatPushesFirstIsGivenOurPingInfoOnceAndANonMultiRailPushIsIgnored) {
+  Rig r(discovering_setup());
+  // kB is known: it sent us something (a REPLY: no discovery of kA).
+  lnd::Rx& hello = r.head(kB, kNiB, kA, 0);
+  hello.hdr = make_reply(make_get({kPidLustre, kA}, {kPidLustre, kB}, 4, 0, {1, 2}, 0), kB, 0);
+  ASSERT_EQ(r.fwd->on_head(hello), lnd::RxVerdict::accept);
+  r.fwd->on_received(hello);
+  r.complete();
+  std::vector<std::uint8_t> bytes;
+  // Not Multi-Rail: ACKed, not kept.
+  lnd::Rx& plain = push_from(r, kB, {{kB, kNiStatusUp}}, ping_feature::ni_status, 1, bytes);
+  deliver(r, plain, bytes, lnd::RxVerdict::accept);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  r.complete();
+  EXPECT_EQ(r.peer(kB).discovery.load(), nullptr);
+  // Multi-Rail, discovering: kept, ACKed, and ours pushed back.
+  lnd::Rx& mr = push_from(r, kB, {{kB, kNiStatusUp}}, kDiscovers, 2, bytes);
+  deliver(r, mr, bytes, lnd::RxVerdict::accept);
+  ASSERT_EQ(r.fwd->flush_local(), 2u);
+  EXPECT_EQ(r.ports.sent[1].tx->hdr.type, MsgType::ack);
+  const lnd::Tx ours = *r.ports.sent[0].tx;
+  EXPECT_TRUE(is_push(ours.hdr));
+  EXPECT_EQ(ours.hdr.dest_nid, kB);
+  r.complete();
+  r.complete();
+  const PeerDiscovery* d = r.peer(kB).discovery.load();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->state.get(), PeerDiscovery::State::pushing);
+  EXPECT_EQ(d->pings.get(), 0u);
+  lnd::Rx& ack = r.head(kB, kNiB, kNiB, 0);
+  ack.hdr = make_ack(ours.hdr, kB, ours.hdr.payload_length);
+  deliver(r, ack, {}, lnd::RxVerdict::accept);
+  EXPECT_EQ(d->state.get(), PeerDiscovery::State::discovered);
+  // Discovered: a message to it sends no ping; its next push no push back.
+  r.forward_to_b(10);
+  EXPECT_EQ(r.fwd->flush_local(), 0u);
+  r.complete();
+  lnd::Rx& again = push_from(r, kB, {{kB, kNiStatusUp}}, kDiscovers, 3, bytes);
+  deliver(r, again, bytes, lnd::RxVerdict::accept);
+  EXPECT_EQ(r.fwd->flush_local(), 1u);  // the ACK
+  r.complete();
+  EXPECT_EQ(d->pushes_received.get(), 2u);
+  EXPECT_EQ(learnt(*d).sequence, 3u);
+  r.expect_idle();
+}
+
+TEST(Forwarder, WithDiscoveryOffNoPeerIsPingedAndPushesAreOnlyAcked) {
+  Rig r(rig_setup());
+  r.forward_to_b(10);
+  EXPECT_EQ(r.fwd->flush_local(), 0u);
+  r.complete();
+  std::vector<std::uint8_t> bytes;
+  lnd::Rx& mr = push_from(r, kB, {{kB, kNiStatusUp}}, kDiscovers, 2, bytes);
+  ASSERT_EQ(r.fwd->on_head(mr), lnd::RxVerdict::accept);
+  EXPECT_TRUE(mr.discard);
+  r.fwd->on_received(mr);
+  EXPECT_EQ(r.fwd->flush_local(), 1u);  // its ACK only
+  r.complete();
+  EXPECT_EQ(r.peer(kB).discovery.load(), nullptr);
   r.expect_idle();
 }
 
@@ -1384,7 +1597,7 @@ TEST(Forwarder, AReroutedMessageGoesOnThroughItsHome) {
 }
 
 TEST(Forwarder, AnswersPingsWithItsNisAndRoutingState) {
-  Rig r(rig_setup());
+  Rig r(discovering_setup());
   lnd::Rx& ping = r.head(kA, kNiA, kNiA, 0, MsgType::get);
   ping.hdr = make_get({kPidLustre, kA}, {kPidLustre, kNiA}, kLnetReservedPortal, kPingMatchBits, {7, 8},
                       kPingSinkLnetctl);

@@ -43,8 +43,10 @@ Status filled() {
   s.nis = {tcp, ib};
   s.buffers.push_back({0, {0, 512, 510, -3}, {1, 4096, 4096, 4000}, {256, 64, 0, -1}, {{"10.0.0.1@tcp", 256, 250, -2}}});
   s.buffers.push_back({1, {0, 512, 512, 512}, {1, 4096, 4096, 4096}, {256, 64, 64, 64}, {}});
-  s.peers.push_back({"10.0.0.2@tcp", 1, "up", true, 8, 7, -1, 8, 8, 0, 2, 0, 10, 11, 1, 1000, 1100});
-  s.peers.push_back({"192.168.1.2@o2ib", 0, "down", false, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0});
+  s.peers.push_back({"10.0.0.2@tcp", 1, "up", true, 8, 7, -1, 8, 8, 0, 2, 0, 10, 11, 1, 1000, 1100,
+                     PeerDiscovery{"discovered", 0x1a, 3, true, {{"10.0.0.2@tcp", "up"}, {"10.0.1.2@tcp1", "down"}}, 0,
+                                   1, 2, 2, 1, 0}});
+  s.peers.push_back({"192.168.1.2@o2ib", 0, "down", false, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, std::nullopt});
   s.statistics = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   s.drops = counts({{"no_route", 3}, {"route_down", 0}, {"peer_down", 1}});
   s.peer_tables = {1000, 600, {2, 0, 1}, {1, 3, 0}, {1, 0, 0}};
