@@ -135,9 +135,12 @@ constexpr std::uint32_t kPingSink = kLnetMtu;
 constexpr std::uint32_t kPushSink = sizeof(RouterMsg::inline_);
 // The interface cookie of the MD handle our discovery pings carry (the
 // object cookie: the request's sequence), and what we ask for: as much as
-// a descriptor holds (30 NIs; a peer with more fails discovery).
+// a descriptor holds (30 NIs), and from a peer whose answer was cut short
+// there, once, what it said it needs, up to what lnetctl ping asks for
+// (about 240 NIs; a peer with more fails discovery).
 constexpr std::uint64_t kDiscoveryCookie = 0x6c6e657472646973ull;  // "lnetrdis"
 constexpr std::uint32_t kDiscoverySink = sizeof(RouterMsg::inline_);
+constexpr std::uint32_t kDiscoverySinkMax = kPingSinkLnetctl;
 
 }  // namespace
 
@@ -779,11 +782,11 @@ lnd::RxVerdict Forwarder::on_head(lnd::Rx& rx) {
       if (is_push(rx.hdr)) {
         src.multi_rail = true;  // it runs discovery: push to it when our NIs change
         const bool ack = !rx.hdr.put().ack_wmd.is_none();
-        // Read, with discovery on: a gateway's is its NIs and routing state
-        // from now on (its slot must still be its once read); any other
-        // peer's, from the peer itself, is what discovery keeps of it.
-        if (setup_.discovery && rx.hdr.payload_length <= kPushSink &&
-            (src.gateway != nullptr || rx.hdr.src_nid == rx.from)) {
+        // Read, with discovery on, if it comes from the pusher itself (not a
+        // node beyond it): a gateway's is its NIs and routing state from
+        // now on (its slot must still be its once read); any other peer's
+        // is what discovery keeps of it.
+        if (setup_.discovery && rx.hdr.payload_length <= kPushSink && rx.hdr.src_nid == rx.from) {
           RouterMsg* m = alloc_msg();
           m->kind = RouterMsg::Kind::discard;
           m->is_push = ack;
@@ -993,7 +996,8 @@ void Forwarder::on_received(lnd::Rx& rx) {
     return free_msg(m);
   }
   if (m->kind == RouterMsg::Kind::discover_reply) {
-    discovery_answered(m->next_hop, m->ping_seq, ByteSpan(m->inline_.data(), rx.hdr.payload_length));
+    discovery_answered(m->next_hop, m->ping_seq, ping_reply_bytes(m, rx.hdr.payload_length));
+    long_replies_.erase(m);
     return free_msg(m);
   }
   if (m->kind == RouterMsg::Kind::discard) {
@@ -1057,7 +1061,7 @@ void Forwarder::corrupt_payload(RouterMsg* m) {
 void Forwarder::on_rx_aborted(lnd::Rx& rx) {
   auto* m = static_cast<RouterMsg*>(rx.cookie);
   if (!m) return;
-  if (m->kind == RouterMsg::Kind::ping_reply) long_replies_.erase(m);
+  if (m->kind == RouterMsg::Kind::ping_reply || m->kind == RouterMsg::Kind::discover_reply) long_replies_.erase(m);
   if (m->kind != RouterMsg::Kind::forward) return free_msg(m);
   if (m->stage == RouterMsg::Stage::expired || m->stage == RouterMsg::Stage::expired_rtr) return finish_expired(m);
   ++m->src->drop_count;
@@ -1214,7 +1218,7 @@ void Forwarder::discover(PeerNi& p) {
   m->ping_seq = d.seq;
   m->next_hop = p.nid;
   m->tx.hdr = make_get({kPidLustre, ni_nids_[p.ni]}, {kPidLustre, p.nid}, kLnetReservedPortal, kPingMatchBits,
-                       {kDiscoveryCookie, d.seq}, kDiscoverySink);
+                       {kDiscoveryCookie, d.seq}, d.sink);
   m->tx.payload = {};
   local_out_.push_back(m);
 }
@@ -1226,7 +1230,7 @@ lnd::RxVerdict Forwarder::take_discovery_reply(lnd::Rx& rx) {
   const PeerNi* p = rx.hdr.src_nid == rx.from ? find_peer(rx.from) : nullptr;
   const PeerDiscovery* d = p != nullptr ? p->discovery.load(std::memory_order_relaxed) : nullptr;
   if (d == nullptr || d->seq != seq || d->state != PeerDiscovery::State::pinging ||
-      rx.hdr.payload_length > kDiscoverySink) {
+      rx.hdr.payload_length > d->sink) {
     count_drop(DropReason::not_for_us, rx.hdr.payload_length);  // late, or not ours
     return discard(rx, false);
   }
@@ -1235,7 +1239,13 @@ lnd::RxVerdict Forwarder::take_discovery_reply(lnd::Rx& rx) {
   m->ping_seq = seq;
   m->next_hop = rx.from;
   rx.cookie = m;
-  rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
+  if (rx.hdr.payload_length <= m->inline_.size()) {
+    rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
+  } else {
+    std::vector<std::uint8_t>& big = long_replies_[m];
+    big.resize(rx.hdr.payload_length);
+    rx.sink = MutableByteSpan(big.data(), big.size());
+  }
   return lnd::RxVerdict::accept;
 }
 
@@ -1258,8 +1268,21 @@ void Forwarder::discovery_answered(const Nid& nid, std::uint64_t seq, ByteSpan i
   PeerDiscovery* d = p != nullptr ? p->discovery.load(std::memory_order_relaxed) : nullptr;
   if (d == nullptr || d->seq != seq || d->state != PeerDiscovery::State::pinging) return;
   PeerDiscovered l;
-  if (!learn(info, l)) return discovery_failed(nid, seq);  // (or more NIs than kDiscoverySink holds)
+  if (!learn(info, l)) {
+    // Cut short by our sink: asked again, once, for all of it (as Linux
+    // grows its discovery buffer).
+    auto need = ping_info_size(info);
+    if (need && *need > info.size() && *need > d->sink && *need <= kDiscoverySinkMax) {
+      d->sink = static_cast<std::uint32_t>(*need);
+      return discover(*p);
+    }
+    return discovery_failed(nid, seq);
+  }
   l.at_ns = lnd::Clock::now().time_since_epoch().count();
+  // A REPLY no newer than what the peer pushed since leaves the push's
+  // (Linux: a push's data present preempts a stale REPLY).
+  const PeerDiscovered had = shm::seq_load(d->gen, d->learnt);
+  if (had.pushed && l.sequence <= had.sequence) l = had;
   discovery_learnt(*p, *d, l);
 }
 
@@ -1323,13 +1346,18 @@ void Forwarder::take_peer_push(const Nid& nid, ByteSpan info) {
   PeerDiscovery& d = discovery_of(*p);
   ++d.pushes_received;
   const PeerDiscovery::State st = d.state;
-  if (!fresh && st != PeerDiscovery::State::failed) {
-    // Its news; our ping (its REPLY) or our push is out, or it has ours.
-    shm::seq_store(d.gen, d.learnt, l);
-    return;
+  const PeerDiscovered had = shm::seq_load(d.gen, d.learnt);
+  // Ours goes back if it never had it: new, failed (once a second at
+  // most), or found before not to discover and now saying it does.
+  const bool starts_discovering = (had.features & kDiscovers) != kDiscovers && (l.features & kDiscovers) == kDiscovers;
+  const bool again = st == PeerDiscovery::State::failed &&
+                     now_ns_ - d.started_ns >= std::chrono::nanoseconds(std::chrono::seconds(1)).count();
+  if (fresh || again || (st == PeerDiscovery::State::discovered && starts_discovering)) {
+    d.started_ns = now_ns_;
+    return discovery_learnt(*p, d, l);
   }
-  d.started_ns = now_ns_;
-  discovery_learnt(*p, d, l);
+  // Its news; our ping (its REPLY) or our push is out, or it has ours.
+  shm::seq_store(d.gen, d.learnt, l);
 }
 
 // ---- choosing the next hop (home) and sending (sender) ---------------------------
@@ -1440,13 +1468,13 @@ void Forwarder::send_out(RouterMsg* m) {
   m->dest = known;
   m->ni = p.ni;
   touch(p);
-  if (m->next_hop == m->rx.hdr.dest_nid) maybe_discover(p, m->rx.hdr);
   if (!p.alive && nis_[p.ni].peer_timeout > 0) {
     if (reroute(m)) return;
     ++p.drop_count;
     count_drop(DropReason::peer_down, m->rx.hdr.payload_length);
     return give_back(m);
   }
+  if (m->next_hop == m->rx.hdr.dest_nid) maybe_discover(p, m->rx.hdr);
   if (!p.tx.take()) {
     wait_on(p, p.tx_wait, m);
     p.tx_queued_bytes += m->rx.hdr.payload_length;

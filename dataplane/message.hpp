@@ -166,6 +166,7 @@ struct PeerDiscovery {
   std::uint64_t seq = 0;
   std::int64_t deadline_ns = 0;
   std::int64_t started_ns = 0;
+  std::uint32_t sink = sizeof(RouterMsg::inline_);  // what our ping asks for (more once a REPLY was cut short)
 };
 
 // A peer NI as the router accounts for it (lnetctl peer show -v).  Its

@@ -907,6 +907,84 @@ TEST(Forwarder, APeerThatPushesFirstIsGivenOurPingInfoOnceAndANonMultiRailPushIs
   r.expect_idle();
 }
 
+TEST(Forwarder, APeerWithMoreNisThanOurSinkIsAskedAgainForAllOfThem) {
+  Rig r(discovering_setup());
+  r.forward_to_b(10);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  r.complete();
+  const lnd::Tx get = *r.ports.sent[0].tx;
+  r.complete();
+  // 40 NIs: 656 bytes, cut short at our 512 (as a ping target truncates).
+  std::vector<PingNi> nis{{kB, kNiStatusUp}};
+  for (std::uint32_t i = 1; i < 40; ++i) nis.push_back({Nid::make(Net{2, 9}, 0x0a090000u + i), kNiStatusUp});
+  std::vector<std::uint8_t> info;
+  lnd::Rx& cut = ping_reply(r, get, nis, info, kDiscovers);
+  ASSERT_GT(info.size(), 512u);
+  info.resize(512);
+  cut.hdr.payload_length = 512;
+  deliver(r, cut, info, lnd::RxVerdict::accept);
+  // Asked again, for all of it; read whole.
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  const lnd::Tx again = *r.ports.sent[0].tx;
+  EXPECT_TRUE(is_ping(again.hdr));
+  EXPECT_EQ(again.hdr.get().sink_length, kPingHeaderSize + 41 * kPingNid4EntrySize);
+  r.complete();
+  lnd::Rx& whole = ping_reply(r, again, nis, info, kDiscovers);
+  deliver(r, whole, info, lnd::RxVerdict::accept);
+  const PeerDiscovery* d = r.peer(kB).discovery.load();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->pings.get(), 2u);
+  EXPECT_EQ(d->state.get(), PeerDiscovery::State::pushing);
+  const PeerDiscovered l = learnt(*d);
+  EXPECT_EQ(l.n_nis, shm::kPingNis);
+  EXPECT_EQ(l.more_nis, 40u - shm::kPingNis);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);  // our push
+  r.complete();
+  EXPECT_EQ(r.fwd->long_replies(), 0u);
+  r.expect_idle();
+}
+
+TEST(Forwarder, AReplyNoNewerThanAPushKeepsThePushAndADownPeerIsNotPinged) {
+  Rig r(discovering_setup());
+  r.forward_to_b(10);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);
+  r.complete();
+  const lnd::Tx get = *r.ports.sent[0].tx;
+  r.complete();
+  // Its push (sequence 5) crosses our ping; its REPLY says sequence 4.
+  std::vector<std::uint8_t> bytes;
+  const Nid other = nid("10.9.0.2@tcp9");
+  lnd::Rx& in = push_from(r, kB, {{kB, kNiStatusUp}, {other, kNiStatusUp}}, kDiscovers, 5, bytes);
+  deliver(r, in, bytes, lnd::RxVerdict::accept);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);  // its ACK
+  r.complete();
+  std::vector<std::uint8_t> info;
+  lnd::Rx& rx = ping_reply(r, get, {{kB, kNiStatusUp}}, info, kDiscovers);
+  rx.hdr.payload_length = static_cast<std::uint32_t>(info.size());
+  info[kPingHeaderSize + 8] = 4;  // 0@lo's status: the sequence (native order)
+  deliver(r, rx, info, lnd::RxVerdict::accept);
+  const PeerDiscovery* d = r.peer(kB).discovery.load();
+  ASSERT_NE(d, nullptr);
+  PeerDiscovered l = learnt(*d);
+  EXPECT_EQ(l.sequence, 5u);
+  EXPECT_TRUE(l.pushed);
+  EXPECT_EQ(l.n_nis, 2u);
+  ASSERT_EQ(r.fwd->flush_local(), 1u);  // discovery's push all the same
+  r.complete();
+  // A peer down is not pinged: the message is dropped, as before.
+  lnd::Rx& from_a2 = r.head(kA2, kNiA, kB, 10);  // (kA2 known, its discovery not begun)
+  from_a2.hdr = make_reply(make_get({kPidLustre, kB}, {kPidLustre, kA2}, 4, 0, {1, 2}, 10), kA2, 10);
+  deliver(r, from_a2, std::vector<std::uint8_t>(10), lnd::RxVerdict::accept);
+  r.complete();
+  r.fwd->on_peer_down(kA2);
+  lnd::Rx& to_down = r.head(kB, kNiB, kA2, 10);
+  deliver(r, to_down, std::vector<std::uint8_t>(10), lnd::RxVerdict::accept);
+  EXPECT_EQ(r.drops(DropReason::peer_down), 1u);
+  EXPECT_EQ(r.fwd->flush_local(), 0u);
+  EXPECT_EQ(r.peer(kA2).discovery.load(), nullptr);
+  r.expect_idle();
+}
+
 TEST(Forwarder, WithDiscoveryOffNoPeerIsPingedAndPushesAreOnlyAcked) {
   Rig r(rig_setup());
   r.forward_to_b(10);
