@@ -275,14 +275,17 @@ lnd::RxVerdict Forwarder::take_ping_reply(lnd::Rx& rx) {
   m->ping_slot = static_cast<std::uint32_t>(slot);
   m->ping_seq = req;
   rx.cookie = m;
-  if (rx.hdr.payload_length <= m->inline_.size()) {
-    rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
-  } else {
-    std::vector<std::uint8_t>& big = long_replies_[m];
-    big.resize(rx.hdr.payload_length);
-    rx.sink = MutableByteSpan(big.data(), big.size());
-  }
+  rx.sink = reply_sink(m, rx.hdr.payload_length);
   return lnd::RxVerdict::accept;
+}
+
+// Where a ping reply of `length` bytes is read: the descriptor, or if too
+// long, a buffer of its own (pings are rare).
+MutableByteSpan Forwarder::reply_sink(RouterMsg* m, std::uint32_t length) {
+  if (length <= m->inline_.size()) return MutableByteSpan(m->inline_.data(), length);
+  std::vector<std::uint8_t>& big = long_replies_[m];
+  big.resize(length);
+  return MutableByteSpan(big.data(), big.size());
 }
 
 // The payload a ping reply of `length` bytes was read into.
@@ -1239,13 +1242,7 @@ lnd::RxVerdict Forwarder::take_discovery_reply(lnd::Rx& rx) {
   m->ping_seq = seq;
   m->next_hop = rx.from;
   rx.cookie = m;
-  if (rx.hdr.payload_length <= m->inline_.size()) {
-    rx.sink = MutableByteSpan(m->inline_.data(), rx.hdr.payload_length);
-  } else {
-    std::vector<std::uint8_t>& big = long_replies_[m];
-    big.resize(rx.hdr.payload_length);
-    rx.sink = MutableByteSpan(big.data(), big.size());
-  }
+  rx.sink = reply_sink(m, rx.hdr.payload_length);
   return lnd::RxVerdict::accept;
 }
 

@@ -224,6 +224,7 @@ class Forwarder final : public lnd::Upper {
   // Push our ping info to `p` (an ACK asked for with object cookie `seq`,
   // or the next of push_seq_ when 0).
   void push_to(const PeerNi& p, std::uint64_t seq = 0);
+  MutableByteSpan reply_sink(RouterMsg* m, std::uint32_t length);
   ByteSpan ping_reply_bytes(RouterMsg* m, std::uint32_t length);
   void map_gateways();
   // A gateway as selection ranks it: its health, then the bytes queued to

@@ -737,6 +737,17 @@ lnd::Rx& push_from(Rig& r, const Nid& from, const std::vector<PingNi>& nis, std:
 
 PeerDiscovered learnt(const PeerDiscovery& d) { return shm::seq_load(d.gen, d.learnt); }
 
+// Forward a message to kB, the first: its discovery ping (both sent).
+lnd::Tx first_discovery_ping(Rig& r) {
+  r.forward_to_b(10);
+  EXPECT_EQ(r.fwd->flush_local(), 1u);
+  r.complete();
+  const lnd::Tx get = *r.ports.sent.at(0).tx;
+  r.complete();
+  EXPECT_TRUE(is_ping(get.hdr));
+  return get;
+}
+
 TEST(Forwarder, APeerOnItsLastHopIsDiscoveredBesideTheMessageAndPushedToIfItDiscovers) {
   Rig r(discovering_setup());
   // The message goes out at once; the discovery ping after the event.
@@ -909,11 +920,7 @@ TEST(Forwarder, APeerThatPushesFirstIsGivenOurPingInfoOnceAndANonMultiRailPushIs
 
 TEST(Forwarder, APeerWithMoreNisThanOurSinkIsAskedAgainForAllOfThem) {
   Rig r(discovering_setup());
-  r.forward_to_b(10);
-  ASSERT_EQ(r.fwd->flush_local(), 1u);
-  r.complete();
-  const lnd::Tx get = *r.ports.sent[0].tx;
-  r.complete();
+  const lnd::Tx get = first_discovery_ping(r);
   // 40 NIs: 656 bytes, cut short at our 512 (as a ping target truncates).
   std::vector<PingNi> nis{{kB, kNiStatusUp}};
   for (std::uint32_t i = 1; i < 40; ++i) nis.push_back({Nid::make(Net{2, 9}, 0x0a090000u + i), kNiStatusUp});
@@ -946,11 +953,7 @@ TEST(Forwarder, APeerWithMoreNisThanOurSinkIsAskedAgainForAllOfThem) {
 
 TEST(Forwarder, AReplyNoNewerThanAPushKeepsThePushAndADownPeerIsNotPinged) {
   Rig r(discovering_setup());
-  r.forward_to_b(10);
-  ASSERT_EQ(r.fwd->flush_local(), 1u);
-  r.complete();
-  const lnd::Tx get = *r.ports.sent[0].tx;
-  r.complete();
+  const lnd::Tx get = first_discovery_ping(r);
   // Its push (sequence 5) crosses our ping; its REPLY says sequence 4.
   std::vector<std::uint8_t> bytes;
   const Nid other = nid("10.9.0.2@tcp9");
