@@ -661,18 +661,13 @@ std::string Control::net_add(const std::string& doc) {
   for (const NiSetup& n : made->nis)
     if (!in_service(n.nid)) added.push_back(n);
   if (added.empty()) return error(EEXIST, "every NI given is in service already");
-  for (const NiSetup& n : added)
-    if (n.is_o2ib())
-      return error(EOPNOTSUPP, "NI " + to_string(n.nid) + ": o2ib NIs are not added at run time (their RDMA device is "
-                                                          "opened, and every buffer registered with it, at the "
-                                                          "dataplane's start): add it to the file and restart");
   if (const std::string why = commands_room(fabric_); !why.empty()) return error(EAGAIN, why);
   // Free slots: here, and on every worker (a deleted NI's slot stays taken
   // while a peer of it is still referred to by a message).
   auto busy = std::make_shared<std::array<std::atomic<bool>, kMaxNis>>();
   if (!on_workers([busy](Worker& w) {
         for (std::uint32_t i = 0; i < kMaxNis; ++i)
-          if (w.forwarder().ni_slot_busy(i)) (*busy)[i] = true;
+          if (w.ni_slot_busy(i)) (*busy)[i] = true;
       }))
     return error(EAGAIN, "a worker was slow to answer: try again");
   std::vector<std::uint32_t> slots;
@@ -689,7 +684,7 @@ std::string Control::net_add(const std::string& doc) {
   };
   for (std::size_t k = 0; k < added.size(); ++k) {
     const NiSetup& n = added[k];
-    if (n.port >= 0 || setup_.sock.accept == sock::AcceptMode::none) continue;
+    if (n.port >= 0 || n.is_o2ib() || setup_.sock.accept == sock::AcceptMode::none) continue;
     const sock::IpAddr ip = sock::IpAddr::of(n.nid);
     bool listened = false;  // another kernel-socket NI on the same address
     for (std::size_t i = 0; i < kMaxNis; ++i)
@@ -704,6 +699,12 @@ std::string Control::net_add(const std::string& doc) {
       return error(EADDRNOTAVAIL, "NI " + to_string(n.nid) + ": " + err);
     }
   }
+  // o2ib NIs: the RDMA device behind each address, every pool registered
+  // with it, and a transport on it in every worker, before any NI is added.
+  if (std::string why = open_o2ib(added, slots); !why.empty()) {
+    close_fds();
+    return error(EADDRNOTAVAIL, why);
+  }
   const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   for (std::size_t k = 0; k < added.size(); ++k) {
     SharedNi& sn = shared_.ni[slots[k]];
@@ -711,11 +712,42 @@ std::string Control::net_add(const std::string& doc) {
     sn.link_up.store(n.port >= 0 ? fabric_.ports[static_cast<std::size_t>(n.port)]->link_up() : link_is_up(n.interface));
     sn.last_ping_ns.store(now);  // (UP in our ping info until the NI-status timeout finds no ping)
   }
+  const Placement before = placement_;
   placement_ = made->placement;
   const Placement pl = placement_;
-  const bool all = on_workers([added, slots, fds, pl](Worker& w) {
+  bool all = on_workers([added, slots, fds, pl](Worker& w) {
     for (std::size_t k = 0; k < added.size(); ++k) w.add_ni(slots[k], added[k], pl, w.index() == 0 ? fds[k] : -1);
   });
+  // Then worker 0 listens on the o2ib NIs, once every worker has its
+  // transport and engine NI (a request worker 0 hands on must find them).
+  std::vector<std::uint32_t> ib;
+  for (std::size_t k = 0; k < added.size(); ++k)
+    if (added[k].is_o2ib()) ib.push_back(slots[k]);
+  auto listen_errors = std::make_shared<std::vector<std::string>>();
+  std::vector<std::string> slow;
+  if (!ib.empty()) {
+    if (!all && !caught_up()) {
+      slow.push_back("a worker is not taking commands: the o2ib NIs added do not listen (restart the dataplane)");
+    } else if (!on_workers([ib, listen_errors](Worker& w) {
+                 if (w.index() == 0)
+                   for (std::uint32_t s : ib)
+                     if (std::string e = w.listen_o2ib(s); !e.empty()) listen_errors->push_back(e);
+               })) {
+      listen_errors->clear();  // (worker 0 may still be writing: not read)
+      slow.push_back("worker 0 was slow to listen on the o2ib NIs added: it does when it gets to it");
+    }
+  }
+  if (!listen_errors->empty()) {
+    // An o2ib NI that cannot take connections is not added (Linux's NI
+    // would not start): every NI of the request is taken out again.
+    placement_ = before;
+    const bool stopped = on_workers([slots, before](Worker& w) {
+      for (std::uint32_t s : slots) w.del_ni(s, before);
+    });
+    if (stopped || caught_up()) close_o2ib(ib);
+    for (std::uint32_t s : slots) shared_.ni[s].link_up.store(false);
+    return error(EADDRINUSE, joined(*listen_errors));
+  }
   status::NetChange a{"added", {}, 0, {}};
   for (std::size_t k = 0; k < added.size(); ++k) {
     nis_[slots[k]] = added[k];
@@ -728,10 +760,55 @@ std::string Control::net_add(const std::string& doc) {
   cfg_ = std::move(loaded->config);
   for (const auto& w : loaded->warnings) a.warnings.push_back(w.to_string());
   if (!all) a.warnings.push_back("a worker was slow to answer: it takes the NI when it gets to it");
+  for (std::string& w : slow) a.warnings.push_back(std::move(w));
+
   // Multi-Rail peers learn our new NI list now (as Linux pushes on a change).
   shared_.ping_seq.fetch_add(1);
   on_workers([](Worker& w) { w.push_ping_info(); });
   return status::encode(a);
+}
+
+std::string Control::open_o2ib(const std::vector<NiSetup>& added, const std::vector<std::uint32_t>& slots) {
+  std::vector<std::uint32_t> opened;
+  for (std::size_t k = 0; k < added.size(); ++k) {
+    const NiSetup& ni = added[k];
+    if (!ni.is_o2ib()) continue;
+    const std::string what = "NI " + to_string(ni.nid) + ": ";
+    std::string why;
+    if (!o2ib::verbs_available(why)) {
+      close_o2ib(opened);
+      return what + "this machine has " + why;
+    }
+    auto dev = o2ib::VerbsDevice::open(ni.nid.addr4(), why,
+                                       setup_.o2ib_transfer_keys ? o2ib::RemoteKeys::transfer : o2ib::RemoteKeys::pool);
+    if (!dev || !register_pools(*dev, why)) {
+      close_o2ib(opened);
+      return what + why;
+    }
+    const std::uint32_t slot = slots[k];
+    fabric_.verbs[slot] = dev;
+    opened.push_back(slot);
+    auto errors = std::make_shared<std::vector<std::string>>(fabric_.n);
+    const bool all = on_workers([slot, dev, errors](Worker& w) { (*errors)[w.index()] = w.open_transport(slot, dev); });
+    if (all)  // (a slow worker may still write its answer)
+      for (const std::string& e : *errors)
+        if (!e.empty()) why = e;
+    if (!all || !why.empty()) {
+      close_o2ib(opened);
+      return what + (why.empty() ? "a worker was slow to open its RDMA transport: try again" : why);
+    }
+    log_info("NI %s: RDMA device %s opened (%zu memory regions registered)", to_string(ni.nid).c_str(),
+             dev->name().c_str(), dev->payload_regions());
+  }
+  return {};
+}
+
+void Control::close_o2ib(const std::vector<std::uint32_t>& slots) {
+  if (slots.empty()) return;
+  on_workers([slots](Worker& w) {
+    for (std::uint32_t s : slots) w.retire_transport(s);
+  });
+  for (std::uint32_t s : slots) fabric_.verbs[s].reset();
 }
 
 std::string Control::net_del(const std::string& text) {
@@ -746,9 +823,6 @@ std::string Control::net_del(const std::string& text) {
   }
   if (slot == kMaxNis) return error(ENOENT, "no NI " + text + (names.empty() ? "" : ": the NIs are " + names));
   const NiSetup& ni = nis_[slot];
-  if (ni.is_o2ib())
-    return error(EOPNOTSUPP, "NI " + text + ": o2ib NIs are not deleted at run time (their RDMA device stays open "
-                                            "with the dataplane): delete it from the file and restart");
   // The configuration without it (its net too, if it was the net's last).
   config::Config next = cfg_;
   for (auto n = next.nets.begin(); n != next.nets.end(); ++n) {
@@ -770,11 +844,20 @@ std::string Control::net_del(const std::string& text) {
   placement_ = made->placement;
   const Placement pl = placement_;
   const bool all = on_workers([slot, pl](Worker& w) { w.del_ni(slot, pl); });
+  // An o2ib NI's transports close as their connections finish closing,
+  // and its RDMA device with the last of them: once every worker has
+  // stopped it (worker 0's listener gone), else never (its slot stays busy).
+  std::string kept;
+  if (ni.is_o2ib()) {
+    if (all || caught_up()) close_o2ib({slot});
+    else kept = "a worker is not taking commands: the NI's RDMA transports stay open (restart the dataplane)";
+  }
   ni_on_[slot] = false;
   shared_.ni[slot].link_up.store(false);
   cfg_ = std::move(next);
   status::NetChange a{"deleted", {text}, dropped() - before, {}};
   if (!all) a.warnings.push_back("a worker was slow to answer: it lets go of the NI when it gets to it");
+  if (!kept.empty()) a.warnings.push_back(kept);
   log_info("NI %s deleted: %llu message(s) in flight or waiting on it dropped", text.c_str(),
            static_cast<unsigned long long>(a.dropped));
   shared_.ping_seq.fetch_add(1);
@@ -942,6 +1025,14 @@ std::string Control::lnet_fault(const std::string& args) {
     return status::encode(a);
   }
   return error(EINVAL, "expected 'lnet_fault add RULE', 'del ID|all', 'list' or 'reset'");
+}
+
+// Every worker has run every command given it so far (each runs its
+// commands in order): a no-op answered by all, within about ten seconds.
+bool Control::caught_up() {
+  for (int i = 0; i < 5; ++i)
+    if (on_workers([](Worker&) {})) return true;
+  return false;
 }
 
 bool Control::on_workers(const std::function<void(Worker&)>& fn) {
@@ -1181,14 +1272,7 @@ std::string Control::status_answer() {
       t.completions += x.completions, t.tx_timeouts += x.tx_timeouts, t.tx_no_desc += x.tx_no_desc;
       t.tx_descs += x.tx_descs;
       t.conns_refused += x.conns_refused, t.connreqs_rate_limited += x.connreqs_rate_limited;
-      for (const o2ib::VerbsStats& y : v.verbs) {
-        vs.completions += y.completions, vs.polls += y.polls, vs.cm_events += y.cm_events;
-        vs.send_posts += y.send_posts, vs.recv_posts += y.recv_posts, vs.post_failures += y.post_failures;
-        vs.cq_errors += y.cq_errors, vs.sink_registrations += y.sink_registrations,
-        vs.sink_registration_ns += y.sink_registration_ns, vs.sink_windows += y.sink_windows;
-        vs.sink_windows_refused += y.sink_windows_refused, vs.windows_allocated += y.windows_allocated;
-        vs.windows_lost += y.windows_lost;
-      }
+      for (const o2ib::VerbsStats& y : v.verbs) vs += y;
     }
     static constexpr o2ib::MsgType kTypes[] = {o2ib::MsgType::connreq,  o2ib::MsgType::connack,  o2ib::MsgType::noop,
                                                o2ib::MsgType::immediate, o2ib::MsgType::put_req, o2ib::MsgType::put_nak,

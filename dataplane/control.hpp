@@ -96,6 +96,13 @@ class Control {
   std::string net(const std::string& args);
   std::string net_add(const std::string& doc);
   std::string net_del(const std::string& nid);
+  // net add's o2ib NIs (`added`, into `slots`): each one's RDMA device
+  // opened, every pool registered with it and a transport on it in every
+  // worker; "" or why not (nothing left open).
+  std::string open_o2ib(const std::vector<NiSetup>& added, const std::vector<std::uint32_t>& slots);
+  // Every worker closes its transports of o2ib NI slots `slots` (once its
+  // engine has let go of them); control's reference to their devices goes.
+  void close_o2ib(const std::vector<std::uint32_t>& slots);
   std::string net_set(const std::string& args);
   // LNet fault injection rules (lnetrctl fault): "add RULE", "del ID|all",
   // "list", "reset" (router/lnet_fault.hpp).
@@ -103,6 +110,7 @@ class Control {
   // Run `fn` on every worker and wait for all (false if one did not answer
   // within 2 s).  `fn` must own what it writes: see Command.
   bool on_workers(const std::function<void(Worker&)>& fn);
+  bool caught_up();
   // Give the system back the heap the workers freed, when much of it is
   // free (a flood of made-up peers aged out): from this thread, at most
   // every kTrimPeriod, never from the forwarding path.

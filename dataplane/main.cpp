@@ -208,28 +208,6 @@ std::vector<std::string> eal_args(const Setup& s) {
 
 int worker_main(void* arg) { return static_cast<Worker*>(arg)->run(); }
 
-// Register the memory of every mempool with `dev`: router buffer pools
-// (lnetr_small_N, lnetr_large_N) for remote writes, the others for the
-// device to read.
-bool register_pools(o2ib::VerbsDevice& dev, std::string& err) {
-  struct Walk {
-    o2ib::VerbsDevice* dev;
-    std::string* err;
-    bool ok = true;
-  } w{&dev, &err};
-  rte_mempool_walk(
-      [](rte_mempool* mp, void* arg) {
-        auto* walk = static_cast<Walk*>(arg);
-        const std::string name = mp->name;
-        const bool remote = name.rfind("lnetr_small_", 0) == 0 || name.rfind("lnetr_large_", 0) == 0;
-        walk->ok = walk->ok && each_chunk(mp, [&](void* addr, std::size_t len) {
-                     return walk->dev->register_payload(addr, len, remote, *walk->err);
-                   });
-      },
-      &w);
-  return w.ok;
-}
-
 // Every connection is a descriptor: raise the soft limit to the hard one
 // (systemd's default soft limit, 1024, is a few hundred peers' worth) and
 // say if dataplane.limits.connections per worker cannot fit under it.
@@ -378,7 +356,7 @@ int run(const Setup& setup, const config::Config& cfg) {
   }
 
   // The RDMA device behind each o2ib NI's address.
-  fabric.verbs.resize(setup.nis.size());
+  fabric.verbs.resize(kMaxNis);  // (by NI slot: the setup's NIs take the first)
   for (std::size_t i = 0; i < setup.nis.size(); ++i) {
     const NiSetup& ni = setup.nis[i];
     if (!ni.is_o2ib()) continue;

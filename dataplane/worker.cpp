@@ -97,11 +97,7 @@ Worker::~Worker() {
   node_.reset();
   acceptor_.reset();
   o2ib_.reset();
-  for (std::size_t i = 0; i < verbs_.size(); ++i)
-    if (verbs_[i]) {
-      poller_.remove(verbs_[i]->cm_fd());
-      poller_.remove(verbs_[i]->comp_fd());
-    }
+  for (std::uint32_t i = 0; i < verbs_.size(); ++i) unwatch_verbs(i);
   verbs_handlers_.clear();
   verbs_.clear();
   forwarder_.drop_frames();  // (they are the lanes' frames)
@@ -146,8 +142,12 @@ bool Worker::init(std::string& err) {
     }
     lanes_[i] = std::move(lane);
   }
+  // socklnd serves the tcp NIs (an o2ib NI's address takes no TCP
+  // connection: its interface may be an IPoIB one Linux's ksocklnd does
+  // not listen on either).
   std::vector<sock::LocalNi> nis;
-  for (const NiSetup& n : setup_.nis) nis.push_back(sock_ni(n));
+  for (const NiSetup& n : setup_.nis)
+    if (!n.is_o2ib()) nis.push_back(sock_ni(n));
   node_ = std::make_unique<sock::Node>(setup_.sock, nis, incarnation_, poller_, forwarder_);
   if (!init_o2ib(err)) return false;
 
@@ -220,6 +220,20 @@ sock::LocalNi Worker::sock_ni(const NiSetup& n) {
 
 void Worker::add_ni(std::uint32_t slot, const NiSetup& ni, const Placement& placement, int listen_fd) {
   forwarder_.add_ni(slot, ni, placement);
+  if (ni.is_o2ib()) {
+    o2ib::LocalNi l;
+    l.nid = ni.nid;
+    l.transport = verbs_[slot].get();
+    l.tunables = ni.o2ib;
+    if (!o2ib_) {
+      o2ib_ = std::make_unique<o2ib::Node>(setup_.o2ib, std::vector<o2ib::LocalNi>{l}, incarnation_ / 1000, forwarder_,
+                                           &lnd::Clock::now, fabric_.n);
+    } else if (!o2ib_->add_ni(l)) {
+      log_error("worker %u: NI %s is in o2iblnd already", index_, to_string(ni.nid).c_str());  // (control checked)
+    }
+    log_info("worker %u: NI %s added", index_, to_string(ni.nid).c_str());
+    return;
+  }
   if (ni.port >= 0)
     if (const auto& lane = lanes_[static_cast<std::size_t>(ni.port)])  // (as at start: without the ECN bits)
       lane->stack.set_tos(ni.tos >= 0 ? static_cast<std::uint8_t>(ni.tos & 0xfc) : 0);
@@ -232,7 +246,17 @@ void Worker::add_ni(std::uint32_t slot, const NiSetup& ni, const Placement& plac
 
 void Worker::del_ni(std::uint32_t slot, const Placement& placement) {
   const Nid nid = forwarder_.ni(slot).nid;
+  const bool ib = forwarder_.ni(slot).is_o2ib();
   forwarder_.stop_ni(slot, placement);
+  if (ib) {
+    if (slot < verbs_.size() && verbs_[slot]) verbs_[slot]->unlisten();
+    if (o2ib_) {
+      o2ib_->del_ni(nid);
+      o2ib_->reap();
+    }
+    forwarder_.forget_ni_peers(slot);
+    return;
+  }
   if (acceptor_) acceptor_->del_ni(nid);
   node_->del_ni(nid);
   node_->reap();
@@ -251,7 +275,8 @@ void Worker::tune_ni(const NiSetup& ni) {
 // over them; worker 0 listens on every o2ib NI (as it accepts kernel
 // sockets' connections) and hands each request to its peer's owner.
 bool Worker::init_o2ib(std::string& err) {
-  verbs_.resize(setup_.nis.size());
+  verbs_.resize(kMaxNis);
+  verbs_handlers_.resize(kMaxNis);
   std::vector<o2ib::LocalNi> nis;
   for (std::size_t i = 0; i < setup_.nis.size(); ++i) {
     const NiSetup& n = setup_.nis[i];
@@ -271,27 +296,87 @@ bool Worker::init_o2ib(std::string& err) {
   if (nis.empty()) return true;
   // One incarnation for the router (Linux: microseconds at NI start).
   o2ib_ = std::make_unique<o2ib::Node>(setup_.o2ib, nis, incarnation_ / 1000, forwarder_, &lnd::Clock::now, fabric_.n);
-  for (std::size_t i = 0; i < verbs_.size(); ++i) {
+  for (std::uint32_t i = 0; i < verbs_.size(); ++i) {
     if (!verbs_[i]) continue;
-    o2ib::VerbsTransport& t = *verbs_[i];
-    auto cm = std::make_unique<VerbsHandler>(t, true);
-    auto comp = std::make_unique<VerbsHandler>(t, false);
-    if (!poller_.add(t.cm_fd(), cm.get()) || !poller_.add(t.comp_fd(), comp.get())) {
-      err = std::string("epoll: ") + std::strerror(errno);
-      return false;
-    }
-    verbs_handlers_.push_back(std::move(cm));
-    verbs_handlers_.push_back(std::move(comp));
+    if (!watch_verbs(i, err)) return false;
     if (index_ == 0) {
-      const NiSetup& n = setup_.nis[i];
-      if (!t.listen(n.nid.addr4(), setup_.o2ib.service,
-                    [this, i](o2ib::ConnRequest&& r) { take_o2ib_request(i, std::move(r)); }, err)) {
-        err = "NI " + to_string(n.nid) + ": " + err;
-        return false;
-      }
+      err = listen_o2ib(i);
+      if (!err.empty()) return false;
     }
   }
   return true;
+}
+
+// Slot `slot`'s transport's channels into the epoll set.
+bool Worker::watch_verbs(std::uint32_t slot, std::string& err) {
+  o2ib::VerbsTransport& t = *verbs_[slot];
+  auto cm = std::make_unique<VerbsHandler>(t, true);
+  auto comp = std::make_unique<VerbsHandler>(t, false);
+  if (!poller_.add(t.cm_fd(), cm.get()) || !poller_.add(t.comp_fd(), comp.get())) {
+    err = std::string("epoll: ") + std::strerror(errno);
+    poller_.remove(t.cm_fd());
+    return false;
+  }
+  verbs_handlers_[slot] = {std::move(cm), std::move(comp)};
+  return true;
+}
+
+void Worker::unwatch_verbs(std::uint32_t slot) {
+  if (slot >= verbs_.size() || !verbs_[slot] || !verbs_handlers_[slot][0]) return;
+  poller_.remove(verbs_[slot]->cm_fd());
+  poller_.remove(verbs_[slot]->comp_fd());
+  verbs_handlers_[slot] = {};
+}
+
+// Worker 0: listen on o2ib NI `slot`'s address; "" or why not.
+std::string Worker::listen_o2ib(std::uint32_t slot) {
+  const NiSetup& n = forwarder_.ni(slot);
+  std::string err;
+  if (!verbs_[slot]->listen(n.nid.addr4(), setup_.o2ib.service,
+                            [this, slot](o2ib::ConnRequest&& r) { take_o2ib_request(slot, std::move(r)); }, err))
+    return "NI " + to_string(n.nid) + ": " + err;
+  return {};
+}
+
+std::string Worker::open_transport(std::uint32_t slot, std::shared_ptr<o2ib::VerbsDevice> dev) {
+  auto t = std::make_unique<o2ib::VerbsTransport>(std::move(dev));
+  std::string err;
+  if (!t->init(err)) return err;
+  verbs_[slot] = std::move(t);
+  if (!watch_verbs(slot, err)) {
+    verbs_[slot].reset();
+    return err;
+  }
+  own_fds_ += 2;  // (its own descriptors: they do not make every turn poll epoll)
+  return {};
+}
+
+void Worker::retire_transport(std::uint32_t slot) {
+  if (slot >= verbs_.size() || !verbs_[slot]) return;
+  // Requests worker 0's listener handed over before it closed may still be
+  // in worker 0's ring to us, their identifiers already on this
+  // transport's channel: it stays until this worker has read the ring up
+  // to where it ends now.
+  const std::uint32_t upto = index_ == 0 ? 0 : fabric_.ring(0, index_)->prod.tail;
+  retiring_.push_back({slot, upto});
+  release_transports();
+}
+
+// Retiring transports the engine has let go of are freed (with the
+// device's last reference, the device).
+void Worker::release_transports() {
+  if (o2ib_) o2ib_->reap();
+  std::erase_if(retiring_, [this](const Retiring& r) {
+    const std::uint32_t slot = r.slot;
+    if (index_ != 0 && static_cast<std::int32_t>(fabric_.ring(0, index_)->cons.tail - r.ring_upto) < 0) return false;
+    if (o2ib_ && !o2ib_->release_transport(verbs_[slot].get())) return false;
+    unwatch_verbs(slot);
+    retired_verbs_.push_back(verbs_[slot]->stats());
+    verbs_[slot].reset();
+    own_fds_ -= 2;
+    log_info("worker %u: the RDMA transport of NI slot %u is closed", index_, slot);
+    return true;
+  });
 }
 
 // Worker 0: a request taken by the listener of NI `ni`.  Its peer's owner
@@ -328,6 +413,8 @@ std::vector<o2ib::VerbsStats> Worker::verbs_stats() const {
   std::vector<o2ib::VerbsStats> out(verbs_.size());
   for (std::size_t i = 0; i < verbs_.size(); ++i)
     if (verbs_[i]) out[i] = verbs_[i]->stats();
+  // (And the transports of deleted NIs: the sums never go back.)
+  out.insert(out.end(), retired_verbs_.begin(), retired_verbs_.end());
   return out;
 }
 
@@ -447,6 +534,7 @@ void Worker::tick() {
     t.refused.set(ks.peers_refused);
     t.freed.set(ks.peers_freed);
   }
+  if (!retiring_.empty()) release_transports();
   if (o2ib_) {
     o2ib_->tick();
     // What o2iblnd copied (IMMEDIATE payloads, unregistered memory), with
@@ -651,6 +739,25 @@ rte_mempool* make_router_pool(const std::string& name, PoolClass c, std::uint32_
                             static_cast<int>(rte_socket_id()), RTE_MEMPOOL_F_SP_PUT | RTE_MEMPOOL_F_SC_GET);
 }
 
+bool register_pools(o2ib::VerbsDevice& dev, std::string& err) {
+  struct Walk {
+    o2ib::VerbsDevice* dev;
+    std::string* err;
+    bool ok = true;
+  } w{&dev, &err};
+  rte_mempool_walk(
+      [](rte_mempool* mp, void* arg) {
+        auto* walk = static_cast<Walk*>(arg);
+        const std::string name = mp->name;
+        const bool remote = name.rfind("lnetr_small_", 0) == 0 || name.rfind("lnetr_large_", 0) == 0;
+        walk->ok = walk->ok && each_chunk(mp, [&](void* addr, std::size_t len) {
+                     return walk->dev->register_payload(addr, len, remote, *walk->err);
+                   });
+      },
+      &w);
+  return w.ok;
+}
+
 bool each_chunk(rte_mempool* mp, const std::function<bool(void*, std::size_t)>& reg) {
   struct Walk {
     const std::function<bool(void*, std::size_t)>* reg;
@@ -697,7 +804,14 @@ unsigned Worker::drain_rings() {
         delete a;
       } else if (items[i].kind == RingItem::Kind::o2ib_request) {
         auto* h = static_cast<O2ibHandoff*>(items[i].ptr);
+        // (Its transport stays until this ring has passed it: retire_transport.)
+        if (!o2ib_ || h->ni >= verbs_.size() || !verbs_[h->ni]) {
+          rdma_destroy_id(h->raw);  // (cannot happen: control orders the steps)
+          delete h;
+          continue;
+        }
         h->req.id = verbs_[h->ni]->adopt(h->raw);
+        h->req.via = verbs_[h->ni].get();
         o2ib_->accept_request(std::move(h->req));
         delete h;
       } else {

@@ -85,6 +85,11 @@ rte_mempool* make_router_pool(const std::string& name, PoolClass c, std::uint32_
 // `reg` on each memory chunk of `mp` (to register it with an RDMA device);
 // false at the first it refuses.
 bool each_chunk(rte_mempool* mp, const std::function<bool(void* addr, std::size_t len)>& reg);
+// Register the memory of every mempool with `dev`: router buffer pools
+// (lnetr_small_*, lnetr_large_*) for remote writes, the others for the
+// device to read (at start, and for an o2ib NI added at run time before
+// any worker uses the device).
+bool register_pools(o2ib::VerbsDevice& dev, std::string& err);
 
 // Mbufs of each port queue: its RX ring, its TX ring, and frames in flight.
 inline constexpr std::uint32_t kPortMbufs = 4096;
@@ -131,6 +136,19 @@ class Worker final : public ForwarderPorts {
   // closed and what was in flight on them dropped as `ni_deleted`.
   void add_ni(std::uint32_t slot, const NiSetup& ni, const Placement& placement, int listen_fd);
   void del_ni(std::uint32_t slot, const Placement& placement);
+  // An o2ib NI added at run time takes three steps on every worker: its
+  // transport on `dev` (before add_ni; "" or why not), add_ni, then
+  // (worker 0) its listener.  One deleted takes two: del_ni (worker 0's
+  // listener goes), then retire_transport, after which the worker frees
+  // the transport once the engine has let go of it (its connections gone);
+  // until then the slot stays busy.
+  std::string open_transport(std::uint32_t slot, std::shared_ptr<o2ib::VerbsDevice> dev);
+  std::string listen_o2ib(std::uint32_t slot);
+  void retire_transport(std::uint32_t slot);
+  // Whether NI slot `slot` is free for another NI here (ni_slot_busy).
+  bool ni_slot_busy(std::uint32_t slot) const noexcept {
+    return forwarder_.ni_slot_busy(slot) || (slot < verbs_.size() && verbs_[slot] != nullptr);
+  }
   // On the worker's thread (lnetrctl net set): `ni`'s LND takes its
   // conns_per_peer and timeout from now on.
   void tune_ni(const NiSetup& ni);
@@ -265,10 +283,20 @@ class Worker final : public ForwarderPorts {
       return nullptr;
     }
   } no_port_;
-  std::vector<std::unique_ptr<o2ib::VerbsTransport>> verbs_;  // by NI; null for tcp NIs
+  std::vector<std::unique_ptr<o2ib::VerbsTransport>> verbs_;  // by NI slot; null for tcp NIs
   std::unique_ptr<o2ib::Node> o2ib_;
   class VerbsHandler;
-  std::vector<std::unique_ptr<VerbsHandler>> verbs_handlers_;
+  // By NI slot: its transport's channels in the epoll set (CM, completions).
+  std::vector<std::array<std::unique_ptr<VerbsHandler>, 2>> verbs_handlers_;
+  struct Retiring {
+    std::uint32_t slot;       // its transport goes once the engine lets go ...
+    std::uint32_t ring_upto;  // ... and worker 0's ring to us is read up to here
+  };
+  std::vector<Retiring> retiring_;
+  std::vector<o2ib::VerbsStats> retired_verbs_;  // the counters of transports closed (one per NI deletion)
+  bool watch_verbs(std::uint32_t slot, std::string& err);
+  void unwatch_verbs(std::uint32_t slot);
+  void release_transports();
   void count_cpu_time();
   std::uint64_t cpu_ns_seen_ = 0;  // the thread's CPU time already counted
   std::uint64_t o2ib_copied_seen_ = 0;

@@ -168,8 +168,9 @@ void Node::accept_request(ConnRequest&& r) {
   const ByteSpan priv = r.private_data();
   const LocalNi* listener = nullptr;
   for (const LocalNi& ni : nis_)
-    if (ni.nid.addr4() == r.local_ip) listener = &ni;
-  Transport* tr = listener ? listener->transport : nis_.empty() ? nullptr : nis_.front().transport;
+    if (!ni.deleted && ni.nid.addr4() == r.local_ip) listener = &ni;
+  // (An NI deleted since the request was taken: refused on its own transport.)
+  Transport* tr = r.via ? r.via : listener ? listener->transport : first_transport();
   Reject rej;
   rej.magic = kIbMagic;
   rej.why = RejectReason::fatal;
@@ -215,7 +216,7 @@ void Node::accept_request(ConnRequest&& r) {
   if (!ni) {
     // Not (yet) one of ours: too early if an NI on this device is not up.
     for (const LocalNi& other : nis_)
-      if (other.transport == tr && !other.ready) return refuse(RejectReason::early);
+      if (!other.deleted && other.transport == tr && !other.ready) return refuse(RejectReason::early);
   }
   if (!ni || !listener || ni->transport != listener->transport) {
     ni = nullptr;
@@ -330,20 +331,24 @@ void Node::accept_request(ConnRequest&& r) {
 void Node::refuse_request(ConnRequest&& r, RejectReason why) {
   const LocalNi* listener = nullptr;
   for (const LocalNi& ni : nis_)
-    if (ni.nid.addr4() == r.local_ip) listener = &ni;
-  if (!listener) listener = nis_.empty() ? nullptr : &nis_.front();
-  if (!listener) return;
+    if (!ni.deleted && ni.nid.addr4() == r.local_ip) listener = &ni;
+  if (!listener)
+    for (const LocalNi& ni : nis_)
+      if (!ni.deleted && listener == nullptr) listener = &ni;
+  Transport* tr = r.via ? r.via : listener ? listener->transport : nullptr;
+  if (!tr) return;
   Reject rej;
   rej.magic = kIbMagic;
   rej.version = kVersion2;
   rej.why = why;
   rej.incarnation = incarnation_;
-  rej.cp = ConnParams{static_cast<std::uint16_t>(listener->tunables.peer_credits), kMaxRdmaFrags, kMaxMsgSize};
+  const std::uint32_t depth = listener ? listener->tunables.peer_credits : effective(NiTunables{}).peer_credits;
+  rej.cp = ConnParams{static_cast<std::uint16_t>(depth), kMaxRdmaFrags, kMaxMsgSize};
   std::array<std::uint8_t, kRejectSize> out{};
   (void)encode_reject(rej, out, kNativeOrder);
   ++stats_.rejects_sent[static_cast<std::size_t>(why) < kRejectSlots ? static_cast<std::size_t>(why) : 0];
-  listener->transport->reject(r.id, ByteSpan(out.data(), out.size()));
-  listener->transport->destroy(r.id);
+  tr->reject(r.id, ByteSpan(out.data(), out.size()));
+  tr->destroy(r.id);
 }
 
 void Node::send_reject_for(Conn* c, RejectReason why, std::uint16_t version) {
@@ -596,6 +601,7 @@ void Node::peer_connect_failed(Peer& p, bool active, int error) {
 
 void Node::peer_notify(Peer& p) {
   if (p.is_connecting() || !p.conns.empty() || p.error == 0) return;
+  if (p.ni != nullptr && p.ni->deleted) return;  // (its NID may be a new NI's peer's by now)
   p.error = 0;
   upper_.on_peer_down(p.nid);
 }
@@ -716,13 +722,7 @@ void Node::reconnect_peer(Peer& p) {
   if (p.reconnecting == 0) return;  // accepted or connected meanwhile
   --p.reconnecting;
   if (!p.linked) {
-    DescList zombies;
-    while (TxDesc* d = p.tx_queue.pop_front()) zombies.push_back(d);
-    while (TxDesc* d = zombies.pop_front()) {
-      d->status = -ECONNABORTED;
-      d->waiting = false;
-      tx_done(d);
-    }
+    fail_queued(p, -ECONNABORTED);
     return;
   }
   ++p.connecting;

@@ -66,56 +66,142 @@ std::optional<Nid> requester_of(ByteSpan private_data) noexcept {
 
 Node::Node(Options opts, std::vector<LocalNi> nis, std::uint64_t incarnation, lnd::Upper& upper, ClockFn clock,
            std::uint32_t workers)
-    : opts_(opts), nis_(std::move(nis)), incarnation_(incarnation), upper_(upper), clock_(std::move(clock)),
+    : opts_(opts), nis_(nis.begin(), nis.end()), incarnation_(incarnation), upper_(upper), clock_(std::move(clock)),
       workers_(std::max<std::uint32_t>(workers, 1)), connreq_rate_(opts.connreq_rate, 4 * opts.connreq_rate) {
-  for (LocalNi& ni : nis_) {
-    ni.tunables = effective(ni.tunables);
-    auto it = std::find_if(devices_.begin(), devices_.end(), [&](const auto& d) { return d->tr == ni.transport; });
-    if (it == devices_.end()) {
-      auto d = std::make_unique<Device>();
-      d->tr = ni.transport;
-      d->chunk = std::max<std::size_t>(kMinDescChunk, ni.tunables.ntx / workers_);
-      d->bounces.reserve(kMaxBounce);
-      if (ni.transport) ni.transport->attach(this);
-      devices_.push_back(std::move(d));
-    }
+  for (LocalNi& ni : nis_) start_ni(ni);
+}
+
+// An NI's tunables in force, and its transport's device (made, and the
+// transport's events attached here, if new).
+void Node::start_ni(LocalNi& ni) {
+  ni.tunables = effective(ni.tunables);
+  auto it = std::find_if(devices_.begin(), devices_.end(), [&](const auto& d) { return d->tr == ni.transport; });
+  if (it != devices_.end()) return;
+  auto d = std::make_unique<Device>();
+  d->tr = ni.transport;
+  d->chunk = std::max<std::size_t>(kMinDescChunk, ni.tunables.ntx / workers_);
+  d->bounces.reserve(kMaxBounce);
+  if (ni.transport) ni.transport->attach(this);
+  devices_.push_back(std::move(d));
+}
+
+// A device's memory deregistered from its transport and freed.
+void Node::free_device(Device& d) noexcept {
+  for (std::size_t i = 0; i < d.chunk_mem.size(); ++i) {
+    d.tr->deregister(d.chunk_regions[i]);
+    std::free(d.chunk_mem[i]);
   }
+  d.chunk_mem.clear();
+  d.chunk_regions.clear();
+  for (Bounce& b : d.bounces) {
+    d.tr->deregister(b.region);
+    std::free(b.mem);
+  }
+  d.bounces.clear();
+  for (Device::RxSlab& r : d.rx_slabs) {
+    d.tr->deregister(r.region);
+    std::free(r.mem);
+  }
+  d.rx_slabs.clear();
 }
 
 Node::~Node() {
   shutdown();
   reap();
-  for (auto& d : devices_) {
-    for (std::size_t i = 0; i < d->chunk_mem.size(); ++i) {
-      d->tr->deregister(d->chunk_regions[i]);
-      std::free(d->chunk_mem[i]);
-    }
-    for (Bounce& b : d->bounces) {
-      d->tr->deregister(b.region);
-      std::free(b.mem);
-    }
-    for (Device::RxSlab& r : d->rx_slabs) {
-      d->tr->deregister(r.region);
-      std::free(r.mem);
-    }
-  }
+  for (auto& d : devices_) free_device(*d);
 }
 
 const LocalNi* Node::ni_for_net(Net net) const noexcept {
   for (const LocalNi& ni : nis_)
-    if (ni.nid.net() == net) return &ni;
+    if (!ni.deleted && ni.nid.net() == net) return &ni;
   return nullptr;
 }
 
 const LocalNi* Node::ni_by_nid(const Nid& nid) const noexcept {
   for (const LocalNi& ni : nis_)
-    if (ni.nid == nid) return &ni;
+    if (!ni.deleted && ni.nid == nid) return &ni;
   return nullptr;
+}
+
+Transport* Node::first_transport() const noexcept {
+  for (const LocalNi& ni : nis_)
+    if (!ni.deleted) return ni.transport;
+  return nullptr;
+}
+
+std::size_t Node::nis() const noexcept {
+  return static_cast<std::size_t>(std::count_if(nis_.begin(), nis_.end(), [](const LocalNi& n) { return !n.deleted; }));
+}
+
+bool Node::add_ni(LocalNi ni) {
+  if (ni_by_nid(ni.nid) != nullptr) return false;
+  ni.deleted = false;
+  start_ni(nis_.emplace_back(ni));
+  return true;
+}
+
+bool Node::del_ni(const Nid& nid) {
+  auto it = std::find_if(nis_.begin(), nis_.end(), [&](const LocalNi& n) { return !n.deleted && n.nid == nid; });
+  if (it == nis_.end()) return false;
+  LocalNi* ni = &*it;
+  ni->deleted = true;
+  // Connections of the NI, in any state (a request being accepted or made
+  // included), close; then its peers leave the table with what waited for
+  // a connection.
+  std::vector<Conn*> conns = conns_;
+  for (Conn* c : conns) {
+    if (c->destroyed || c->ni != ni) continue;
+    if (c->state == ConnState::established) {
+      close_conn(c, CloseReason::ni_deleted, -ENETDOWN);
+    } else if (c->state < ConnState::established) {
+      connreq_done(c, -ENETDOWN);
+    }
+  }
+  // (Out of the table first: failing a message may send another, which
+  // may add a peer.)
+  std::vector<Peer*> gone;
+  for (auto p = peers_.begin(); p != peers_.end();) {
+    if (p->second->ni != ni) {
+      ++p;
+      continue;
+    }
+    gone.push_back(p->second.get());
+    gone_peers_.push_back(std::move(p->second));
+    p = peers_.erase(p);
+  }
+  for (Peer* peer : gone) {
+    if (peer->linked) unlink(*peer);
+    peer->pending_reconnects = 0;
+    fail_queued(*peer, -ENETDOWN);
+  }
+  return true;
+}
+
+bool Node::release_transport(Transport* tr) {
+  for (const LocalNi& ni : nis_)
+    if (!ni.deleted && ni.transport == tr) return false;  // still serves an NI
+  auto it = std::find_if(devices_.begin(), devices_.end(), [&](const auto& d) { return d->tr == tr; });
+  if (it == devices_.end()) return true;  // (released already)
+  Device& d = **it;
+  if (!graveyard_.empty()) return false;  // (reap() first)
+  for (const Conn* c : conns_)
+    if (c->dev == &d) return false;
+  if (d.free.size() != d.chunks.size() * d.chunk || d.free_bounces.size() != d.bounces.size()) return false;
+  free_device(d);
+  devices_.erase(it);
+  // Peers of its NIs no connection refers to any more are freed; the NIs
+  // themselves once no peer points at them either.
+  std::erase_if(gone_peers_, [](const std::unique_ptr<Peer>& p) { return p->conn_refs == 0 && p->conns.empty(); });
+  nis_.remove_if([&](const LocalNi& ni) {
+    return ni.deleted && ni.transport == tr &&
+           std::none_of(gone_peers_.begin(), gone_peers_.end(), [&](const auto& p) { return p->ni == &ni; });
+  });
+  return true;
 }
 
 bool Node::tune_ni(const Nid& nid, std::uint32_t conns_per_peer, std::chrono::seconds timeout) noexcept {
   for (LocalNi& ni : nis_) {
-    if (ni.nid != nid) continue;
+    if (ni.deleted || ni.nid != nid) continue;
     if (conns_per_peer != 0) ni.tunables.conns_per_peer = conns_per_peer;
     if (timeout.count() > 0) ni.tunables.timeout = timeout;
     return true;
@@ -132,6 +218,18 @@ std::size_t Node::tx_descs_in_use() const noexcept {
 std::size_t Node::connections() const noexcept { return conns_.size(); }
 
 // ---- peer table ----------------------------------------------------------------------------
+
+// What waits for a connection to `p` fails with `status` (taken off the
+// queue first: a failure may queue more).
+void Node::fail_queued(Peer& p, int status) {
+  DescList zombies;
+  while (TxDesc* d = p.tx_queue.pop_front()) zombies.push_back(d);
+  while (TxDesc* d = zombies.pop_front()) {
+    d->status = status;
+    d->waiting = false;
+    tx_done(d);
+  }
+}
 
 Peer& Node::peer(const Nid& nid, const LocalNi* ni) {
   auto& slot = peers_[nid];
@@ -243,6 +341,10 @@ std::size_t Node::sweep_idle(Clock::time_point now) {
            now - p.last_used >= opts_.peer_idle;
   });
   stats_.peers_freed += n;
+  // Peers of deleted NIs, once no connection refers to them.
+  std::erase_if(gone_peers_, [](const std::unique_ptr<Peer>& p) {
+    return p->conn_refs == 0 && p->conns.empty() && p->tx_queue.empty() && !p->is_connecting();
+  });
   return n;
 }
 
@@ -264,13 +366,7 @@ void Node::shutdown() {
     }
   }
   for (auto& [nid, p] : peers_) {
-    DescList zombies;
-    while (TxDesc* d = p->tx_queue.pop_front()) zombies.push_back(d);
-    while (TxDesc* d = zombies.pop_front()) {
-      d->status = -ESHUTDOWN;
-      d->waiting = false;
-      tx_done(d);
-    }
+    fail_queued(*p, -ESHUTDOWN);
   }
   // Whatever the device has not given back is abandoned with its
   // identifier (nothing polls it any more).

@@ -44,6 +44,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -108,11 +109,14 @@ struct LocalNi {
   // False until the NI is up: connection requests for it are refused with
   // EARLY, as Linux refuses them before the NI is active.
   bool ready = true;
+  // Deleted (Node::del_ni): found by no lookup; kept while anything refers to it.
+  bool deleted = false;
 };
 
 // A connection request taken off a listener (rdma_cm CONNECT_REQUEST).
 struct ConnRequest {
-  CmId* id = nullptr;            // belongs to the transport of the NI at local_ip
+  CmId* id = nullptr;            // belongs to `via`, else to the transport of the NI at local_ip
+  Transport* via = nullptr;      // the transport `id` is on, if the taker says
   std::uint32_t local_ip = 0;    // the address it was sent to
   std::uint32_t remote_ip = 0;
   std::uint16_t remote_port = 0;
@@ -144,7 +148,8 @@ std::optional<Nid> requester_of(ByteSpan private_data) noexcept;
   X(bad_connack, "the CONNACK was malformed or not what was asked for")                             \
   X(post_failed, "the device refused a work request")                                               \
   X(no_resources, "no transmit descriptor for a message owed to the peer")                          \
-  X(shutdown, "the node is shutting down")
+  X(shutdown, "the node is shutting down")                                                         \
+  X(ni_deleted, "its NI was deleted (lnetrctl net del)")
 
 enum class CloseReason : std::uint8_t {
 #define LNETR_X(n, text) n,
@@ -273,6 +278,22 @@ class Node final : private TransportEvents {
   // (0: unchanged).  Peers connected from here on, and messages queued
   // from here on, follow them; connections open stay.  False if no such NI.
   bool tune_ni(const Nid& nid, std::uint32_t conns_per_peer, std::chrono::seconds timeout) noexcept;
+  // lnetrctl net add: serve `ni` too (its transport's events attached
+  // here, if new).  False if an NI of that NID or net is in service.
+  bool add_ni(LocalNi ni);
+  // lnetrctl net del: NI `nid` stops at once (false: no such NI).  Sends to
+  // its net fail (-EHOSTUNREACH) and requests for it are refused from now
+  // on; its peers' messages waiting for a connection fail (-ENETDOWN), and
+  // its connections close (`ni_deleted`: their messages fail as on any
+  // close, as the device gives them back).  Its peers leave the table.
+  bool del_ni(const Nid& nid);
+  // Whether the engine has let go of transport `tr`, whose NIs were all
+  // deleted: once every connection on it is gone and every descriptor is
+  // back, its memory is deregistered and freed and true is returned (the
+  // caller may then destroy the transport).  Call after reap().
+  bool release_transport(Transport* tr);
+  // The NIs in service.
+  std::size_t nis() const noexcept;
 
   // Introspection for display and tests.
   struct ConnInfo {
@@ -318,6 +339,9 @@ class Node final : private TransportEvents {
   void on_completion(const WorkCompletion& wc) override;
 
   // Descriptors and memory.
+  void start_ni(LocalNi& ni);
+  Transport* first_transport() const noexcept;  // of the first NI in service (nullptr: none)
+  void free_device(Device& d) noexcept;
   Device* device_of(const LocalNi* ni) noexcept;
   TxDesc* get_desc(Device* dev);
   void put_desc(TxDesc* d) noexcept;
@@ -381,6 +405,7 @@ class Node final : private TransportEvents {
   void peer_connect_failed(Peer& p, bool active, int error);
   void peer_notify(Peer& p);
   void close_peer_conns(Peer& p, CloseReason why, int error);
+  void fail_queued(Peer& p, int status);
   void close_stale_conns(Peer& p, std::uint16_t version, std::uint64_t incarnation);
   void close_conn(Conn* c, CloseReason why, int error);
   void finalise(Conn* c);
@@ -389,7 +414,8 @@ class Node final : private TransportEvents {
   bool timed_out(const Conn* c, Clock::time_point now) const noexcept;
 
   Options opts_;
-  std::vector<LocalNi> nis_;
+  std::list<LocalNi> nis_;  // stable: peers and connections point into it; deleted ones stay
+  std::vector<std::unique_ptr<Peer>> gone_peers_;  // of deleted NIs, freed once nothing refers to them
   std::uint64_t incarnation_;
   lnd::Upper& upper_;
   ClockFn clock_;

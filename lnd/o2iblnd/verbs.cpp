@@ -281,6 +281,11 @@ bool VerbsTransport::listen(std::uint32_t ip, std::uint16_t port, std::function<
   return true;
 }
 
+void VerbsTransport::unlisten() noexcept {
+  for (auto& l : listeners_) rdma_destroy_id(l->id);
+  listeners_.clear();
+}
+
 unsigned VerbsTransport::poll_cm(unsigned max) {
   unsigned n = 0;
   rdma_cm_event* ev = nullptr;
@@ -304,6 +309,7 @@ unsigned VerbsTransport::poll_cm(unsigned max) {
       raw->context = id;
       ConnRequest r;
       r.id = id;
+      r.via = this;
       if (const sockaddr* s = rdma_get_local_addr(raw); s && s->sa_family == AF_INET)
         r.local_ip = ntohl(reinterpret_cast<const sockaddr_in*>(s)->sin_addr.s_addr);
       if (const sockaddr* s = rdma_get_peer_addr(raw); s && s->sa_family == AF_INET) {

@@ -132,6 +132,16 @@ struct VerbsStats {
   std::uint64_t sink_windows_refused = 0;  // not bound: the connection's or the transport's windows all in use
   std::uint64_t windows_allocated = 0;     // ibv_alloc_mw calls (a window is reused once invalidated)
   std::uint64_t windows_lost = 0;          // deallocated instead: failed bind or invalidation, or connection gone
+
+  VerbsStats& operator+=(const VerbsStats& y) noexcept {
+    completions += y.completions, polls += y.polls, cm_events += y.cm_events;
+    send_posts += y.send_posts, recv_posts += y.recv_posts, post_failures += y.post_failures;
+    cq_errors += y.cq_errors, sink_registrations += y.sink_registrations;
+    sink_registration_ns += y.sink_registration_ns, sink_windows += y.sink_windows;
+    sink_windows_refused += y.sink_windows_refused, windows_allocated += y.windows_allocated;
+    windows_lost += y.windows_lost;
+    return *this;
+  }
 };
 
 class VerbsTransport final : public Transport {
@@ -146,6 +156,8 @@ class VerbsTransport final : public Transport {
   // Listen on ip:port; CONNECT_REQUESTs go to `on_request` (which decides
   // which worker's engine judges them).
   bool listen(std::uint32_t ip, std::uint16_t port, std::function<void(ConnRequest&&)> on_request, std::string& err);
+  // Stop listening (requests not yet taken are dropped by the kernel).
+  void unlisten() noexcept;
 
   // The worker's loop: completions (a burst per queue), then CM events,
   // at most `max` of them (an accepted request makes a queue pair and

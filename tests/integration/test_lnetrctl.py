@@ -732,6 +732,11 @@ class Nets(LnetrctlTestCase):
         self.error(("net", "add", "--net", "tcp1", "--if", self.topo.if_rb), 1, "add", "net", 22,
                    "already has an NI on net tcp1")
         self.error(("net", "del", "--net", "tcp9"), 1, "del", "net", 2, "no NI on net tcp9")
+        # An o2ib NI needs an RDMA device behind its address (this machine
+        # has none): refused by name, nothing added.
+        self.error(("net", "add", "--net", "o2ib5", "--if", self.topo.if_ra), 1, "add", "net", 99,
+                   "no RDMA")
+        self.assertNotIn("o2ib5", [n["net type"] for n in self.yaml("net", "show")["net"]])
         # A restarted dataplane alone is brought to what is in force.
         self.assertEqual(self.cli("net", "del", "--net", "tcp1")[0], 0)
         self.router.proc.stop()

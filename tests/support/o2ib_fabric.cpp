@@ -114,6 +114,7 @@ int SimTransport::connect(CmId* cid, const ConnectParams& p) {
   id->peer = pid;
   ConnRequest r;
   r.id = pid;
+  r.via = target;
   r.local_ip = id->remote_ip;
   r.remote_ip = id->local_ip;
   r.remote_port = id->local_port;

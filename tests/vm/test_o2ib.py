@@ -17,7 +17,7 @@ import unittest
 from pathlib import Path
 
 import lnetr_vm
-from o2ib_topology import A, B, B2, C, D, R_IB, R_IB1, R_TCP, R_TCP1, Y, Z, Topology, parse_yaml
+from o2ib_topology import A, B, B2, C, D, R_IB, R_IB1, R_TCP, R_TCP1, X, Y, Z, Topology, parse_yaml
 
 BUILD = Path(os.environ.get("LNETR_BUILD", lnetr_vm.SOURCE_ROOT / "build" / "debug")).resolve()
 PROBE = os.environ.get("LNETR_O2IB_PROBE", str(BUILD / "tests/vm/lnetr-o2ib-probe"))
@@ -420,6 +420,48 @@ class O2ibOverVerbs(unittest.TestCase):
         self.assertEqual(rc, 0, out + err)
         st = self.at_rest()
         self.assertGreaterEqual(sum(st["o2iblnd"]["closed"].values()), 1)
+
+    def test_9b_an_o2ib_ni_deleted_and_added_back_at_run_time(self):
+        """R's o2ib1 NI deleted under a 1 MiB load from Y (o2ib) to C
+        (o2ib1): the load sees errors, not a hang; the router comes to rest
+        with its o2ib1 transport closed and o2ib untouched.  Added back (its
+        RDMA device opened again, every pool registered with it), C is
+        reached again, both ways."""
+        route = f"o2ib1|{R_IB}@o2ib"
+        load = self.guest.spawn(self.topo.peer_cmd(f"{Y}@o2ib", route,
+                                                   f"--accept none brw {C}@o2ib1 --op write --size 1048576 "
+                                                   f"--concurrency 8 --duration 6 --timeout 10"))
+        time.sleep(2.5)
+        got = self.topo.request(f"net del {R_IB1}@o2ib1")
+        self.assertEqual((got.get("action"), got.get("nids")), ("deleted", [f"{R_IB1}@o2ib1"]), got)
+        rc = load.wait(90)
+        self.assertIsNotNone(rc, "the load hung")
+        self.assertNotEqual(rc, 0, "a load to a deleted net cannot have succeeded")
+        st = self.at_rest(timeout=60)
+        self.assertNotIn(f"{R_IB1}@o2ib1", [n["nid"] for n in st["nis"]])
+        self.assertGreaterEqual(st["o2iblnd"]["closed"]["ni_deleted"], 1, st["o2iblnd"]["closed"])
+        self.assertGreaterEqual(st["drops"]["ni_deleted"], 1, st["drops"])
+        # Its transport goes once its connections are gone (and the device
+        # with it: nothing else holds it).
+        workers = len(st["workers"])
+        self.wait_for(lambda: self.topo.router.output()[1].count("RDMA transport of NI slot") == workers, 30,
+                      "every worker's o2ib1 transport to close")
+        self.xfer(f"{Y}@o2ib", f"tcp|{R_IB}@o2ib", f"{B}@tcp", "put", 65536, 2)
+        rc, doc, out, err = self.peer(f"{Y}@o2ib", route, f"put {C}@o2ib1 --size 4096 --count 1 --timeout 5")
+        self.assertNotEqual(rc, 0, "o2ib1 is gone: " + out + err)
+        # Back, as the file has it.
+        ni = '{"net": [{"net type": "o2ib1", "local NI(s)": [{"interfaces": {"0": "eth2"}}]}]}'
+        got = self.topo.request("net add " + ni)
+        self.assertEqual((got.get("action"), got.get("nids")), ("added", [f"{R_IB1}@o2ib1"]), got)
+        self.assertIn("RDMA device rxe2 opened", self.topo.router.output()[1])
+        for size in (0, 3977, 1 << 20):
+            self.xfer(f"{Y}@o2ib", route, f"{C}@o2ib1", "put", size, 2)
+            self.xfer(f"{Y}@o2ib", route, f"{C}@o2ib1", "get", size, 2)
+        self.xfer(f"{X}@o2ib1", f"o2ib|{R_IB1}@o2ib1", f"{A}@o2ib", "put", 1 << 20, 2)
+        st = self.at_rest()
+        self.assertIn(f"{R_IB1}@o2ib1", [n["nid"] for n in st["nis"]])
+        self.assertEqual(st["o2iblnd"]["post_failures"], 0)
+        self.assertEqual(st["o2iblnd"]["cq_errors"], 0)
 
 
 if __name__ == "__main__":

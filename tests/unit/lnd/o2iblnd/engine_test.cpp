@@ -1314,6 +1314,97 @@ TEST_F(EngineTest, PeerKilledMidTransferFailsWhatWasInFlightAndComesBack) {
   EXPECT_EQ(b.upper->payload_of(77), data);
 }
 
+// ---- NIs added and deleted at run time ---------------------------------------------------------
+
+TEST_F(EngineTest, AnNiAddedAtRunTimeServesItsNetAndADeletedOneLetsGoOfItsDevice) {
+  Host& a = host("A", "10.0.0.1@o2ib");
+  Host& b = host("B", "10.0.0.2@o2ib");
+  Host& c = host("C", "10.1.0.2@o2ib1");
+  const Nid a1_nid = nid("10.1.0.1@o2ib1");
+  // A's second device, on o2ib1 (as lnetrctl net add opens it).
+  auto device = [&](const char* name) {
+    auto t = std::make_unique<SimTransport>(fabric, name);
+    t->add_address(a1_nid.addr4());
+    t->listen(a1_nid.addr4(), kServicePort, [&a](ConnRequest&& r) { a.node->accept_request(std::move(r)); });
+    return t;
+  };
+  auto a1 = device("A1");
+  const auto data = pattern(1 << 20, 3);
+  lnd::Tx before = put(a, c, data, 1);
+  EXPECT_EQ(a.node->send(c.me, before), -EHOSTUNREACH);
+  LocalNi ni;
+  ni.nid = a1_nid;
+  ni.transport = a1.get();
+  ASSERT_TRUE(a.node->add_ni(ni));
+  EXPECT_FALSE(a.node->add_ni(ni));  // in service already
+  EXPECT_EQ(a.node->nis(), 2u);
+  // Both ways over the new NI; o2ib untouched.
+  lnd::Tx out = put(a, c, data, 2);
+  ASSERT_EQ(a.node->send(c.me, out), 0);
+  lnd::Tx in = put(c, a, pattern(100, 4), 3);
+  in.hdr.src_nid = c.me;
+  in.hdr.dest_nid = a1_nid;
+  ASSERT_EQ(c.node->send(a1_nid, in), 0);
+  settle();
+  EXPECT_EQ(a.upper->status_of(out), 0);
+  EXPECT_EQ(c.upper->payload_of(2), data);
+  EXPECT_EQ(c.upper->status_of(in), 0);
+  EXPECT_EQ(a.upper->payload_of(3), pattern(100, 4));
+  // Deleted under 1 MiB PUTs: each finishes (sent, or failed), the
+  // connections close by name, and the device is let go of once the last
+  // completion is in.
+  std::deque<lnd::Tx> txs;
+  for (int i = 0; i < 6; ++i) {
+    txs.push_back(put(a, c, data, 10 + i));
+    ASSERT_EQ(a.node->send(c.me, txs.back()), 0);
+  }
+  fabric.run(40);
+  ASSERT_TRUE(a.node->del_ni(a1_nid));
+  EXPECT_FALSE(a.node->del_ni(a1_nid));
+  EXPECT_EQ(a.node->nis(), 1u);
+  a.node->reap();
+  EXPECT_FALSE(a.node->release_transport(a1.get()));  // (the device still holds what was posted)
+  settle();
+  int failed = 0;
+  for (auto& t : txs) {
+    const int st = a.upper->status_of(t);
+    EXPECT_NE(st, 1) << "every message finished";
+    failed += st != 0;
+  }
+  EXPECT_GT(failed, 0);
+  EXPECT_GE(a.node->stats().closed[static_cast<std::size_t>(CloseReason::ni_deleted)], 1u);
+  lnd::Tx after = put(a, c, data, 20);
+  EXPECT_EQ(a.node->send(c.me, after), -EHOSTUNREACH);
+  a.node->reap();
+  EXPECT_TRUE(a.node->release_transport(a1.get()));
+  EXPECT_EQ(a1->live_ids(), 0u);
+  EXPECT_EQ(a1->live_regions(), 0u);
+  EXPECT_TRUE(a1->violations.empty()) << (a1->violations.empty() ? "" : a1->violations.front());
+  a1.reset();
+  lnd::Tx still = put(a, b, pattern(10, 5), 30);
+  ASSERT_EQ(a.node->send(b.me, still), 0);
+  settle();
+  EXPECT_EQ(a.upper->status_of(still), 0);
+  // The same NID again, on a new device: it works as the first did, and
+  // goes the same way.
+  auto a2 = device("A2");
+  ni.transport = a2.get();
+  ASSERT_TRUE(a.node->add_ni(ni));
+  lnd::Tx again = put(a, c, pattern(5000, 6), 40);
+  ASSERT_EQ(a.node->send(c.me, again), 0);
+  settle();
+  EXPECT_EQ(a.upper->status_of(again), 0);
+  EXPECT_EQ(c.upper->payload_of(40), pattern(5000, 6));
+  ASSERT_TRUE(a.node->del_ni(a1_nid));
+  settle();
+  a.node->reap();
+  EXPECT_TRUE(a.node->release_transport(a2.get()));
+  EXPECT_EQ(a2->live_ids(), 0u);
+  EXPECT_EQ(a2->live_regions(), 0u);
+  // C saw its peer go, not a hang: its connections to A's o2ib1 NI closed.
+  EXPECT_EQ(c.node->connections(), 0u);
+}
+
 // ---- malformed and unexpected messages ---------------------------------------------------------
 
 struct BadMessageCase {
