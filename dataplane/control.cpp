@@ -724,6 +724,7 @@ std::string Control::net_add(const std::string& doc) {
   for (std::size_t k = 0; k < added.size(); ++k)
     if (added[k].is_o2ib()) ib.push_back(slots[k]);
   auto listen_errors = std::make_shared<std::vector<std::string>>();
+  bool listened = true;  // (false: worker 0 has not answered, and may still write listen_errors)
   std::vector<std::string> slow;
   if (!ib.empty()) {
     if (!all && !caught_up()) {
@@ -731,13 +732,16 @@ std::string Control::net_add(const std::string& doc) {
     } else if (!on_workers([ib, listen_errors](Worker& w) {
                  if (w.index() == 0)
                    for (std::uint32_t s : ib)
-                     if (std::string e = w.listen_o2ib(s); !e.empty()) listen_errors->push_back(e);
+                     if (std::string e = w.listen_o2ib(s); !e.empty()) {
+                       log_warn("%s", e.c_str());
+                       listen_errors->push_back(e);
+                     }
                })) {
-      listen_errors->clear();  // (worker 0 may still be writing: not read)
+      listened = false;
       slow.push_back("worker 0 was slow to listen on the o2ib NIs added: it does when it gets to it");
     }
   }
-  if (!listen_errors->empty()) {
+  if (listened && !listen_errors->empty()) {
     // An o2ib NI that cannot take connections is not added (Linux's NI
     // would not start): every NI of the request is taken out again.
     placement_ = before;

@@ -38,10 +38,11 @@ std::vector<VerbSpec> make_verbs() {
   std::vector<VerbSpec> v = {
       {"net", "show", "the router's nets and NIs: status, and with -v statistics, tunables and CPTs",
        {net_filter, verbose_option()}, {}, true},
-      {"net", "add", "add an NI at run time (tcp nets: a kernel interface, or a DPDK port of dataplane.ports); "
-                     "`save` keeps it",
+      {"net", "add", "add an NI at run time (tcp nets: a kernel interface, or a DPDK port of dataplane.ports; "
+                     "o2ib nets: the IPoIB or RoCE interface of an RDMA device); `save` keeps it",
        {{"--net", "net", ValueKind::net, "the net, e.g. tcp2", true},
-        {"--if", "if", ValueKind::text, "the interface: a kernel interface, or the name of a DPDK port"},
+        {"--if", "if", ValueKind::text, "the interface: a kernel interface, the name of a DPDK port, or (o2ib) an RDMA "
+                                        "device's interface"},
         {"--nid", "nid", ValueKind::nid, "the NI's NID (default: the interface's address)"},
         {"--peer-timeout", "peer_timeout", ValueKind::integer, "seconds before a silent peer is down", false, 0,
          0x7fffffff},
