@@ -329,10 +329,11 @@ void Forwarder::ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info)
 
 // A ping info's features, NIs (the first kPingNis) and nets into `r`;
 // false if it is not a valid ping info.
-bool Forwarder::summarise_ping_info(ByteSpan info, shm::PingResult& r) {
+bool Forwarder::summarise_ping_info(ByteSpan info, shm::PingResult& r, std::uint32_t* sequence) {
   auto pi = decode_ping_info(info);
   if (!pi) return false;
   r.features = pi->features;
+  if (sequence != nullptr) *sequence = pi->sequence;
   for (const PingNi& ni : *pi) {
     if (r.n_nis < shm::kPingNis) r.nis[r.n_nis++] = {ni.nid, ni.status};
     else ++r.more_nis;
@@ -1189,9 +1190,7 @@ void Forwarder::maybe_discover(PeerNi& p, const LnetHeader& h) {
   if (!setup_.discovery || p.gateway != nullptr || p.routes_via || !discovers_on(h)) return;
   const PeerDiscovery* d = p.discovery.load(std::memory_order_relaxed);
   if (d != nullptr) {
-    const PeerDiscovery::State st = d->state;
-    if (st != PeerDiscovery::State::failed) return;
-    if (now_ns_ - d->started_ns < std::chrono::nanoseconds(std::chrono::seconds(1)).count()) return;
+    if (d->state != PeerDiscovery::State::failed || !retry_due(*d)) return;
   }
   discover(p);
 }
@@ -1209,13 +1208,10 @@ PeerDiscovery& Forwarder::discovery_of(PeerNi& p) {
 // through the credit queues (as a gateway check), after the current event.
 void Forwarder::discover(PeerNi& p) {
   PeerDiscovery& d = discovery_of(p);
-  const std::int64_t now = lnd::Clock::now().time_since_epoch().count();
   d.state = PeerDiscovery::State::pinging;
-  d.seq = ++push_seq_;
   d.started_ns = now_ns_;
-  d.deadline_ns = now + std::chrono::nanoseconds(setup_.transaction_timeout).count();
   ++d.pings;
-  discovering_.push_back({p.nid, d.seq});
+  await_answer(p, d);
   RouterMsg* m = alloc_msg();
   m->kind = RouterMsg::Kind::discover;
   m->ping_seq = d.seq;
@@ -1250,10 +1246,8 @@ lnd::RxVerdict Forwarder::take_discovery_reply(lnd::Rx& rx) {
 // is not a valid one.
 bool Forwarder::learn(ByteSpan info, PeerDiscovered& l) {
   shm::PingResult r{};
-  auto pi = decode_ping_info(info);
-  if (!pi || !summarise_ping_info(info, r)) return false;
+  if (!summarise_ping_info(info, r, &l.sequence)) return false;
   l.features = r.features;
-  l.sequence = pi->sequence;
   l.n_nis = r.n_nis;
   l.more_nis = r.more_nis;
   std::copy_n(r.nis, r.n_nis, l.nis);
@@ -1293,10 +1287,14 @@ void Forwarder::discovery_learnt(PeerNi& p, PeerDiscovery& d, const PeerDiscover
   }
   p.multi_rail = true;
   d.state = PeerDiscovery::State::pushing;
+  await_answer(p, d);
+  push_to(p, d.seq);
+}
+
+void Forwarder::await_answer(const PeerNi& p, PeerDiscovery& d) {
   d.seq = ++push_seq_;
   d.deadline_ns = lnd::Clock::now().time_since_epoch().count() + std::chrono::nanoseconds(setup_.transaction_timeout).count();
   discovering_.push_back({p.nid, d.seq});
-  push_to(p, d.seq);
 }
 
 void Forwarder::discovery_failed(const Nid& nid, std::uint64_t seq) {
@@ -1347,8 +1345,7 @@ void Forwarder::take_peer_push(const Nid& nid, ByteSpan info) {
   // Ours goes back if it never had it: new, failed (once a second at
   // most), or found before not to discover and now saying it does.
   const bool starts_discovering = (had.features & kDiscovers) != kDiscovers && (l.features & kDiscovers) == kDiscovers;
-  const bool again = st == PeerDiscovery::State::failed &&
-                     now_ns_ - d.started_ns >= std::chrono::nanoseconds(std::chrono::seconds(1)).count();
+  const bool again = st == PeerDiscovery::State::failed && retry_due(d);
   if (fresh || again || (st == PeerDiscovery::State::discovered && starts_discovering)) {
     d.started_ns = now_ns_;
     return discovery_learnt(*p, d, l);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <span>
@@ -201,12 +202,20 @@ class Forwarder final : public lnd::Upper {
   std::size_t own_ping_info(MutableByteSpan out) const;
   lnd::RxVerdict take_ping_reply(lnd::Rx& rx);
   void ping_done(RouterMsg* m, shm::PingOutcome outcome, ByteSpan info);
-  static bool summarise_ping_info(ByteSpan info, shm::PingResult& r);
+  // (And its sequence into `sequence`, if given.)
+  static bool summarise_ping_info(ByteSpan info, shm::PingResult& r, std::uint32_t* sequence = nullptr);
   void take_push(RouterMsg* m, std::uint32_t length);
   // Discovery of the peers we forward to (ping-discovery-health.md §4):
   // begun by a message to a peer on its last hop, not held meanwhile.
   void maybe_discover(PeerNi& p, const LnetHeader& h);
   void discover(PeerNi& p);
+  // Discovery's request `d.seq` (new) is out to `p`: judged late after
+  // transaction_timeout.
+  void await_answer(const PeerNi& p, PeerDiscovery& d);
+  // A failed discovery is tried again once a second at most.
+  bool retry_due(const PeerDiscovery& d) const noexcept {
+    return now_ns_ - d.started_ns >= std::chrono::nanoseconds(std::chrono::seconds(1)).count();
+  }
   PeerDiscovery& discovery_of(PeerNi& p);
   lnd::RxVerdict take_discovery_reply(lnd::Rx& rx);
   // The REPLY to the discovery ping `seq` of `nid`, read; or its ping (or

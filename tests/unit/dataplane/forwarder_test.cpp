@@ -619,6 +619,13 @@ void deliver(Rig& r, lnd::Rx& rx, const std::vector<std::uint8_t>& payload, lnd:
   r.fwd->on_received(rx);
 }
 
+// `from`'s ACK of our push `push`, delivered.
+void ack_push(Rig& r, const lnd::Tx& push, const Nid& from) {
+  lnd::Rx& ack = r.head(from, push.hdr.src_nid, push.hdr.src_nid, 0);
+  ack.hdr = make_ack(push.hdr, from, push.hdr.payload_length);
+  deliver(r, ack, {}, lnd::RxVerdict::accept);
+}
+
 constexpr std::uint32_t kDiscovers = ping_feature::ni_status | ping_feature::multi_rail | ping_feature::discovery;
 
 TEST(Forwarder, GatewayPingGoesOutAsAnLnetPingAndItsAnswerIsPosted) {
@@ -674,11 +681,7 @@ TEST(Forwarder, AGatewayThatDiscoversIsPushedToAfterItsCheckAndItsOwnPushesLandO
   EXPECT_FALSE(push.hdr.put().ack_wmd.is_none());
   EXPECT_EQ(b.slots[2].pushes_sent.load(), 1u);
   r.complete();
-  lnd::Rx& ack = r.head(kGw1, kNiB, kNiB, 0);
-  ack.hdr = make_ack(push.hdr, kGw1, push.hdr.payload_length);
-  ack.hdr.src_nid = kGw1;
-  ack.hdr.dest_nid = kNiB;
-  deliver(r, ack, {}, lnd::RxVerdict::accept);
+  ack_push(r, push, kGw1);
   EXPECT_EQ(b.slots[2].push_acks.load(), 1u);
   // The gateway stops routing and pushes its ping info: read onto its slot,
   // and ACKed.
@@ -800,9 +803,7 @@ TEST(Forwarder, APeerOnItsLastHopIsDiscoveredBesideTheMessageAndPushedToIfItDisc
   r.fwd->on_received(late);
   EXPECT_EQ(r.drops(DropReason::not_for_us), 1u);
   // Its ACK ends discovery.
-  lnd::Rx& ack = r.head(kB, kNiB, kNiB, 0);
-  ack.hdr = make_ack(push.hdr, kB, push.hdr.payload_length);
-  deliver(r, ack, {}, lnd::RxVerdict::accept);
+  ack_push(r, push, kB);
   EXPECT_EQ(d->state.get(), PeerDiscovery::State::discovered);
   EXPECT_EQ(d->pushes_sent.get(), 1u);
   EXPECT_EQ(d->push_acks.get(), 1u);
@@ -901,9 +902,7 @@ TEST(Forwarder, APeerThatPushesFirstIsGivenOurPingInfoOnceAndANonMultiRailPushIs
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->state.get(), PeerDiscovery::State::pushing);
   EXPECT_EQ(d->pings.get(), 0u);
-  lnd::Rx& ack = r.head(kB, kNiB, kNiB, 0);
-  ack.hdr = make_ack(ours.hdr, kB, ours.hdr.payload_length);
-  deliver(r, ack, {}, lnd::RxVerdict::accept);
+  ack_push(r, ours, kB);
   EXPECT_EQ(d->state.get(), PeerDiscovery::State::discovered);
   // Discovered: a message to it sends no ping; its next push no push back.
   r.forward_to_b(10);
