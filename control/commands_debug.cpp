@@ -12,6 +12,7 @@
 #include "control/controller.hpp"
 #include "control/service.hpp"
 #include "control/service_internal.hpp"
+#include "router/ip_addr.hpp"
 
 namespace lnetr::control {
 
@@ -87,11 +88,10 @@ Json Service::capture(const std::string& op, const Json& args, int file) {
     bad("argument 'port': expected a port's name (dataplane.ports), got '" + *port + "'");
   line += " port=" + port.value_or("*");
   if (const auto nid = opt_nid(args, "nid")) {
-    if (nid->lnd() != LndType::sock || !nid->is_nid4())
+    if (nid->lnd() != LndType::sock)
       bad("argument 'nid': " + to_string(*nid) +
-          " is not an IPv4 tcp NID, and only those travel on DPDK ports (o2ib: see docs/operations.md)");
-    const std::string text = to_string(*nid);  // (an IPv4 tcp NID: "a.b.c.d@tcpN")
-    line += " host=" + text.substr(0, text.find('@'));
+          " is not a tcp NID, and only those travel on DPDK ports (o2ib: see docs/operations.md)");
+    line += " host=" + to_string(IpAddr::of(*nid));
   } else {
     line += " host=*";
   }

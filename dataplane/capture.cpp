@@ -46,32 +46,60 @@ constexpr auto kQuiet = std::chrono::seconds(1);  // the longest stop() waits fo
 
 // The filter, packed into one word the workers read as they copy: the
 // IPv4 address (its wire bytes) in the low 32 bits, whether there is one,
-// the ethdev port id, whether there is one.
+// the ethdev port id, whether there is one; whether there is an IPv6 host
+// (Capture::host6_ holds it).
 constexpr std::uint64_t kHasHost = 1ull << 32;
 constexpr std::uint64_t kHasPort = 1ull << 33;
+constexpr std::uint64_t kHasHost6 = 1ull << 34;
 constexpr int kPortShift = 40;
 
 std::uint64_t pack(const Capture::Filter& f) {
   std::uint64_t w = 0;
-  if (f.host) w |= kHasHost | *f.host;
+  if (f.host && f.host->is_v4()) {
+    std::uint32_t wire = 0;
+    std::memcpy(&wire, f.host->bytes.data(), 4);
+    w |= kHasHost | wire;
+  } else if (f.host) {
+    w |= kHasHost6;
+  }
   if (f.port >= 0) w |= kHasPort | (static_cast<std::uint64_t>(f.port & 0xffff) << kPortShift);
   return w;
 }
 
-// Whether an IPv4 or ARP frame has `host` as one of its addresses (behind
-// one 802.1Q tag at most).
-bool has_host(const rte_mbuf* m, std::uint32_t host) {
-  std::uint8_t b[28];
+// The EtherType of `m` and where its network header starts (behind one
+// 802.1Q tag at most); false if it is too short.
+bool network_header(const rte_mbuf* m, std::uint16_t& type, std::uint32_t& off) {
+  std::uint8_t b[14];
   const auto* eth = static_cast<const std::uint8_t*>(rte_pktmbuf_read(m, 0, 14, b));
   if (!eth) return false;
-  std::uint32_t off = 14;
-  std::uint16_t type = static_cast<std::uint16_t>(eth[12] << 8 | eth[13]);
+  off = 14;
+  type = static_cast<std::uint16_t>(eth[12] << 8 | eth[13]);
   if (type == 0x8100) {
     const auto* tag = static_cast<const std::uint8_t*>(rte_pktmbuf_read(m, 16, 2, b));
     if (!tag) return false;
     type = static_cast<std::uint16_t>(tag[0] << 8 | tag[1]);
     off = 18;
   }
+  return true;
+}
+
+// Whether an IPv6 frame has `host` as its source or destination.
+bool has_host6(const rte_mbuf* m, const std::array<std::uint8_t, 16>& host) {
+  std::uint16_t type = 0;
+  std::uint32_t off = 0;
+  if (!network_header(m, type, off) || type != 0x86dd) return false;
+  std::uint8_t b[32];
+  const auto* a = static_cast<const std::uint8_t*>(rte_pktmbuf_read(m, off + 8, 32, b));
+  return a && (std::memcmp(a, host.data(), 16) == 0 || std::memcmp(a + 16, host.data(), 16) == 0);
+}
+
+// Whether an IPv4 or ARP frame has `host` as one of its addresses (behind
+// one 802.1Q tag at most).
+bool has_host(const rte_mbuf* m, std::uint32_t host) {
+  std::uint8_t b[4];
+  std::uint16_t type = 0;
+  std::uint32_t off = 0;
+  if (!network_header(m, type, off)) return false;
   auto addr_at = [&](std::uint32_t at, std::uint32_t& out) {
     const void* p = rte_pktmbuf_read(m, at, 4, b);
     if (!p) return false;
@@ -93,7 +121,8 @@ bool has_host(const rte_mbuf* m, std::uint32_t host) {
 // updates without a lock, so only one thread may call it.
 class Capture::Tap final : public tcp::FrameTap {
  public:
-  Tap(const std::atomic<std::uint64_t>& filter) : filter_(filter) {}
+  Tap(const std::atomic<std::uint64_t>& filter, const std::array<std::uint8_t, 16>& host6)
+      : filter_(filter), host6_(host6) {}
   ~Tap() {
     if (ring_) rte_ring_free(ring_);
   }
@@ -103,6 +132,7 @@ class Capture::Tap final : public tcp::FrameTap {
     const std::uint64_t now = rte_get_tsc_cycles();
     for (unsigned i = 0; i < n; ++i) {
       if ((f & kHasHost) != 0 && !has_host(m[i], static_cast<std::uint32_t>(f))) continue;
+      if ((f & kHasHost6) != 0 && !has_host6(m[i], host6_)) continue;
       rte_mbuf* c = rte_pktmbuf_copy(m[i], pool_, 0, UINT32_MAX);
       if (c) {
         meta(c) = {now, port, queue, sent};
@@ -115,6 +145,7 @@ class Capture::Tap final : public tcp::FrameTap {
   void set(bool on) noexcept { on_.store(on, std::memory_order_release); }
 
   const std::atomic<std::uint64_t>& filter_;
+  const std::array<std::uint8_t, 16>& host6_;
   rte_mempool* pool_ = nullptr;
   rte_ring* ring_ = nullptr;
   std::atomic<std::uint64_t> dropped{0};  // written by the worker only
@@ -123,7 +154,7 @@ class Capture::Tap final : public tcp::FrameTap {
 Capture::Capture(std::uint32_t workers, std::function<void(std::uint32_t)> kick,
                  std::function<std::uint64_t(std::uint32_t)> loops)
     : kick_(std::move(kick)), loops_(std::move(loops)) {
-  for (std::uint32_t i = 0; i < workers; ++i) taps_.push_back(std::make_unique<Tap>(filter_));
+  for (std::uint32_t i = 0; i < workers; ++i) taps_.push_back(std::make_unique<Tap>(filter_, host6_));
 }
 
 Capture::~Capture() {
@@ -201,6 +232,7 @@ bool Capture::start(int fd, Filter filter, std::uint64_t count, std::string& err
   }
   take_rings(kRingSize, false);  // (copies a worker made after the last capture's end)
   filter_shown_ = std::move(filter);
+  if (filter_shown_.host) host6_ = filter_shown_.host->bytes;
   filter_.store(pack(filter_shown_), std::memory_order_relaxed);
   count_ = count;
   frames_ = bytes_ = write_dropped_ = 0;

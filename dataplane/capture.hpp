@@ -18,6 +18,7 @@
 // the operator may, and nowhere else.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -40,7 +41,7 @@ class Capture {
  public:
   struct Filter {
     int port = -1;                       // an ethdev port id; -1: every port
-    std::optional<std::uint32_t> host;   // an IPv4 address as it is on the wire (IPv4 and ARP frames)
+    std::optional<IpAddr> host;          // frames from or to it (IPv4 and ARP, or IPv6, frames)
     std::string port_name, host_name;    // the two as the operator gave them (for show)
   };
 
@@ -89,6 +90,9 @@ class Capture {
   std::function<void(std::uint32_t)> kick_;
   std::function<std::uint64_t(std::uint32_t)> loops_;
   std::atomic<std::uint64_t> filter_{0};  // the filter packed for the workers (pack() in capture.cpp)
+  // An IPv6 host of the filter: set before a capture starts (the taps'
+  // flag publishes it), read by the workers while it runs.
+  std::array<std::uint8_t, 16> host6_{};
   rte_mempool* pool_ = nullptr;    // the workers' copies
   rte_mempool* blocks_ = nullptr;  // the control thread's pcapng blocks
   rte_pcapng* file_ = nullptr;

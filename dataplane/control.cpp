@@ -503,9 +503,13 @@ std::string Control::capture(const std::string& args, int& passed) {
       }
       f.port_name = value;
     } else if (key == "host" && value != "*") {
-      in_addr a{};
-      if (::inet_pton(AF_INET, value.c_str(), &a) != 1) return error(EINVAL, "'" + value + "' is not an IPv4 address");
-      f.host = a.s_addr;
+      IpAddr a;
+      if (::inet_pton(AF_INET, value.c_str(), a.bytes.data()) != 1) {
+        a = IpAddr::v6({});
+        if (::inet_pton(AF_INET6, value.c_str(), a.bytes.data()) != 1)
+          return error(EINVAL, "'" + value + "' is not an IPv4 or IPv6 address");
+      }
+      f.host = a;
       f.host_name = value;
     } else if (key == "count") {
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), count);
@@ -1341,6 +1345,8 @@ std::string Control::status_answer() {
       ps.impair_reordered += l.port.impair_reordered, ps.impair_delayed += l.port.impair_delayed;
       ss.arp_requests_in += l.stack.arp_requests_in, ss.arp_replies_out += l.stack.arp_replies_out;
       ss.arp_requests_out += l.stack.arp_requests_out, ss.icmp_echo_replies += l.stack.icmp_echo_replies;
+      ss.nd_solicits_in += l.stack.nd_solicits_in, ss.nd_adverts_out += l.stack.nd_adverts_out;
+      ss.nd_solicits_out += l.stack.nd_solicits_out;
       ss.resets_out += l.stack.resets_out, ss.dropped_malformed += l.stack.dropped_malformed;
       ss.dropped_not_ours += l.stack.dropped_not_ours, ss.dropped_unresolved += l.stack.dropped_unresolved;
       ss.dropped_overload += l.stack.dropped_overload;
@@ -1381,6 +1387,8 @@ std::string Control::status_answer() {
     o.csum_offloaded = ss.csum_offloaded, o.csum_verified = ss.csum_verified;
     o.arp_requests_in = ss.arp_requests_in, o.arp_replies_out = ss.arp_replies_out;
     o.arp_requests_out = ss.arp_requests_out, o.icmp_echo_replies = ss.icmp_echo_replies;
+    o.nd_solicits_in = ss.nd_solicits_in, o.nd_adverts_out = ss.nd_adverts_out;
+    o.nd_solicits_out = ss.nd_solicits_out;
     o.resets_out = ss.resets_out, o.dropped_malformed = ss.dropped_malformed;
     o.dropped_not_ours = ss.dropped_not_ours, o.dropped_unresolved = ss.dropped_unresolved;
     o.dropped_overload = ss.dropped_overload, o.tcp_half_open = half_open;

@@ -66,7 +66,7 @@ SetupResult make_setup(const config::Config& cfg) {
           continue;
         }
         user = &ni;
-        n.nid = Nid::make(net.net.value, p.address.value);
+        n.nid = make_nid(net.net.value, p.address.value);
         if (ni.nid && ni.nid->value != n.nid) {
           errors.push_back(where(ni.source, "nid " + to_string(ni.nid->value) + " differs from the NID of port " +
                                                 p.name.value + ", " + to_string(n.nid) + " (" +

@@ -430,10 +430,10 @@ class SockTransport::LinkStream final : public sock::Stream {
     return l_->ended_ ? (l_->end_ == End::closed ? -ECONNRESET : error_of(l_->end_)) : -EINPROGRESS;
   }
   sock::Endpoint local() const noexcept override {
-    return {sock::IpAddr::v4(l_->ep_.local_ip), l_->ep_.local_port};
+    return {l_->ep_.local_ip, l_->ep_.local_port};
   }
   sock::Endpoint remote() const noexcept override {
-    return {sock::IpAddr::v4(l_->ep_.remote_ip), l_->ep_.remote_port};
+    return {l_->ep_.remote_ip, l_->ep_.remote_port};
   }
   // As socklnd sets on a kernel socket: SO_LINGER 0 (closes abort) and TCP
   // keepalive (idle, interval, probes).
@@ -462,17 +462,16 @@ SockTransport::~SockTransport() {
 
 std::unique_ptr<sock::Stream> SockTransport::connect(const sock::IpAddr& local_ip, const sock::IpAddr& remote,
                                                      std::uint16_t port, int& error) {
-  // local_ip is the stack's own address: one per port.
-  if (!local_ip.is_v4() || !remote.is_v4()) {
+  // local_ip is the stack's own address: one per port, of one family.
+  if (local_ip.family != remote.family) {
     error = EAFNOSUPPORT;
     return nullptr;
   }
-  const std::uint32_t remote_ip = remote.v4_host();
   Endpoints ep;
-  ep.remote_ip = remote_ip;
+  ep.remote_ip = remote;
   ep.remote_port = port;
   auto link = std::make_unique<Link>(*this, ep, true, rx_buffer_);
-  Conn* c = stack_.connect(remote_ip, port, 0, *link, now_);
+  Conn* c = stack_.connect(remote, port, 0, *link, now_);
   if (!c) {
     error = EADDRINUSE;  // every privileged port to that peer is taken
     return nullptr;

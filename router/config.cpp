@@ -85,11 +85,6 @@ std::string position(const Source& s) {
   return "line " + std::to_string(s.line) + ", column " + std::to_string(s.column);
 }
 
-std::string ipv4(std::uint32_t ip) {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xff) + "." + std::to_string((ip >> 8) & 0xff) +
-         "." + std::to_string(ip & 0xff);
-}
-
 class Checker {
  public:
   Checker(Config& cfg, const LoadOptions& opt, std::vector<ConfigError>& errors,
@@ -149,11 +144,6 @@ class Checker {
     }
   }
 
-  bool names_port(const std::string& interface) const {
-    return std::any_of(cfg_.dataplane.ports.begin(), cfg_.dataplane.ports.end(),
-                       [&](const PortConfig& p) { return p.name.value == interface; });
-  }
-
   void check_net(NetConfig& net) {
     const std::string net_name = to_string(net.net.value);
     const auto ncpt = static_cast<std::uint32_t>(cfg_.dataplane.cores.value.size());
@@ -168,10 +158,6 @@ class Checker {
         } else if (!nid.is_nid4() && nid.lnd() != LndType::sock) {
           error(ni.nid->source, "NID " + to_string(nid) + ": an IPv6 NID on a " + to_string(nid.net()) +
                                     " net; IPv6 nets are served on tcp only (o2ib carries IPv4 NIDs)");
-        } else if (!nid.is_nid4() && ni.interface && names_port(ni.interface->value)) {
-          error(ni.nid->source, "NID " + to_string(nid) + ": an IPv6 NID, but interface " + ni.interface->value +
-                                    " names a DPDK port, whose TCP is IPv4 only; serve IPv6 nets on kernel "
-                                    "interfaces");
         } else if (nid.net() != net.net.value) {
           error(ni.nid->source, "NID " + to_string(nid) + " is not on net " + net_name);
         } else if (auto [it, fresh] = nids.emplace(nid, &ni.nid->source); !fresh) {
@@ -367,7 +353,7 @@ class Checker {
     const auto& d = cfg_.dataplane;
     const auto ncpt = static_cast<std::uint32_t>(d.cores.value.size());
     std::map<std::string, const PortConfig*> names, devices;
-    std::map<std::uint32_t, const PortConfig*> addresses;
+    std::map<IpAddr, const PortConfig*> addresses;
     for (const PortConfig& p : d.ports) {
       const std::string& name = p.name.value;
       if (auto [it, fresh] = names.emplace(name, &p); !fresh)
@@ -378,7 +364,7 @@ class Checker {
         error(p.device.source, "device " + device + " is already port " + it->second->name.value + "'s (" +
                                    position(it->second->device.source) + ")");
       if (auto [it, fresh] = addresses.emplace(p.address.value, &p); !fresh)
-        error(p.address.source, "address " + ipv4(p.address.value) + " is already port " + it->second->name.value +
+        error(p.address.source, "address " + to_string(p.address.value) + " is already port " + it->second->name.value +
                                     "'s (" + position(it->second->address.source) + ")");
       // A fragment without dataplane.cores is judged against the running
       // router's CPTs by whoever applies it, not against the default.

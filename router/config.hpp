@@ -258,8 +258,8 @@ struct PortConfig {
   Source source;  // the item
   Field<std::string> name;    // what NIs' `interfaces` entries refer to
   Field<std::string> device;  // a PCI address, or a virtual device "net_af_packet0,iface=veth1"
-  Field<std::uint32_t> address{0};     // IPv4, host order (`address: 10.1.0.1/24`)
-  Field<std::uint32_t> prefix_len{24};
+  Field<IpAddr> address;  // IPv4 or IPv6 (`address: 10.1.0.1/24`, `address: fd00:1::1/64`)
+  Field<std::uint32_t> prefix_len{24};  // (64 for an IPv6 address without one)
   Field<std::uint32_t> mtu{1500};      // 576..9000
   Field<std::uint32_t> queues{1};      // RX/TX queue pairs, 1..number of CPTs
   Field<std::optional<std::uint16_t>> vlan;  // 802.1Q tag 1..4094

@@ -199,15 +199,32 @@ void Loader::ports(const Node& n, const std::string& path, std::vector<PortConfi
   });
 }
 
-// "a.b.c.d/len" or "a.b.c.d" (/24): a host address of its subnet.
+// "a.b.c.d/len" or "a.b.c.d" (/24): a host address of its subnet; or an
+// IPv6 address that may be a NID's, with a prefix length or /64.
 bool Loader::port_address(const Node& n, const std::string& path, PortConfig& out) {
-  static constexpr std::string_view kExpected = "an IPv4 address a.b.c.d or a.b.c.d/len (len 1..30)";
+  static constexpr std::string_view kExpected =
+      "an IPv4 address a.b.c.d or a.b.c.d/len (len 1..30), or an IPv6 address with /len (len 1..127) or without (/64)";
   if (!scalar(n, path, kExpected)) return false;
   const std::string_view t = n.text;
   const std::size_t slash = t.find('/');
-  const auto ip = parse_ipv4(t.substr(0, slash));
-  std::optional<std::int64_t> len = std::int64_t{24};
+  std::optional<std::int64_t> len;
   if (slash != std::string_view::npos) len = parse_int(t.substr(slash + 1));
+  if (t.substr(0, slash).find(':') != std::string_view::npos) {
+    // The rules of an IPv6 NID's address (its NI's NID is made of it).
+    auto nid = parse_nid(std::string(t.substr(0, slash)) + "@tcp");
+    if (slash == std::string_view::npos) len = 64;
+    if (!nid || !len || *len < 1 || *len > 127) {
+      error(n.mark, path, "expected " + std::string(kExpected) + ", got " + describe(n) +
+                              (nid ? "" : " (" + std::string(nid.error().reason) + ")"));
+      return false;
+    }
+    set(out.address, IpAddr::of(*nid), n, path);
+    if (slash != std::string_view::npos) set(out.prefix_len, static_cast<std::uint32_t>(*len), n, path);
+    else out.prefix_len.value = 64;
+    return true;
+  }
+  const auto ip = parse_ipv4(t.substr(0, slash));
+  if (slash == std::string_view::npos) len = 24;
   if (!ip || !len || *len < 1 || *len > 30) {
     error(n.mark, path, "expected " + std::string(kExpected) + ", got " + describe(n));
     return false;
@@ -223,7 +240,7 @@ bool Loader::port_address(const Node& n, const std::string& path, PortConfig& ou
     error(n.mark, path, ipv4_text(*ip) + " is the broadcast address of " + subnet + ", not a host address");
     return false;
   }
-  set(out.address, *ip, n, path);
+  set(out.address, IpAddr::v4(*ip), n, path);
   if (slash != std::string_view::npos) set(out.prefix_len, plen, n, path);
   return true;
 }

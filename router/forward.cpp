@@ -2,6 +2,7 @@
 #include "router/enum_names.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace lnetr {
 
@@ -20,19 +21,26 @@ std::uint32_t cpt_of(const Nid& nid, std::uint32_t ncpts) noexcept {
   return static_cast<std::uint32_t>(sum % ncpts);
 }
 
-std::uint32_t rss_hash_ipv4(std::uint32_t src, std::uint32_t dst) noexcept {
+std::uint32_t rss_hash(ByteSpan input) noexcept {
   // Each set input bit, most significant first, adds the 32 key bits that
   // start at its position.
-  const std::uint64_t input = (std::uint64_t{src} << 32) | dst;
   std::uint32_t hash = 0;
   std::uint32_t window = (std::uint32_t{kRssKey[0]} << 24) | (std::uint32_t{kRssKey[1]} << 16) |
                          (std::uint32_t{kRssKey[2]} << 8) | kRssKey[3];
-  for (int bit = 0; bit < 64; ++bit) {
-    if ((input >> (63 - bit)) & 1) hash ^= window;
-    const int next = bit + 32;  // the key bit that enters the window
-    window = (window << 1) | ((kRssKey[static_cast<std::size_t>(next / 8)] >> (7 - next % 8)) & 1u);
+  const std::size_t bits = std::min<std::size_t>(input.size(), kRssKey.size() - 4) * 8;
+  for (std::size_t bit = 0; bit < bits; ++bit) {
+    if ((input[bit / 8] >> (7 - bit % 8)) & 1) hash ^= window;
+    const std::size_t next = bit + 32;  // the key bit that enters the window
+    window = (window << 1) | (next / 8 < kRssKey.size() ? (kRssKey[next / 8] >> (7 - next % 8)) & 1u : 0u);
   }
   return hash;
+}
+
+std::uint32_t rss_hash_ipv4(std::uint32_t src, std::uint32_t dst) noexcept {
+  std::array<std::uint8_t, 8> input{};
+  store_be<std::uint32_t>(input.data(), src);
+  store_be<std::uint32_t>(input.data() + 4, dst);
+  return rss_hash(input);
 }
 
 bool LocalNis::is_local(const Nid& n) const noexcept {

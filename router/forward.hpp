@@ -12,6 +12,8 @@
 #include <span>
 #include <string_view>
 
+#include "router/bytes.hpp"
+#include "router/ip_addr.hpp"
 #include "router/lnet_header.hpp"
 #include "router/nid.hpp"
 
@@ -149,6 +151,9 @@ inline constexpr std::array<std::uint8_t, 40> kRssKey = {
     0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
     0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
 std::uint32_t rss_hash_ipv4(std::uint32_t src, std::uint32_t dst) noexcept;
+// The same over any input of up to 36 bytes (IPv6: source then destination
+// address, 32 bytes, as a NIC's RSS on IPv6 addresses reads them).
+std::uint32_t rss_hash(ByteSpan input) noexcept;
 
 // The redirection table's low bits that pick a queue: a port programs
 // entry k of its table with (k % kRssTableSpan) % queues, which is the same
@@ -164,6 +169,14 @@ constexpr std::uint32_t rss_queue(std::uint32_t hash, std::uint32_t queues) noex
 inline std::uint32_t steer_queue(std::uint32_t peer, std::uint32_t local, std::uint32_t queues) noexcept {
   return queues <= 1 ? 0 : rss_queue(rss_hash_ipv4(peer, local), queues);
 }
+inline std::uint32_t steer_queue(const IpAddr& peer, const IpAddr& local, std::uint32_t queues) noexcept {
+  if (queues <= 1) return 0;
+  if (peer.is_v4()) return steer_queue(peer.v4_host(), local.v4_host(), queues);
+  std::array<std::uint8_t, 32> input{};
+  std::copy(peer.bytes.begin(), peer.bytes.end(), input.begin());
+  std::copy(local.bytes.begin(), local.bytes.end(), input.begin() + 16);
+  return rss_queue(rss_hash(input), queues);
+}
 
 // The worker that owns a peer (its connections, its credits): the CPT of
 // its NID, among its NI's CPTs where the NI has a CPT list (as Linux
@@ -175,7 +188,7 @@ inline std::uint32_t steer_queue(std::uint32_t peer, std::uint32_t local, std::u
 // rings.
 struct PortPlacement {
   Net net;
-  std::uint32_t local = 0;  // the port's IPv4 address, host order
+  IpAddr local;  // the port's address
   std::uint32_t queues = 1;
   std::vector<std::uint32_t> cpts;  // queue q's CPT; empty: q
   std::uint32_t cpt_of_queue(std::uint32_t q) const noexcept { return q < cpts.size() ? cpts[q] : q; }
@@ -189,7 +202,7 @@ struct Placement {
   std::vector<NetCpts> restricted;
   std::uint32_t of(const Nid& nid, std::uint32_t ncpts) const noexcept {
     for (const PortPlacement& p : pinned)
-      if (nid.net() == p.net) return p.cpt_of_queue(steer_queue(nid.addr4(), p.local, p.queues));
+      if (nid.net() == p.net) return p.cpt_of_queue(steer_queue(IpAddr::of(nid), p.local, p.queues));
     for (const NetCpts& r : restricted)
       if (nid.net() == r.net && !r.cpts.empty())
         return r.cpts[cpt_of(nid, static_cast<std::uint32_t>(r.cpts.size()))];

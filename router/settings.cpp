@@ -224,7 +224,8 @@ const Setting kSettings[] = {
     LNETR_CUSTOM(port, "device", "PortConfig::device", "", start, dataplane,
                  "a PCI address, or a virtual device such as net_af_packet0,iface=veth1"),
     LNETR_CUSTOM(port, "address", "PortConfig::address", "", start, dataplane,
-                 "the port's IPv4 address, a.b.c.d/len (no /len: /24)"),
+                 "the port's IPv4 address, a.b.c.d/len (no /len: /24), or its IPv6 address, with /len (no /len: /64); "
+                 "the port speaks that family only"),
     LNETR_INT(port, PortConfig, mtu, 576, 9000, start, dataplane, "the port's MTU"),
     LNETR_INT(port, PortConfig, queues, 1, 256, start, dataplane,
               "RX/TX queue pairs, one per CPT at most: queue q is polled by its NI's q-th CPT"),

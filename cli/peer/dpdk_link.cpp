@@ -45,7 +45,7 @@ void log_line(const char* level, const char* fmt, std::va_list ap) noexcept {
 
 }  // namespace
 
-std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkOptions& o, std::uint32_t ip, std::uint16_t port,
+std::unique_ptr<DpdkLink> DpdkLink::open(const DpdkOptions& o, const IpAddr& ip, std::uint16_t port,
                                          dp::SockTransport::Accept accept, std::string& err) {
   std::unique_ptr<DpdkLink> l(new DpdkLink);
   l->opts_ = o;

@@ -49,9 +49,9 @@ class DpdkLink {
  public:
   // Bring up the EAL (no hugepages, no PCI scan unless `device` is a PCI
   // address), open the device with one queue and the stack on it with
-  // address `ip` (host order).  Connections accepted on `port` (0: none)
+  // address `ip` (IPv4 or IPv6).  Connections accepted on `port` (0: none)
   // go to `accept`.  nullptr with `err` for the operator.
-  static std::unique_ptr<DpdkLink> open(const DpdkOptions& o, std::uint32_t ip, std::uint16_t port,
+  static std::unique_ptr<DpdkLink> open(const DpdkOptions& o, const IpAddr& ip, std::uint16_t port,
                                         dp::SockTransport::Accept accept, std::string& err);
   ~DpdkLink();
   DpdkLink(const DpdkLink&) = delete;

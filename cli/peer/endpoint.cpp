@@ -166,7 +166,7 @@ namespace {
 
 // Can we bind a privileged source port on `ip`, as every connect needs?
 bool check_privileged_bind(const sock::IpAddr& ip, std::string& err) {
-  const int fd = ::socket(ip.af(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = ::socket(sock::af(ip), SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     err = std::string("socket: ") + std::strerror(errno);
     return false;
@@ -283,7 +283,7 @@ bool Endpoint::open_dpdk(std::string& err) {
     return false;
   }
   const std::uint16_t port = cfg_.sock.accept == sock::AcceptMode::none ? 0 : cfg_.sock.port;
-  dpdk_ = DpdkLink::open(*cfg_.dpdk, cfg_.nid.addr4(), port, [this](std::unique_ptr<sock::Stream> st) {
+  dpdk_ = DpdkLink::open(*cfg_.dpdk, IpAddr::of(cfg_.nid), port, [this](std::unique_ptr<sock::Stream> st) {
     if (acceptor_) acceptor_->take(std::move(st));
   }, err);
   if (!dpdk_) return false;

@@ -106,9 +106,9 @@ int main(int argc, char** argv) {
                                   "run the tcp NI on this DPDK device with lnetr's own TCP/IP instead of kernel "
                                   "sockets: a virtual device's arguments (net_memif0,role=client,socket=PATH) or a "
                                   "PCI address; its address is the NID's");
-  app.add_option("--prefix-len", dpdk_prefix, "--dpdk: the address's prefix length")
+  auto* prefix_opt = app.add_option("--prefix-len", dpdk_prefix, "--dpdk: the address's prefix length (IPv6: 64 if not given)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 32))
+      ->check(CLI::Range(1, 127))
       ->needs(dpdk_opt);
   app.add_option("--mtu", dpdk_mtu, "--dpdk: the port's MTU")
       ->capture_default_str()
@@ -227,8 +227,10 @@ int main(int argc, char** argv) {
     // port's path (dataplane/main.cpp).
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     mallopt(M_MMAP_THRESHOLD, 32 << 20);  // (the above fixes this one too, else at 128 KiB)
-    if (cfg.nid.lnd() != LndType::sock || !cfg.nid.is_nid4())
-      return die("--dpdk: the NID must be an IPv4 one on a tcp net, not " + to_string(cfg.nid));
+    if (cfg.nid.lnd() != LndType::sock) return die("--dpdk: the NID must be on a tcp net, not " + to_string(cfg.nid));
+    const bool v6 = !cfg.nid.is_nid4();
+    if (prefix_opt->count() == 0 && v6) dpdk_prefix = 64;
+    if (dpdk_prefix > (v6 ? 127u : 32u)) return die("--prefix-len: at most 32 for an IPv4 address");
     DpdkOptions d;
     d.device = dpdk_device;
     d.prefix_len = dpdk_prefix;

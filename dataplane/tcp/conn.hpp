@@ -95,7 +95,7 @@ std::string_view name(End e) noexcept;
 std::string_view describe(End e) noexcept;
 
 struct Endpoints {
-  std::uint32_t local_ip = 0, remote_ip = 0;  // host order
+  IpAddr local_ip, remote_ip;
   std::uint16_t local_port = 0, remote_port = 0;
 };
 

@@ -252,13 +252,15 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
     const std::uint16_t per_segment = info.tx_desc_lim.nb_mtu_seg_max;  // descriptors, the header's among them
     p->tx_offloads_.tso_segment_pieces = per_segment > 1 ? static_cast<std::uint16_t>(per_segment - 1) : 0;
   }
-  // Several queues: RSS on IPv4 addresses with lnetr's key, where the
+  // Several queues: RSS on IP addresses with lnetr's key, where the
   // device has it (its redirection table is filled once started).  Two
-  // addresses read 12 bytes of key: a device with a longer key (52 bytes
-  // on some NICs) gets lnetr's, zero-padded; 0 means it does not say.
+  // IPv4 addresses read 12 bytes of key, two IPv6 ones 36: a device with a
+  // longer key (52 bytes on some NICs) gets lnetr's, zero-padded; 0 means
+  // it does not say.
+  const bool v6 = !cfg.ip.is_v4();
   const std::size_t key_len = info.hash_key_size ? info.hash_key_size : kRssKey.size();
-  const std::uint64_t rss_hf = RTE_ETH_RSS_IPV4 & info.flow_type_rss_offloads;
-  const bool rss = cfg.queues > 1 && rss_hf != 0 && key_len >= 12 && key_len <= UINT8_MAX &&
+  const std::uint64_t rss_hf = (v6 ? RTE_ETH_RSS_IPV6 : RTE_ETH_RSS_IPV4) & info.flow_type_rss_offloads;
+  const bool rss = cfg.queues > 1 && rss_hf != 0 && key_len >= (v6 ? 36u : 12u) && key_len <= UINT8_MAX &&
                    info.reta_size >= kRssTableSpan && info.reta_size % kRssTableSpan == 0;
   if (rss) {
     // (The device may read the key as late as its start: the port keeps it.)
@@ -270,8 +272,8 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
     conf.rx_adv_conf.rss_conf.rss_key_len = static_cast<std::uint8_t>(rss_key.size());
     conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
   } else if (cfg.queues > 1) {
-    log_info("port %s: the device has no RSS on IPv4 addresses lnetr can program: its workers pass each other "
-             "the frames that arrive on the wrong queue", cfg.name.c_str());
+    log_info("port %s: the device has no RSS on %s addresses lnetr can program: its workers pass each other "
+             "the frames that arrive on the wrong queue", cfg.name.c_str(), v6 ? "IPv6" : "IPv4");
   }
   if (cfg.queues > 1) {
     for (std::uint16_t q = 0; q < cfg.queues; ++q) {
@@ -293,6 +295,17 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
       return fail("cannot set up TX queue " + std::to_string(q), rc);
   }
   if (int rc = rte_eth_dev_start(pid); rc != 0) return fail("cannot start it", rc);
+  if (v6) {
+    // Neighbour solicitations come to our solicited-node group: the device
+    // lets that group's frames in (a filter, else all multicast; virtual
+    // devices over the kernel take every frame anyway).
+    const Mac group = multicast_mac(solicited_node(cfg.ip));
+    rte_ether_addr mc{};
+    std::copy(group.begin(), group.end(), std::begin(mc.addr_bytes));
+    if (rte_eth_dev_set_mc_addr_list(pid, &mc, 1) != 0 && rte_eth_allmulticast_enable(pid) != 0)
+      log_info("port %s: the device takes no multicast filter: IPv6 peers find it only if it sees their "
+               "neighbour solicitations anyway", cfg.name.c_str());
+  }
   p->started_ = true;
   if (rss) {  // entry k: queue (k % span) % queues, as steer_queue() computes
     std::vector<rte_eth_rss_reta_entry64> reta(info.reta_size / RTE_ETH_RETA_GROUP_SIZE);
@@ -333,7 +346,7 @@ EthPort::~EthPort() {
 
 int EthPort::owner_of(const rte_mbuf* m) const noexcept {
   const auto from = sender_address(ByteSpan(rte_pktmbuf_mtod(m, const std::uint8_t*), rte_pktmbuf_data_len(m)));
-  return from ? static_cast<int>(steer_queue(*from, cfg_.ip, cfg_.queues)) : -1;
+  return from && from->family == cfg_.ip.family ? static_cast<int>(steer_queue(*from, cfg_.ip, cfg_.queues)) : -1;
 }
 
 bool EthPort::link_up() const noexcept {
@@ -677,13 +690,15 @@ void PortQueue::send_built(std::size_t len, std::size_t l2_len, std::size_t tso_
   m->data_len = static_cast<std::uint16_t>(m->data_len - cut);
   m->pkt_len -= cut;
   if (chained) ++stats_.tx_chained;
-  if (l2_len > 0) {  // an IPv4/TCP frame whose checksums the device fills in
+  if (l2_len > 0) {  // an IPv4 or IPv6 TCP frame whose checksums the device fills in
     const Offloads& off = port_.tx_offloads();
+    const bool v6 = !port_.config().ip.is_v4();
+    const std::size_t l3_len = v6 ? kIpv6Header : kIpv4MinHeader;
     m->l2_len = static_cast<std::uint64_t>(l2_len) & 0x7f;
-    m->l3_len = 20;
-    const std::uint8_t* tcp = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, l2_len + 20);
+    m->l3_len = static_cast<std::uint64_t>(l3_len) & 0x1ff;
+    const std::uint8_t* tcp = rte_pktmbuf_mtod_offset(m, const std::uint8_t*, l2_len + l3_len);
     m->l4_len = static_cast<std::uint64_t>(tcp[12] >> 4) * 4;
-    m->ol_flags |= RTE_MBUF_F_TX_IPV4 | (off.tx_ipv4 ? RTE_MBUF_F_TX_IP_CKSUM : 0) |
+    m->ol_flags |= (v6 ? RTE_MBUF_F_TX_IPV6 : RTE_MBUF_F_TX_IPV4 | (off.tx_ipv4 ? RTE_MBUF_F_TX_IP_CKSUM : 0)) |
                    (off.tx_tcp ? RTE_MBUF_F_TX_TCP_CKSUM : 0);
     if (tso_seg > 0) {
       m->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "router/ip_addr.hpp"
+
 namespace lnetr::tcp {
 
 // Received frames dropped, duplicated, reordered and delayed on purpose
@@ -24,7 +26,7 @@ struct Impairment {
 struct PortConfig {
   std::string name;    // for messages
   std::string device;  // a virtual device's arguments ("net_af_packet0,iface=veth1") or a PCI address
-  std::uint32_t ip = 0;  // host order: the stack's address, which also steers frames to queues
+  IpAddr ip;  // the stack's address (IPv4 or IPv6), which also steers frames to queues
   std::uint32_t prefix_len = 24;
   std::uint16_t mtu = 1500;
   std::uint16_t queues = 1;  // RX/TX queue pairs, one per stack that serves the port

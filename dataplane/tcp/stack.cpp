@@ -1,4 +1,4 @@
-// One TCP/IP stack on one Ethernet port (stack.hpp): ARP, ICMP, TCP demultiplexing.
+// One TCP/IP stack on one Ethernet port (stack.hpp): ARP or neighbour discovery, ICMP echo, TCP demultiplexing.
 #include "dataplane/tcp/stack.hpp"
 
 #include <algorithm>
@@ -37,7 +37,8 @@ void Stack::end_burst(Time now) {
 }
 
 Stack::Stack(const StackConfig& cfg, Port& port) : cfg_(cfg), port_(port) {
-  cfg_.conn.mss = static_cast<std::uint16_t>(cfg.mtu - 40);  // IPv4 and TCP headers
+  cfg_.conn.mss = static_cast<std::uint16_t>(cfg.mtu - ip_header() - kTcpMinHeader);
+  if (v6()) solicited_mac_ = multicast_mac(solicited_node(cfg_.ip));
 }
 
 Stack::~Stack() = default;
@@ -46,7 +47,7 @@ namespace {
 
 // A connection's transmits of new data, where the device cuts segments
 // (TSO): what an IPv4 packet holds with the longest TCP header (46
-// segments at a 1,448-byte MSS).
+// segments at a 1,448-byte MSS); an IPv6 packet holds a little more.
 constexpr std::uint32_t kTsoBytes = 65535 - 20 - 60;
 // The most segments one such frame is cut into (net_tap's software
 // segmentation takes no more than 64).
@@ -71,14 +72,14 @@ constexpr std::array<std::uint16_t, 8> kCookieMss = {536, 1220, 1360, 1440, 1460
 constexpr Time kCookiePeriod = std::chrono::seconds(64);
 constexpr std::uint32_t kCookieWindow = 65535;
 
-std::array<std::uint8_t, 24> endpoint_bytes(const Endpoints& ep, std::uint32_t x, std::uint64_t y) {
-  std::array<std::uint8_t, 24> b{};
-  store_be<std::uint32_t>(b.data(), ep.local_ip);
-  store_be<std::uint32_t>(b.data() + 4, ep.remote_ip);
-  store_be<std::uint16_t>(b.data() + 8, ep.local_port);
-  store_be<std::uint16_t>(b.data() + 10, ep.remote_port);
-  store_be<std::uint32_t>(b.data() + 12, x);
-  store_be<std::uint64_t>(b.data() + 16, y);
+std::array<std::uint8_t, 48> endpoint_bytes(const Endpoints& ep, std::uint32_t x, std::uint64_t y) {
+  std::array<std::uint8_t, 48> b{};
+  std::copy(ep.local_ip.bytes.begin(), ep.local_ip.bytes.end(), b.begin());
+  std::copy(ep.remote_ip.bytes.begin(), ep.remote_ip.bytes.end(), b.begin() + 16);
+  store_be<std::uint16_t>(b.data() + 32, ep.local_port);
+  store_be<std::uint16_t>(b.data() + 34, ep.remote_port);
+  store_be<std::uint32_t>(b.data() + 36, x);
+  store_be<std::uint64_t>(b.data() + 40, y);
   return b;
 }
 
@@ -168,7 +169,7 @@ Stack::Entry& Stack::add(const Endpoints& ep, Upper& owner) {
   e->stack = this;
   e->conn = std::make_unique<Conn>(ep, conn_config(), owner, *e);
   Entry& ref = *e;
-  conns_[{ep.remote_ip, ep.remote_port, ep.local_port}] = std::move(e);
+  conns_[{key_of(ep.remote_ip), ep.remote_port, ep.local_port}] = std::move(e);
   return ref;
 }
 
@@ -178,36 +179,45 @@ ConnConfig Stack::conn_config() const {
   return c;
 }
 
-bool Stack::on_subnet(std::uint32_t ip) const noexcept {
-  const std::uint32_t mask = cfg_.prefix_len == 0 ? 0 : ~std::uint32_t{0} << (32 - cfg_.prefix_len);
-  return (ip & mask) == (cfg_.ip & mask);
+Stack::AddrKey Stack::key_of(const IpAddr& a) noexcept {
+  return {load_be<std::uint64_t>(a.bytes.data()), load_be<std::uint64_t>(a.bytes.data() + 8)};
 }
 
-std::optional<Mac> Stack::neighbour(std::uint32_t ip) const {
-  auto it = neighbours_.find(ip);
+IpAddr Stack::addr_of(const AddrKey& k) const noexcept {
+  IpAddr a{cfg_.ip.family, {}};
+  store_be<std::uint64_t>(a.bytes.data(), k.hi);
+  store_be<std::uint64_t>(a.bytes.data() + 8, k.lo);
+  return a;
+}
+
+bool Stack::on_subnet(const IpAddr& ip) const noexcept { return ip.same_prefix(cfg_.ip, cfg_.prefix_len); }
+
+std::optional<Mac> Stack::neighbour(const IpAddr& ip) const {
+  auto it = neighbours_.find(key_of(ip));
   return it == neighbours_.end() ? std::nullopt : it->second.mac;
 }
 
-Conn* Stack::connection(std::uint32_t remote_ip, std::uint16_t remote_port, std::uint16_t local_port) const {
-  auto it = conns_.find({remote_ip, remote_port, local_port});
+Conn* Stack::connection(const IpAddr& remote_ip, std::uint16_t remote_port, std::uint16_t local_port) const {
+  auto it = conns_.find({key_of(remote_ip), remote_port, local_port});
   return it == conns_.end() ? nullptr : it->second->conn.get();
 }
 
 void Stack::listen(std::uint16_t port, Acceptor accept) { listeners_[port] = std::move(accept); }
 
-Conn* Stack::connect(std::uint32_t ip, std::uint16_t port, std::uint16_t local_port, Upper& owner, Time now) {
+Conn* Stack::connect(const IpAddr& ip, std::uint16_t port, std::uint16_t local_port, Upper& owner, Time now) {
   now_ = now;
   if (local_port == 0) {
     // The next privileged port free towards that peer (as socklnd binds).
     for (int i = 0; i < 1024 && local_port == 0; ++i) {
       const std::uint16_t p = next_port_;
       next_port_ = next_port_ > 512 ? static_cast<std::uint16_t>(next_port_ - 1) : 1023;
-      if (!conns_.count({ip, port, p}) && !listeners_.count(p)) local_port = p;
+      if (!conns_.count({key_of(ip), port, p}) && !listeners_.count(p)) local_port = p;
     }
     if (local_port == 0) return nullptr;
-  } else if (conns_.count({ip, port, local_port})) {
+  } else if (conns_.count({key_of(ip), port, local_port})) {
     return nullptr;
   }
+  if (ip.family != cfg_.ip.family) return nullptr;
   const Endpoints ep{cfg_.ip, ip, local_port, port};
   Conn* c = add(ep, owner).conn.get();
   c->connect(make_iss(ep, now), now);
@@ -222,22 +232,32 @@ void Stack::receive(ByteSpan frame, Time now, bool verified, void* dev) {
     ++stats_.dropped_malformed;
     return;
   }
-  if (eth->dst != cfg_.mac && eth->dst != kBroadcastMac) {
+  // Ours, broadcast (ARP), or our solicited-node group (IPv6).
+  if (eth->dst != cfg_.mac && eth->dst != (v6() ? solicited_mac_ : kBroadcastMac)) {
     ++stats_.dropped_not_ours;
     return;
   }
   const ByteSpan body = frame.subspan(eth->header_size());
-  if (eth->type == kEtherArp) {
+  if (eth->type == kEtherArp && !v6()) {
     auto a = decode_arp(body);
     if (!a) ++stats_.dropped_malformed;
     else on_arp(*a, now);
-  } else if (eth->type == kEtherIpv4) {
+  } else if (eth->type == kEtherIpv4 && !v6()) {
     auto ip = decode_ipv4(body);
     if (!ip) {
       ++stats_.dropped_malformed;
     } else {
       frame_src_ = eth->src;
       on_ipv4(*ip, now, verified, dev);
+      frame_src_.reset();
+    }
+  } else if (eth->type == kEtherIpv6 && v6()) {
+    auto ip = decode_ipv6(body);
+    if (!ip) {
+      ++stats_.dropped_malformed;
+    } else {
+      frame_src_ = eth->src;
+      on_ipv6(*ip, now, verified, dev);
       frame_src_.reset();
     }
   } else {
@@ -259,24 +279,34 @@ void Stack::receive_chain(const FramePiece* pieces, std::size_t count, Time now,
     receive(linear_, now, verified);
   };
   auto eth = decode_ethernet(head);
-  if (!verified || !eth || eth->type != kEtherIpv4 || eth->dst != cfg_.mac) return copied();
+  if (!verified || !eth || eth->type != ether_type() || eth->dst != cfg_.mac) return copied();
   const std::size_t eh = eth->header_size();
-  auto ip = decode_ipv4_head(head.subspan(eh), whole - eh);
-  if (!ip || ip->dst != cfg_.ip || ip->protocol != kProtoTcp) return copied();
+  // The TCP segment's source, its bytes in the first piece, and its length.
+  IpAddr src;
+  ByteSpan l4;
+  std::size_t l4_len = 0;
+  if (v6()) {
+    auto ip = decode_ipv6_head(head.subspan(eh), whole - eh);
+    if (!ip || ip->dst != cfg_.ip || ip->next_header != kProtoTcp) return copied();
+    src = ip->src, l4 = ip->payload, l4_len = ip->payload_length;
+  } else {
+    auto ip = decode_ipv4_head(head.subspan(eh), whole - eh);
+    if (!ip || ip->dst != cfg_.ip.v4_host() || ip->protocol != kProtoTcp) return copied();
+    src = IpAddr::v4(ip->src), l4 = ip->payload, l4_len = ip->total_length - ip->header_size;
+  }
   // (decode_tcp would take the first piece's end for the segment's: the
   // header must lie within it)
-  if (ip->payload.size() < kTcpMinHeader || std::size_t{(ip->payload[12] >> 4) * 4u} > ip->payload.size())
-    return copied();
-  auto seg = decode_tcp(ip->payload);
+  if (l4.size() < kTcpMinHeader || std::size_t{(l4[12] >> 4) * 4u} > l4.size()) return copied();
+  auto seg = decode_tcp(l4);
   if (!seg) return copied();
   now_ = now;
   ++stats_.frames_in;
   ++stats_.csum_verified;
   ++stats_.chains_in;
   stats_.chain_pieces += count;
-  // The payload's later pieces, up to the IPv4 packet's end (what follows
+  // The payload's later pieces, up to the IP packet's end (what follows
   // is the Ethernet frame's padding).
-  std::size_t rest = ip->total_length - ip->header_size - ip->payload.size();
+  std::size_t rest = l4_len - l4.size();
   chain_.clear();
   for (std::size_t i = 1; i < count && rest > 0; ++i) {
     const std::size_t k = std::min(rest, pieces[i].bytes.size());
@@ -287,7 +317,7 @@ void Stack::receive_chain(const FramePiece* pieces, std::size_t count, Time now,
   seg->more = chain_.data();
   seg->more_count = chain_.size();
   frame_src_ = eth->src;
-  on_tcp(*ip, *seg, now);
+  on_tcp(src, *seg, now);
   frame_src_.reset();
 }
 
@@ -296,23 +326,15 @@ void Stack::receive_chain(const FramePiece* pieces, std::size_t count, Time now,
 void Stack::on_arp(const Arp& a, Time now) {
   // Learn (or refresh) the sender if it is a neighbour we know or it asks
   // for us (RFC 826's merge rule), and send what waited for it.
-  const bool for_us = a.target_ip == cfg_.ip;
-  auto it = neighbours_.find(a.sender_ip);
-  if (it != neighbours_.end() || (for_us && on_subnet(a.sender_ip))) {
-    if (it == neighbours_.end()) make_neighbour_room();
-    Neighbour& n = neighbours_[a.sender_ip];
-    n.mac = a.sender_mac;
-    n.expires = now + cfg_.arp_lifetime;
-    n.tries = 0;
-    for (const auto& packet : n.held) send_frame_to(*n.mac, kEtherIpv4, packet);
-    n.held.clear();
-  }
+  const IpAddr sender = IpAddr::v4(a.sender_ip);
+  const bool for_us = a.target_ip == cfg_.ip.v4_host();
+  if (neighbours_.count(key_of(sender)) || (for_us && on_subnet(sender))) learn(sender, a.sender_mac, now);
   if (a.op == kArpRequest && for_us) {
     ++stats_.arp_requests_in;
     Arp reply;
     reply.op = kArpReply;
     reply.sender_mac = cfg_.mac;
-    reply.sender_ip = cfg_.ip;
+    reply.sender_ip = cfg_.ip.v4_host();
     reply.target_mac = a.sender_mac;
     reply.target_ip = a.sender_ip;
     std::uint8_t body[kArpSize];
@@ -322,39 +344,59 @@ void Stack::on_arp(const Arp& a, Time now) {
   }
 }
 
-void Stack::arp_request(std::uint32_t ip) {
-  Arp req;
-  req.op = kArpRequest;
-  req.sender_mac = cfg_.mac;
-  req.sender_ip = cfg_.ip;
-  req.target_ip = ip;
-  std::uint8_t body[kArpSize];
-  encode_arp(req, body);
-  send_frame_to(kBroadcastMac, kEtherArp, body);
-  ++stats_.arp_requests_out;
+void Stack::learn(const IpAddr& ip, const Mac& mac, Time now) {
+  const AddrKey k = key_of(ip);
+  if (!neighbours_.count(k)) make_neighbour_room();
+  Neighbour& n = neighbours_[k];
+  n.mac = mac;
+  n.expires = now + cfg_.arp_lifetime;
+  n.tries = 0;
+  for (const auto& packet : n.held) send_frame_to(mac, ether_type(), packet);
+  n.held.clear();
+}
+
+void Stack::solicit(const IpAddr& ip) {
+  if (!v6()) {
+    Arp req;
+    req.op = kArpRequest;
+    req.sender_mac = cfg_.mac;
+    req.sender_ip = cfg_.ip.v4_host();
+    req.target_ip = ip.v4_host();
+    std::uint8_t body[kArpSize];
+    encode_arp(req, body);
+    send_frame_to(kBroadcastMac, kEtherArp, body);
+    ++stats_.arp_requests_out;
+    return;
+  }
+  // RFC 4861 §7.2.2: to the solicited-node group, from our address, with
+  // our link-layer address.
+  const IpAddr dst = solicited_node(ip);
+  std::uint8_t packet[kIpv6Header + kNdSize];
+  Neighbour6 ns;
+  ns.type = kNdSolicitation;
+  ns.target = ip;
+  ns.link_addr = cfg_.mac;
+  encode_nd(ns, cfg_.ip, dst, MutableByteSpan(packet).subspan(kIpv6Header));
+  Ipv6 h;
+  h.next_header = kProtoIcmpv6;
+  h.hop_limit = 255;
+  h.payload_length = kNdSize;
+  h.src = cfg_.ip;
+  h.dst = dst;
+  encode_ipv6(h, packet);
+  send_frame_to(multicast_mac(dst), kEtherIpv6, packet);
+  ++stats_.nd_solicits_out;
 }
 
 // ---- IPv4, ICMP -------------------------------------------------------------------------
 
 void Stack::on_ipv4(const Ipv4& ip, Time now, bool verified, void* dev) {
-  if (ip.dst != cfg_.ip) {
+  if (ip.dst != cfg_.ip.v4_host()) {
     ++stats_.dropped_not_ours;
     return;
   }
   if (ip.protocol == kProtoTcp) {
-    if (verified) {
-      ++stats_.csum_verified;
-    } else if (!tcp_checksum_ok(ip.src, ip.dst, ip.payload)) {
-      ++stats_.dropped_malformed;
-      return;
-    }
-    auto seg = decode_tcp(ip.payload);
-    if (!seg) {
-      ++stats_.dropped_malformed;
-      return;
-    }
-    seg->frame = dev;
-    on_tcp(ip, *seg, now);
+    on_segment(IpAddr::v4(ip.src), ip.payload, now, verified, dev);
   } else if (ip.protocol == kProtoIcmp) {
     auto icmp = decode_icmp(ip.payload);
     if (!icmp) {
@@ -367,21 +409,116 @@ void Stack::on_ipv4(const Ipv4& ip, Time now, bool verified, void* dev) {
     reply[0] = kIcmpEchoReply;
     reply[2] = reply[3] = 0;
     store_be<std::uint16_t>(reply.data() + 2, checksum(reply));
-    send_ip(ip.src, kProtoIcmp, reply, now);
+    send_ip(IpAddr::v4(ip.src), kProtoIcmp, reply, now);
     ++stats_.icmp_echo_replies;
   } else {
     ++stats_.dropped_not_ours;
   }
 }
 
-void Stack::on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now) {
-  if (seg.payload_size() + kIpv4MinHeader + kTcpMinHeader > cfg_.mtu) ++stats_.large_segments_in;
+void Stack::on_ipv6(const Ipv6& ip, Time now, bool verified, void* dev) {
+  // Our address, or (neighbour discovery) our solicited-node group.
+  if (ip.dst != cfg_.ip && !(ip.next_header == kProtoIcmpv6 && ip.dst == solicited_node(cfg_.ip))) {
+    ++stats_.dropped_not_ours;
+    return;
+  }
+  if (ip.next_header == kProtoTcp) {
+    on_segment(ip.src, ip.payload, now, verified, dev);
+  } else if (ip.next_header == kProtoIcmpv6) {
+    auto icmp = decode_icmp6(ip);
+    if (!icmp) {
+      ++stats_.dropped_malformed;
+      return;
+    }
+    if (icmp->type == kNdSolicitation || icmp->type == kNdAdvertisement) {
+      auto n = decode_nd(ip, *icmp);
+      if (!n) ++stats_.dropped_malformed;
+      else on_nd(ip, *n, now);
+      return;
+    }
+    if (icmp->type != kIcmp6EchoRequest || ip.dst != cfg_.ip) return;
+    // The same message back as an echo reply, checksum anew.
+    std::vector<std::uint8_t> reply(ip.payload.begin(), ip.payload.end());
+    reply[0] = kIcmp6EchoReply;
+    finish_icmp6_checksum(cfg_.ip, ip.src, reply);
+    send_ip(ip.src, kProtoIcmpv6, reply, now);
+    ++stats_.icmp_echo_replies;
+  } else {
+    // Extension headers (fragments among them) and other protocols.
+    ++stats_.dropped_not_ours;
+  }
+}
+
+// RFC 4861 §7.2.3-7.2.5, for a host with one address and no router.
+void Stack::on_nd(const Ipv6& ip, const Neighbour6& n, Time now) {
+  if (n.type == kNdAdvertisement) {
+    // Only a neighbour being resolved or known is learnt (no state for
+    // what nobody asked).
+    if (n.link_addr && neighbours_.count(key_of(n.target))) learn(n.target, *n.link_addr, now);
+    return;
+  }
+  if (n.target != cfg_.ip) {
+    ++stats_.dropped_not_ours;
+    return;
+  }
+  ++stats_.nd_solicits_in;
+  // The sender is learnt as ARP's rule has it: it may be about to talk to us.
+  const bool dad = ip.src.is_unspecified();  // a duplicate address check: no source, no link-layer address
+  if (dad && n.link_addr) {
+    ++stats_.dropped_malformed;
+    return;
+  }
+  if (!dad && n.link_addr && on_subnet(ip.src)) learn(ip.src, *n.link_addr, now);
+  // The advertisement goes straight back (the sender's source may be its
+  // link-local address, which is not on our subnet): to its link-layer
+  // address, or the frame's source; a duplicate address check is answered
+  // to all nodes.
+  Neighbour6 na;
+  na.type = kNdAdvertisement;
+  na.target = cfg_.ip;
+  na.link_addr = cfg_.mac;
+  na.solicited = !dad;
+  na.override_ = true;
+  const IpAddr all_nodes = IpAddr::v6({0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+  const IpAddr dst = dad ? all_nodes : ip.src;
+  std::uint8_t packet[kIpv6Header + kNdSize];
+  encode_nd(na, cfg_.ip, dst, MutableByteSpan(packet).subspan(kIpv6Header));
+  Ipv6 h;
+  h.next_header = kProtoIcmpv6;
+  h.hop_limit = 255;
+  h.payload_length = kNdSize;
+  h.src = cfg_.ip;
+  h.dst = dst;
+  encode_ipv6(h, packet);
+  const Mac to = dad ? multicast_mac(all_nodes) : n.link_addr ? *n.link_addr : frame_src_.value_or(kBroadcastMac);
+  send_frame_to(to, kEtherIpv6, packet);
+  ++stats_.nd_adverts_out;
+}
+
+void Stack::on_segment(const IpAddr& src, ByteSpan segment, Time now, bool verified, void* dev) {
+  if (verified) {
+    ++stats_.csum_verified;
+  } else if (!tcp_checksum_ok(src, cfg_.ip, segment)) {
+    ++stats_.dropped_malformed;
+    return;
+  }
+  auto seg = decode_tcp(segment);
+  if (!seg) {
+    ++stats_.dropped_malformed;
+    return;
+  }
+  seg->frame = dev;
+  on_tcp(src, *seg, now);
+}
+
+void Stack::on_tcp(const IpAddr& src, const TcpHeader& seg, Time now) {
+  if (seg.payload_size() + ip_header() + kTcpMinHeader > cfg_.mtu) ++stats_.large_segments_in;
   const bool syn_only = (seg.flags & (tcp_flag::syn | tcp_flag::ack | tcp_flag::rst)) == tcp_flag::syn;
-  auto it = conns_.find({ip.src, seg.src_port, seg.dst_port});
+  auto it = conns_.find({key_of(src), seg.src_port, seg.dst_port});
   if (it != conns_.end()) {
     // Traffic from the peer confirms its neighbour entry (as Linux's
     // dst_confirm): no ARP round every arp_lifetime under load.
-    if (auto nb = neighbours_.find(ip.src); nb != neighbours_.end() && nb->second.mac)
+    if (auto nb = neighbours_.find(key_of(src)); nb != neighbours_.end() && nb->second.mac)
       nb->second.expires = now + cfg_.arp_lifetime;
     Entry& e = *it->second;
     Conn& c = *e.conn;
@@ -398,10 +535,10 @@ void Stack::on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now) {
   }
   auto l = listeners_.find(seg.dst_port);
   if (l == listeners_.end()) {
-    if (!(seg.flags & tcp_flag::rst)) send_rst_for(ip, seg);
+    if (!(seg.flags & tcp_flag::rst)) send_rst_for(src, seg);
     return;
   }
-  const Endpoints ep{cfg_.ip, ip.src, seg.dst_port, seg.src_port};
+  const Endpoints ep{cfg_.ip, src, seg.dst_port, seg.src_port};
   if (syn_only) {
     if (half_open_ >= cfg_.max_half_open) return send_cookie(ep, seg, now);
     if (conns_.size() >= cfg_.max_connections) {
@@ -409,7 +546,7 @@ void Stack::on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now) {
       return;
     }
     Upper* owner = l->second(ep);
-    if (!owner) return send_rst_for(ip, seg);  // refused by its owner
+    if (!owner) return send_rst_for(src, seg);  // refused by its owner
     Entry& e = add(ep, *owner);
     e.half_open = true;
     ++half_open_;
@@ -426,21 +563,21 @@ void Stack::on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now) {
     }
     if (auto syn = cookie_syn(ep, seg, now)) {
       Upper* owner = l->second(ep);
-      if (!owner) return send_rst_for(ip, seg);  // refused by its owner
+      if (!owner) return send_rst_for(src, seg);  // refused by its owner
       Conn* c = add(ep, *owner).conn.get();
       c->accept(*syn, seg.ack - 1, now, false);
       c->input(seg, now);
       ++stats_.syncookies_accepted;
-      if (c->state() == State::closed) forget(conns_.find({ip.src, seg.src_port, seg.dst_port}));
+      if (c->state() == State::closed) forget(conns_.find({key_of(src), seg.src_port, seg.dst_port}));
       return;
     }
     ++stats_.syncookies_refused;
   }
-  if (!(seg.flags & tcp_flag::rst)) send_rst_for(ip, seg);
+  if (!(seg.flags & tcp_flag::rst)) send_rst_for(src, seg);
 }
 
 // RFC 9293 §3.10.7.1: the reset for a segment that matches no connection.
-void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
+void Stack::send_rst_for(const IpAddr& src, const TcpHeader& seg) {
   TcpHeader r;
   r.src_port = seg.dst_port;
   r.dst_port = seg.src_port;
@@ -454,7 +591,7 @@ void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
     r.flags = tcp_flag::rst | tcp_flag::ack;
   }
   ++stats_.resets_out;
-  answer_tcp({cfg_.ip, ip.src, seg.dst_port, seg.src_port}, r);
+  answer_tcp({cfg_.ip, src, seg.dst_port, seg.src_port}, r);
 }
 
 // A segment that answers the frame being handled and keeps no state (a
@@ -462,7 +599,7 @@ void Stack::send_rst_for(const Ipv4& ip, const TcpHeader& seg) {
 // to the frame's sender, so that a flood from made-up addresses neither
 // grows the neighbour table nor waits on ARP.
 void Stack::answer_tcp(const Endpoints& ep, const TcpHeader& h) {
-  auto nb = neighbours_.find(ep.remote_ip);
+  auto nb = neighbours_.find(key_of(ep.remote_ip));
   const bool resolved = nb != neighbours_.end() && nb->second.mac && now_ < nb->second.expires;
   if (!resolved && frame_src_) return transmit_built(*frame_src_, ep, h, {}, false);
   transmit_tcp(ep, h, {}, now_);
@@ -470,7 +607,7 @@ void Stack::answer_tcp(const Endpoints& ep, const TcpHeader& h) {
 
 void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload& payload, Time now,
                          std::size_t seg) {
-  auto nb = neighbours_.find(ep.remote_ip);
+  auto nb = neighbours_.find(key_of(ep.remote_ip));
   const bool resolved = nb != neighbours_.end() && nb->second.mac && now < nb->second.expires;
   if (seg > 0 && payload.size() > seg) {
     // Several segments' bytes: in frames the device cuts (TSO) as far as
@@ -478,7 +615,7 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload&
     // last segment keeps PSH and FIN.
     const Offloads off = port_.offloads();
     const std::size_t header = kTcpMinHeader + tcp_options_size(h.options, false);
-    const std::size_t overhead = Ethernet{{}, {}, cfg_.vlan, kEtherIpv4}.header_size() + kIpv4MinHeader + header;
+    const std::size_t overhead = Ethernet{{}, {}, cfg_.vlan, ether_type()}.header_size() + ip_header() + header;
     std::size_t tso_seg = off.tso_frame > overhead ? std::min(seg, off.tso_frame - overhead) & ~std::size_t{1} : 0;
     if (tso_seg < kTsoMinSegment) tso_seg = 0;
     for (std::size_t at = 0; at < payload.size();) {
@@ -519,8 +656,9 @@ void Stack::transmit_tcp(const Endpoints& ep, const TcpHeader& h, const Payload&
 
 std::size_t Stack::tso_extent(const Payload& payload, std::size_t seg, std::size_t header) const {
   const Offloads off = port_.offloads();
-  // What one frame may carry: an IPv4 packet, cut into kTsoMaxSegments at most.
-  const std::size_t limit = std::min(std::size_t{65535} - kIpv4MinHeader - header, kTsoMaxSegments * seg);
+  // What one frame may carry: an IP packet (IPv6's length leaves out its
+  // header), cut into kTsoMaxSegments at most.
+  const std::size_t limit = std::min(std::size_t{65535} - (v6() ? 0 : kIpv4MinHeader) - header, kTsoMaxSegments * seg);
   // Pieces as far as the chain may go: no more than the device takes, in
   // all and within each segment it cuts (`window`: the segment the piece
   // starts in, `in_window` the pieces in it); none at an odd offset
@@ -567,14 +705,15 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
   e.dst = dst;
   e.src = cfg_.mac;
   e.vlan = cfg_.vlan;
-  e.type = kEtherIpv4;
+  e.type = ether_type();
   const std::size_t eh = e.header_size();
+  const std::size_t ih = ip_header();
   const std::size_t in_head = chain ? 0 : payload.size();  // payload bytes in the first segment
-  const std::size_t most = std::max<std::size_t>(60, eh + kIpv4MinHeader + kTcpMaxHeader + in_head);
+  const std::size_t most = std::max<std::size_t>(60, eh + ih + kTcpMaxHeader + in_head);
   ++stats_.frames_out;  // sent, or as if lost on the wire
   MutableByteSpan frame = port_.alloc_frame(most);
   if (frame.size() < most) return;  // the port has no buffer
-  const MutableByteSpan tcp = frame.subspan(eh + kIpv4MinHeader);
+  const MutableByteSpan tcp = frame.subspan(eh + ih);
   const std::size_t n = encode_tcp(h, tcp);
   if (n == 0) return port_.send_built(0);
   const auto tcp_len = static_cast<std::uint16_t>(n + payload.size());
@@ -628,18 +767,10 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
   } else if (!chain) {
     finish_tcp_checksum(ep.local_ip, ep.remote_ip, tcp.first(tcp_len));
   }
-  Ipv4 ip;
-  ip.tos = cfg_.tos;
-  ip.total_length = static_cast<std::uint16_t>(kIpv4MinHeader + tcp_len);
-  ip.id = ip_id_;
-  ip_id_ = static_cast<std::uint16_t>(ip_id_ + segments);  // the device numbers the segments it cuts
-  ip.protocol = kProtoTcp;
-  ip.src = cfg_.ip;
-  ip.dst = ep.remote_ip;
-  encode_ipv4(ip, frame.subspan(eh));
-  if (off.tx_ipv4) store_be<std::uint16_t>(frame.data() + eh + 10, 0);  // the device fills it
+  encode_ip(ep.remote_ip, kProtoTcp, tcp_len, frame.subspan(eh), segments);  // (the device numbers the segments it cuts)
+  if (off.tx_ipv4 && !v6()) store_be<std::uint16_t>(frame.data() + eh + 10, 0);  // the device fills it
   encode_ethernet(e, frame);
-  std::size_t len = eh + kIpv4MinHeader + n + in_head;  // the first segment's bytes
+  std::size_t len = eh + ih + n + in_head;  // the first segment's bytes
   if (len < 60 && !chain) {  // Ethernet's minimum (without FCS); a chained frame is longer
     std::fill(frame.begin() + static_cast<std::ptrdiff_t>(len), frame.begin() + 60, std::uint8_t{0});
     len = 60;
@@ -647,25 +778,43 @@ void Stack::transmit_built(const Mac& dst, const Endpoints& ep, const TcpHeader&
   port_.send_built(len, off.tx_ipv4 || off.tx_tcp ? eh : 0, tso_seg);
 }
 
-void Stack::send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now) {
-  std::vector<std::uint8_t> packet(kIpv4MinHeader + l4.size());
+void Stack::encode_ip(const IpAddr& dst, std::uint8_t proto, std::size_t l4_len, MutableByteSpan out,
+                      std::size_t count) {
+  const std::uint8_t tos = proto == kProtoTcp ? cfg_.tos : 0;
+  if (v6()) {
+    Ipv6 h;
+    h.traffic_class = tos;
+    h.payload_length = static_cast<std::uint16_t>(l4_len);
+    h.next_header = proto;
+    h.src = cfg_.ip;
+    h.dst = dst;
+    encode_ipv6(h, out);
+    return;
+  }
   Ipv4 h;
-  h.tos = proto == kProtoTcp ? cfg_.tos : 0;
-  h.total_length = static_cast<std::uint16_t>(packet.size());
-  h.id = ip_id_++;
+  h.tos = tos;
+  h.total_length = static_cast<std::uint16_t>(kIpv4MinHeader + l4_len);
+  h.id = ip_id_;
+  ip_id_ = static_cast<std::uint16_t>(ip_id_ + count);
   h.protocol = proto;
-  h.src = cfg_.ip;
-  h.dst = dst;
-  encode_ipv4(h, packet);
-  std::copy(l4.begin(), l4.end(), packet.begin() + kIpv4MinHeader);
+  h.src = cfg_.ip.v4_host();
+  h.dst = dst.v4_host();
+  encode_ipv4(h, out);
+}
+
+void Stack::send_ip(const IpAddr& dst, std::uint8_t proto, ByteSpan l4, Time now) {
   if (!on_subnet(dst)) {
     ++stats_.dropped_not_ours;  // no gateway: LNet peers are on the NI's network
     return;
   }
-  if (!neighbours_.count(dst)) make_neighbour_room();
-  Neighbour& n = neighbours_[dst];
+  std::vector<std::uint8_t> packet(ip_header() + l4.size());
+  encode_ip(dst, proto, l4.size(), packet);
+  std::copy(l4.begin(), l4.end(), packet.begin() + static_cast<std::ptrdiff_t>(ip_header()));
+  const AddrKey k = key_of(dst);
+  if (!neighbours_.count(k)) make_neighbour_room();
+  Neighbour& n = neighbours_[k];
   if (n.mac && now < n.expires) {
-    send_frame_to(*n.mac, kEtherIpv4, packet);
+    send_frame_to(*n.mac, ether_type(), packet);
     return;
   }
   // Unresolved (or stale): hold the packet and ask.
@@ -677,7 +826,7 @@ void Stack::send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now
     n.mac.reset();
     n.tries = 1;
     n.expires = now + cfg_.arp_retry;
-    arp_request(dst);
+    solicit(dst);
   }
 }
 
@@ -736,7 +885,7 @@ void Stack::tick(Time now) {
       }
       ++n.tries;
       n.expires = now + cfg_.arp_retry;
-      arp_request(it->first);
+      solicit(addr_of(it->first));
     }
     ++it;
   }

@@ -1,6 +1,7 @@
-// One worker's TCP/IP stack on one Ethernet port (issue 6): ARP (answers,
-// requests with retries, a neighbour table with expiry, packets held while
-// their neighbour resolves), ICMP echo replies, and TCP: the connections of
+// One worker's TCP/IP stack on one Ethernet port (issue 6), IPv4 or IPv6 as
+// its address is: ARP or IPv6 neighbour discovery (answers, solicitations
+// with retries, a neighbour table with expiry, packets held while their
+// neighbour resolves), ICMP or ICMPv6 echo replies, and TCP: the connections of
 // this worker by address and ports, listeners, RST for what matches
 // nothing, and each connection's timers.  Frames come in through
 // receive() and go out through Port::send(); time moves by tick().
@@ -8,8 +9,9 @@
 // Pure over a caller's port and clock (no DPDK here): the DPDK port layer
 // (port.hpp) and, in the dataplane, the socklnd binding
 // (dataplane/sock_transport.hpp) sit on top; the unit tests join two
-// stacks by a wire in memory.  IPv4 on one subnet (LNet peers are on the NI's own
-// network).
+// stacks by a wire in memory.  One address on one subnet (LNet peers are on
+// the NI's own network): no router, no link-local address, no duplicate
+// address detection of its own.
 #pragma once
 
 #include <chrono>
@@ -90,7 +92,7 @@ class Port {
 
 struct StackConfig {
   Mac mac{};
-  std::uint32_t ip = 0;  // host order
+  IpAddr ip;  // IPv4 or IPv6: the stack speaks that family only
   std::uint32_t prefix_len = 24;
   std::optional<std::uint16_t> vlan;
   std::uint16_t mtu = 1500;
@@ -117,7 +119,8 @@ struct StackConfig {
 struct StackStats {
   std::uint64_t frames_in = 0, frames_out = 0;
   std::uint64_t arp_requests_in = 0, arp_replies_out = 0, arp_requests_out = 0;
-  std::uint64_t icmp_echo_replies = 0;
+  std::uint64_t nd_solicits_in = 0, nd_adverts_out = 0, nd_solicits_out = 0;  // IPv6 neighbour discovery
+  std::uint64_t icmp_echo_replies = 0;  // ICMP or ICMPv6
   std::uint64_t resets_out = 0;
   std::uint64_t dropped_malformed = 0;  // refused by a decoder (wire.hpp)
   std::uint64_t dropped_not_ours = 0;   // another host's address, another protocol
@@ -159,7 +162,7 @@ class Stack {
   void listen(std::uint16_t port, Acceptor accept);
   void unlisten(std::uint16_t port) { listeners_.erase(port); }
   // Open a connection from `local_port` (0: a free one) to ip:port.
-  Conn* connect(std::uint32_t ip, std::uint16_t port, std::uint16_t local_port, Upper& owner, Time now);
+  Conn* connect(const IpAddr& ip, std::uint16_t port, std::uint16_t local_port, Upper& owner, Time now);
 
   // `verified`: the device checked the frame's IPv4 and TCP checksums and
   // found them good (checksum offload); they are not computed again.
@@ -188,17 +191,30 @@ class Stack {
   std::size_t connections() const noexcept { return conns_.size(); }
   std::size_t half_open() const noexcept { return half_open_; }
   // The connection with that peer and local port, if any.
-  Conn* connection(std::uint32_t remote_ip, std::uint16_t remote_port, std::uint16_t local_port) const;
-  std::optional<Mac> neighbour(std::uint32_t ip) const;
+  Conn* connection(const IpAddr& remote_ip, std::uint16_t remote_port, std::uint16_t local_port) const;
+  std::optional<Mac> neighbour(const IpAddr& ip) const;
 
  private:
-  using Key = std::tuple<std::uint32_t, std::uint16_t, std::uint16_t>;  // remote ip, remote port, local port
+  // An address as two words, for the tables looked up per segment (an
+  // IpAddr compares byte by byte: twice the time per lookup, measured);
+  // the stack's family is implied.
+  struct AddrKey {
+    std::uint64_t hi = 0, lo = 0;
+    friend auto operator<=>(const AddrKey&, const AddrKey&) = default;
+  };
+  static AddrKey key_of(const IpAddr& a) noexcept;
+  IpAddr addr_of(const AddrKey& k) const noexcept;
+  using Key = std::tuple<AddrKey, std::uint16_t, std::uint16_t>;  // remote ip, remote port, local port
   struct Entry;  // a connection and how it sends
 
   void on_arp(const Arp& a, Time now);
   void on_ipv4(const Ipv4& ip, Time now, bool verified, void* dev);
-  void on_tcp(const Ipv4& ip, const TcpHeader& seg, Time now);
-  void send_rst_for(const Ipv4& ip, const TcpHeader& seg);
+  void on_ipv6(const Ipv6& ip, Time now, bool verified, void* dev);
+  void on_nd(const Ipv6& ip, const Neighbour6& n, Time now);
+  // A TCP segment for us (its checksum checked), from `src`.
+  void on_segment(const IpAddr& src, ByteSpan segment, Time now, bool verified, void* dev);
+  void on_tcp(const IpAddr& src, const TcpHeader& seg, Time now);
+  void send_rst_for(const IpAddr& src, const TcpHeader& seg);
   void answer_tcp(const Endpoints& ep, const TcpHeader& h);
   void make_neighbour_room();
   // SYN cookies: the SYN-ACK that keeps no state, and the SYN an ACK
@@ -209,8 +225,15 @@ class Stack {
                             std::uint32_t mss_index) const noexcept;
   std::uint32_t make_iss(const Endpoints& ep, Time now) const noexcept;
   Entry& add(const Endpoints& ep, Upper& owner);
-  // Send an IPv4 packet (header built here) carrying `l4` to `dst`.
-  void send_ip(std::uint32_t dst, std::uint8_t proto, ByteSpan l4, Time now);
+  // Send an IP packet (header built here) carrying `l4` to `dst`.
+  void send_ip(const IpAddr& dst, std::uint8_t proto, ByteSpan l4, Time now);
+  // The IP header of this stack's family, written at `out` (kIpv4MinHeader or
+  // kIpv6Header bytes); `count` packets' worth of IPv4 ids are used.
+  void encode_ip(const IpAddr& dst, std::uint8_t proto, std::size_t l4_len, MutableByteSpan out,
+                 std::size_t count = 1);
+  bool v6() const noexcept { return !cfg_.ip.is_v4(); }
+  std::size_t ip_header() const noexcept { return v6() ? kIpv6Header : kIpv4MinHeader; }
+  std::uint16_t ether_type() const noexcept { return v6() ? kEtherIpv6 : kEtherIpv4; }
   // `seg` > 0: the payload may hold several segments of at most that many
   // bytes (ConnConfig::tso_bytes), sent whole for the device to cut where
   // it can (TSO), else cut here.
@@ -226,10 +249,12 @@ class Stack {
                       std::size_t tso_seg = 0);
   ConnConfig conn_config() const;
   void send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body);
-  void arp_request(std::uint32_t ip);
-  bool on_subnet(std::uint32_t ip) const noexcept;
+  // Ask for a neighbour's MAC: ARP, or a neighbour solicitation.
+  void solicit(const IpAddr& ip);
+  void learn(const IpAddr& ip, const Mac& mac, Time now);
+  bool on_subnet(const IpAddr& ip) const noexcept;
   void reap();
-  void forget(std::map<std::tuple<std::uint32_t, std::uint16_t, std::uint16_t>, std::unique_ptr<Entry>>::iterator it);
+  void forget(std::map<Key, std::unique_ptr<Entry>>::iterator it);
 
   StackConfig cfg_;
   Port& port_;
@@ -247,9 +272,10 @@ class Stack {
     std::optional<Mac> mac;
     Time expires{0};      // resolved: until then; unresolved: next request
     int tries = 0;
-    std::vector<std::vector<std::uint8_t>> held;  // IPv4 packets waiting for the MAC
+    std::vector<std::vector<std::uint8_t>> held;  // IP packets waiting for the MAC
   };
-  std::map<std::uint32_t, Neighbour> neighbours_;
+  std::map<AddrKey, Neighbour> neighbours_;
+  Mac solicited_mac_{};  // the Ethernet group of our solicited-node address (IPv6)
   std::uint16_t ip_id_ = 1;
   std::uint16_t next_port_ = 1023;  // socklnd connects from privileged ports, downwards
   std::vector<std::uint8_t> frame_;  // scratch for building frames

@@ -1,4 +1,4 @@
-// The packet codecs of wire.hpp: Ethernet, ARP, IPv4, ICMP, TCP, checksums.
+// The packet codecs of wire.hpp: Ethernet, ARP, IPv4, ICMP, IPv6, ICMPv6, TCP, checksums.
 #include "dataplane/tcp/wire.hpp"
 
 #include <algorithm>
@@ -71,8 +71,18 @@ std::uint16_t checksum(ByteSpan bytes) noexcept {
 }
 
 std::uint16_t tcp_pseudo_sum(std::uint32_t src, std::uint32_t dst, std::uint16_t tcp_length) noexcept {
-  std::uint32_t s = (src >> 16) + (src & 0xffff) + (dst >> 16) + (dst & 0xffff) + kProtoTcp + tcp_length;
-  return checksum_fold(s);
+  return pseudo_sum(IpAddr::v4(src), IpAddr::v4(dst), kProtoTcp, tcp_length);
+}
+
+std::uint16_t pseudo_sum(const IpAddr& src, const IpAddr& dst, std::uint8_t protocol, std::uint32_t length) noexcept {
+  if (src.is_v4() && dst.is_v4()) {
+    const std::uint32_t a = src.v4_host(), b = dst.v4_host();
+    return checksum_fold((a >> 16) + (a & 0xffff) + (b >> 16) + (b & 0xffff) + protocol + (length >> 16) +
+                         (length & 0xffff));
+  }
+  // IPv6: both addresses, the 32-bit length, three zero bytes and the protocol.
+  std::uint32_t s = checksum_add(checksum_add(0, src.bytes), dst.bytes);
+  return checksum_fold(s + (length >> 16) + (length & 0xffff) + protocol);
 }
 
 // ---- Ethernet -----------------------------------------------------------------------
@@ -91,14 +101,24 @@ PacketResult<Ethernet> decode_ethernet(ByteSpan f) noexcept {
   return e;
 }
 
-std::optional<std::uint32_t> sender_address(ByteSpan f) noexcept {
+std::optional<IpAddr> sender_address(ByteSpan f) noexcept {
   const auto e = decode_ethernet(f);
   if (!e) return std::nullopt;
   const std::size_t l3 = e->header_size();
+  if (e->type == kEtherIpv6) {  // the source at byte 8
+    if (f.size() < l3 + 24) return std::nullopt;
+    IpAddr a = IpAddr::v6({});
+    std::memcpy(a.bytes.data(), f.data() + l3 + 8, 16);
+    return a;
+  }
   // IPv4: the source at byte 12; ARP (Ethernet/IPv4): the sender's at 14.
   const std::size_t at = e->type == kEtherIpv4 ? l3 + 12 : e->type == kEtherArp ? l3 + 14 : 0;
   if (at == 0 || f.size() < at + 4) return std::nullopt;
-  return load_be<std::uint32_t>(f.data() + at);
+  return IpAddr::v4(load_be<std::uint32_t>(f.data() + at));
+}
+
+Mac multicast_mac(const IpAddr& group) noexcept {
+  return {0x33, 0x33, group.bytes[12], group.bytes[13], group.bytes[14], group.bytes[15]};
 }
 
 std::size_t encode_ethernet(const Ethernet& e, MutableByteSpan out) noexcept {
@@ -205,6 +225,113 @@ PacketResult<Icmp> decode_icmp(ByteSpan m) noexcept {
   return i;
 }
 
+// ---- IPv6 -----------------------------------------------------------------------------
+
+PacketResult<Ipv6> decode_ipv6(ByteSpan p) noexcept { return decode_ipv6_head(p, p.size()); }
+
+PacketResult<Ipv6> decode_ipv6_head(ByteSpan p, std::size_t whole) noexcept {
+  if (p.size() < kIpv6Header || whole < p.size()) return fail(PacketError::truncated);
+  if ((p[0] >> 4) != 6) return fail(PacketError::not_ipv6);
+  Ipv6 h;
+  const std::uint32_t first = load_be<std::uint32_t>(p.data());
+  h.traffic_class = static_cast<std::uint8_t>(first >> 20);
+  h.flow_label = first & 0xfffff;
+  h.payload_length = load_be<std::uint16_t>(p.data() + 4);
+  // (A jumbogram's zero length comes with a hop-by-hop header, which the
+  // engine does not take: refused as any other extension header.)
+  if (kIpv6Header + h.payload_length > whole) return fail(PacketError::bad_ipv6_length);
+  h.next_header = p[6];
+  h.hop_limit = p[7];
+  std::memcpy(h.src.bytes.data(), p.data() + 8, 16);
+  std::memcpy(h.dst.bytes.data(), p.data() + 24, 16);
+  h.payload = p.subspan(kIpv6Header, std::min<std::size_t>(h.payload_length, p.size() - kIpv6Header));
+  return h;
+}
+
+std::size_t encode_ipv6(const Ipv6& h, MutableByteSpan out) noexcept {
+  if (out.size() < kIpv6Header) return 0;
+  std::uint8_t* p = out.data();
+  store_be<std::uint32_t>(p, (6u << 28) | (std::uint32_t{h.traffic_class} << 20) | (h.flow_label & 0xfffff));
+  store_be<std::uint16_t>(p + 4, h.payload_length);
+  p[6] = h.next_header;
+  p[7] = h.hop_limit;
+  std::memcpy(p + 8, h.src.bytes.data(), 16);
+  std::memcpy(p + 24, h.dst.bytes.data(), 16);
+  return kIpv6Header;
+}
+
+IpAddr solicited_node(const IpAddr& a) noexcept {
+  return IpAddr::v6({0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, a.bytes[13], a.bytes[14], a.bytes[15]});
+}
+
+// ---- ICMPv6 ---------------------------------------------------------------------------
+
+PacketResult<Icmp6> decode_icmp6(const Ipv6& ip) noexcept {
+  const ByteSpan m = ip.payload;
+  if (m.size() < 4 || m.size() != ip.payload_length) return fail(PacketError::bad_icmp);
+  if (checksum_fold(checksum_add(pseudo_sum(ip.src, ip.dst, kProtoIcmpv6, static_cast<std::uint32_t>(m.size())), m)) !=
+      0xffff)
+    return fail(PacketError::bad_icmp);
+  return Icmp6{m[0], m[1], m.subspan(4)};
+}
+
+void finish_icmp6_checksum(const IpAddr& src, const IpAddr& dst, MutableByteSpan m) noexcept {
+  store_be<std::uint16_t>(m.data() + 2, 0);
+  const std::uint32_t sum = checksum_add(pseudo_sum(src, dst, kProtoIcmpv6, static_cast<std::uint32_t>(m.size())), m);
+  store_be<std::uint16_t>(m.data() + 2, static_cast<std::uint16_t>(~checksum_fold(sum)));
+}
+
+namespace {
+constexpr std::uint8_t kOptSourceLinkAddr = 1, kOptTargetLinkAddr = 2;
+}
+
+PacketResult<Neighbour6> decode_nd(const Ipv6& ip, const Icmp6& m) noexcept {
+  if ((m.type != kNdSolicitation && m.type != kNdAdvertisement) || ip.hop_limit != 255 || m.code != 0 ||
+      m.body.size() < 20)
+    return fail(PacketError::bad_nd);
+  Neighbour6 n;
+  n.type = m.type;
+  const std::uint8_t flags = m.body[0];
+  if (m.type == kNdAdvertisement) {
+    n.router = (flags & 0x80) != 0;
+    n.solicited = (flags & 0x40) != 0;
+    n.override_ = (flags & 0x20) != 0;
+  }
+  std::memcpy(n.target.bytes.data(), m.body.data() + 4, 16);
+  if (n.target.is_multicast_v6()) return fail(PacketError::bad_nd);
+  const std::uint8_t wanted = m.type == kNdSolicitation ? kOptSourceLinkAddr : kOptTargetLinkAddr;
+  for (std::size_t at = 20; at < m.body.size();) {
+    if (at + 2 > m.body.size()) return fail(PacketError::bad_nd);
+    const std::size_t len = std::size_t{m.body[at + 1]} * 8;
+    if (len == 0 || at + len > m.body.size()) return fail(PacketError::bad_nd);
+    if (m.body[at] == wanted && len == 8) {
+      Mac mac;
+      std::memcpy(mac.data(), m.body.data() + at + 2, 6);
+      n.link_addr = mac;
+    }
+    at += len;
+  }
+  return n;
+}
+
+std::size_t encode_nd(const Neighbour6& n, const IpAddr& src, const IpAddr& dst, MutableByteSpan out) noexcept {
+  const std::size_t size = n.link_addr ? kNdSize : 24;
+  if (out.size() < size) return 0;
+  std::uint8_t* p = out.data();
+  std::fill(p, p + size, std::uint8_t{0});
+  p[0] = n.type;
+  if (n.type == kNdAdvertisement)
+    p[4] = static_cast<std::uint8_t>((n.router ? 0x80 : 0) | (n.solicited ? 0x40 : 0) | (n.override_ ? 0x20 : 0));
+  std::memcpy(p + 8, n.target.bytes.data(), 16);
+  if (n.link_addr) {
+    p[24] = n.type == kNdSolicitation ? kOptSourceLinkAddr : kOptTargetLinkAddr;
+    p[25] = 1;
+    std::memcpy(p + 26, n.link_addr->data(), 6);
+  }
+  finish_icmp6_checksum(src, dst, out.first(size));
+  return size;
+}
+
 // ---- TCP ------------------------------------------------------------------------------
 
 namespace {
@@ -279,10 +406,14 @@ PacketResult<TcpHeader> decode_tcp(ByteSpan s) noexcept {
   return h;
 }
 
-bool tcp_checksum_ok(std::uint32_t src, std::uint32_t dst, ByteSpan segment) noexcept {
+bool tcp_checksum_ok(const IpAddr& src, const IpAddr& dst, ByteSpan segment) noexcept {
   if (segment.size() > 0xffff) return false;
   const std::uint32_t sum = checksum_add(tcp_pseudo_sum(src, dst, static_cast<std::uint16_t>(segment.size())), segment);
   return checksum_fold(sum) == 0xffff;
+}
+
+bool tcp_checksum_ok(std::uint32_t src, std::uint32_t dst, ByteSpan segment) noexcept {
+  return tcp_checksum_ok(IpAddr::v4(src), IpAddr::v4(dst), segment);
 }
 
 std::size_t tcp_options_size(const TcpOptions& o, bool syn) noexcept {
@@ -358,6 +489,10 @@ std::size_t encode_tcp(const TcpHeader& h, MutableByteSpan out) noexcept {
 }
 
 void finish_tcp_checksum(std::uint32_t src, std::uint32_t dst, MutableByteSpan segment) noexcept {
+  finish_tcp_checksum(IpAddr::v4(src), IpAddr::v4(dst), segment);
+}
+
+void finish_tcp_checksum(const IpAddr& src, const IpAddr& dst, MutableByteSpan segment) noexcept {
   store_be<std::uint16_t>(segment.data() + 16, 0);
   const std::uint32_t sum = checksum_add(tcp_pseudo_sum(src, dst, static_cast<std::uint16_t>(segment.size())), segment);
   store_be<std::uint16_t>(segment.data() + 16, static_cast<std::uint16_t>(~checksum_fold(sum)));

@@ -1,6 +1,6 @@
 // The packets of the dataplane's own TCP/IP (issue 6): Ethernet II with an
-// optional 802.1Q tag, ARP for IPv4, IPv4, ICMP echo and TCP with its
-// options, and the Internet checksum.  Pure functions over caller bytes: a
+// optional 802.1Q tag, ARP for IPv4, IPv4, ICMP echo, IPv6 with ICMPv6 echo
+// and neighbour discovery, TCP with its options, and the Internet checksum.  Pure functions over caller bytes: a
 // decode validates and points into the packet (nothing copied), an encode
 // writes into the caller's buffer and says how much it wrote.
 //
@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "router/bytes.hpp"
+#include "router/ip_addr.hpp"
 #include "router/result.hpp"
 
 namespace lnetr::tcp {
@@ -35,7 +36,10 @@ namespace lnetr::tcp {
   X(bad_tcp_option, "a TCP option's length is wrong or runs past the header")      \
   X(bad_tcp_checksum, "TCP checksum wrong")                                        \
   X(bad_arp, "not an Ethernet/IPv4 ARP request or reply")                          \
-  X(bad_icmp, "ICMP message too short or its checksum wrong")
+  X(bad_icmp, "ICMP message too short or its checksum wrong")                     \
+  X(not_ipv6, "not an IPv6 packet (another EtherType or IP version)")             \
+  X(bad_ipv6_length, "IPv6 payload length beyond the frame")                      \
+  X(bad_nd, "a neighbour discovery message malformed (hop limit, length, option)")
 
 enum class PacketError : std::uint8_t {
 #define LNETR_X(n, text) n,
@@ -63,6 +67,10 @@ std::uint16_t checksum(ByteSpan bytes) noexcept;
 // The TCP pseudo-header's sum (source, destination, protocol 6, TCP length),
 // folded: what a NIC doing checksum offload expects in the field.
 std::uint16_t tcp_pseudo_sum(std::uint32_t src, std::uint32_t dst, std::uint16_t tcp_length) noexcept;
+// The pseudo-header's sum for either family (IPv6's: RFC 8200 §8.1) and
+// any upper-layer protocol, folded.
+std::uint16_t pseudo_sum(const IpAddr& src, const IpAddr& dst, std::uint8_t protocol, std::uint32_t length) noexcept;
+inline std::uint16_t tcp_pseudo_sum(const IpAddr& src, const IpAddr& dst, std::uint16_t tcp_length) noexcept;
 
 // ---- Ethernet ---------------------------------------------------------------------------
 
@@ -72,6 +80,7 @@ inline constexpr Mac kBroadcastMac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 inline constexpr std::uint16_t kEtherIpv4 = 0x0800;
 inline constexpr std::uint16_t kEtherArp = 0x0806;
 inline constexpr std::uint16_t kEtherVlan = 0x8100;
+inline constexpr std::uint16_t kEtherIpv6 = 0x86dd;
 
 struct Ethernet {
   Mac dst{};
@@ -85,11 +94,14 @@ PacketResult<Ethernet> decode_ethernet(ByteSpan frame) noexcept;
 // Writes header_size() bytes; 0 if `out` is too small.
 std::size_t encode_ethernet(const Ethernet& e, MutableByteSpan out) noexcept;
 
-// The IPv4 address a received frame comes from, read without decoding the
-// rest: an IPv4 packet's source, an ARP message's sender (a port with
-// several queues steers a frame by it).  Nothing for other frames and
+// The IP address a received frame comes from, read without decoding the
+// rest: an IPv4 or IPv6 packet's source, an ARP message's sender (a port
+// with several queues steers a frame by it).  Nothing for other frames and
 // frames too short to hold it.
-std::optional<std::uint32_t> sender_address(ByteSpan frame) noexcept;
+std::optional<IpAddr> sender_address(ByteSpan frame) noexcept;
+
+// The Ethernet multicast address of an IPv6 multicast address (RFC 2464 §7).
+Mac multicast_mac(const IpAddr& group) noexcept;
 
 // ---- ARP (Ethernet / IPv4 only) ---------------------------------------------------------
 
@@ -155,6 +167,68 @@ struct Icmp {
 
 // Checks the checksum over the whole message.
 PacketResult<Icmp> decode_icmp(ByteSpan message) noexcept;
+
+// ---- IPv6 -------------------------------------------------------------------------------
+
+inline constexpr std::uint8_t kProtoIcmpv6 = 58;
+inline constexpr std::size_t kIpv6Header = 40;
+
+struct Ipv6 {
+  std::uint8_t traffic_class = 0;  // DSCP and ECN
+  std::uint32_t flow_label = 0;
+  std::uint16_t payload_length = 0;
+  std::uint8_t next_header = kProtoTcp;  // the engine takes no extension headers: the upper layer's
+  std::uint8_t hop_limit = 64;
+  IpAddr src = IpAddr::v6({});
+  IpAddr dst = IpAddr::v6({});
+  ByteSpan payload;  // decode: payload_length bytes after the header
+};
+
+// As decode_ipv4: bytes beyond payload_length (Ethernet padding) are
+// ignored.  An extension header is not refused here: next_header says it.
+PacketResult<Ipv6> decode_ipv6(ByteSpan packet) noexcept;
+PacketResult<Ipv6> decode_ipv6_head(ByteSpan head, std::size_t whole) noexcept;
+// Writes the 40-byte header.  0 if `out` is too small.
+std::size_t encode_ipv6(const Ipv6& h, MutableByteSpan out) noexcept;
+
+// The solicited-node multicast address of `a` (RFC 4291 §2.7.1).
+IpAddr solicited_node(const IpAddr& a) noexcept;
+
+// ---- ICMPv6: echo, neighbour discovery -----------------------------------------------
+
+inline constexpr std::uint8_t kIcmp6EchoRequest = 128;
+inline constexpr std::uint8_t kIcmp6EchoReply = 129;
+inline constexpr std::uint8_t kNdSolicitation = 135;
+inline constexpr std::uint8_t kNdAdvertisement = 136;
+
+struct Icmp6 {
+  std::uint8_t type = 0;
+  std::uint8_t code = 0;
+  ByteSpan body;  // after type, code and checksum
+};
+// Checks the checksum (with the IPv6 pseudo-header) over the whole message.
+PacketResult<Icmp6> decode_icmp6(const Ipv6& ip) noexcept;
+// Writes the checksum of the ICMPv6 message in `message` (its field at 2).
+void finish_icmp6_checksum(const IpAddr& src, const IpAddr& dst, MutableByteSpan message) noexcept;
+
+// A neighbour solicitation or advertisement (RFC 4861 §4.3, §4.4) with its
+// link-layer address option: the source's (solicitation), the target's
+// (advertisement).
+struct Neighbour6 {
+  std::uint8_t type = kNdSolicitation;
+  IpAddr target = IpAddr::v6({});
+  std::optional<Mac> link_addr;
+  bool router = false, solicited = false, override_ = false;  // advertisement flags
+};
+inline constexpr std::size_t kNdSize = 32;  // a message with its link-layer address option
+// RFC 4861 §7.1's checks: hop limit 255, code 0, at least 24 bytes, a
+// unicast target, options of non-zero length within the message (options
+// other than the link-layer address's are skipped).  The checksum is
+// decode_icmp6's.
+PacketResult<Neighbour6> decode_nd(const Ipv6& ip, const Icmp6& m) noexcept;
+// Writes kNdSize bytes (the link-layer address option only if set: 24
+// otherwise) with the checksum for the addresses; 0 if `out` is too small.
+std::size_t encode_nd(const Neighbour6& n, const IpAddr& src, const IpAddr& dst, MutableByteSpan out) noexcept;
 
 // ---- TCP -------------------------------------------------------------------------------
 
@@ -250,6 +324,7 @@ struct TcpHeader {
 PacketResult<TcpHeader> decode_tcp(ByteSpan segment) noexcept;
 // Whether `segment`'s checksum is right for the addresses.
 bool tcp_checksum_ok(std::uint32_t src, std::uint32_t dst, ByteSpan segment) noexcept;
+bool tcp_checksum_ok(const IpAddr& src, const IpAddr& dst, ByteSpan segment) noexcept;
 
 // The header and options as Linux lays them out (SYN: MSS, SACK-permitted
 // and timestamps as one word, NOP + window scale; otherwise NOP NOP + time
@@ -261,8 +336,13 @@ std::size_t encode_tcp(const TcpHeader& h, MutableByteSpan out) noexcept;
 // Compute and store the checksum of the segment (header and payload) in
 // `segment` for the addresses.
 void finish_tcp_checksum(std::uint32_t src, std::uint32_t dst, MutableByteSpan segment) noexcept;
+void finish_tcp_checksum(const IpAddr& src, const IpAddr& dst, MutableByteSpan segment) noexcept;
 
 // Bytes encode_tcp would write for these options.
 std::size_t tcp_options_size(const TcpOptions& o, bool syn) noexcept;
+
+inline std::uint16_t tcp_pseudo_sum(const IpAddr& src, const IpAddr& dst, std::uint16_t tcp_length) noexcept {
+  return pseudo_sum(src, dst, kProtoTcp, tcp_length);
+}
 
 }  // namespace lnetr::tcp

@@ -9,41 +9,6 @@
 
 namespace lnetr::sock {
 
-IpAddr IpAddr::v4(std::uint32_t ip) noexcept {
-  IpAddr a;
-  a.bytes[0] = static_cast<std::uint8_t>(ip >> 24);
-  a.bytes[1] = static_cast<std::uint8_t>(ip >> 16);
-  a.bytes[2] = static_cast<std::uint8_t>(ip >> 8);
-  a.bytes[3] = static_cast<std::uint8_t>(ip);
-  return a;
-}
-
-IpAddr IpAddr::of(const Nid& nid) noexcept {
-  if (nid.size == 12) return v6(nid.addr);
-  return v4(nid.addr4());
-}
-
-std::uint32_t IpAddr::v4_host() const noexcept {
-  return (std::uint32_t{bytes[0]} << 24) | (std::uint32_t{bytes[1]} << 16) | (std::uint32_t{bytes[2]} << 8) |
-         bytes[3];
-}
-
-Nid make_nid(Net net, const IpAddr& a) noexcept {
-  if (a.is_v4()) return Nid::make(net, a.v4_host());
-  Nid n;
-  n.size = 12;
-  n.type = net.type;
-  n.number = net.number;
-  n.addr = a.bytes;
-  return n;
-}
-
-std::string to_string(const IpAddr& a) {
-  char buf[INET6_ADDRSTRLEN];
-  inet_ntop(a.af(), a.bytes.data(), buf, sizeof buf);
-  return buf;
-}
-
 std::string to_string(const Endpoint& e) {
   const std::string ip = to_string(e.ip);
   return (e.ip.is_v4() ? ip : "[" + ip + "]") + ":" + std::to_string(e.port);

@@ -1,6 +1,5 @@
-// IP addresses and TCP endpoints of socklnd connections, IPv4 or IPv6.  An
-// IpAddr keeps the address bytes in network order, as a NID's addr does,
-// so that converting between a tcp NID and the address it names is a copy.
+// TCP endpoints of socklnd connections, IPv4 or IPv6 (router/ip_addr.hpp's
+// addresses), and their socket forms.
 #pragma once
 
 #include <sys/socket.h>
@@ -11,32 +10,16 @@
 #include <optional>
 #include <string>
 
-#include "router/nid.hpp"
+#include "router/ip_addr.hpp"
 
 namespace lnetr::sock {
 
-struct IpAddr {
-  enum class Family : std::uint8_t { v4, v6 };
-  Family family = Family::v4;
-  std::array<std::uint8_t, 16> bytes{};  // the first 4 (v4) or all 16 (v6)
+using lnetr::IpAddr;
+using lnetr::make_nid;
+using lnetr::to_string;
 
-  static IpAddr v4(std::uint32_t host_order) noexcept;
-  static IpAddr v6(const std::array<std::uint8_t, 16>& b) noexcept { return {Family::v6, b}; }
-  // The address a tcp NID names: IPv6 for a 16-byte (size 12) NID, else the
-  // first four bytes.
-  static IpAddr of(const Nid& nid) noexcept;
-
-  bool is_v4() const noexcept { return family == Family::v4; }
-  std::uint32_t v4_host() const noexcept;  // is_v4() only
-  int af() const noexcept { return is_v4() ? AF_INET : AF_INET6; }
-
-  friend auto operator<=>(const IpAddr&, const IpAddr&) = default;
-};
-
-// The NID of `a` on `net` (a large NID for IPv6).
-Nid make_nid(Net net, const IpAddr& a) noexcept;
-// "10.0.0.1", "fd00::1"
-std::string to_string(const IpAddr& a);
+// AF_INET or AF_INET6, as the socket calls take the family.
+inline int af(const IpAddr& a) noexcept { return a.is_v4() ? AF_INET : AF_INET6; }
 
 struct Endpoint {
   IpAddr ip;

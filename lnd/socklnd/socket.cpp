@@ -26,7 +26,7 @@ void setopt(int fd, int level, int name, T value) noexcept {
 }  // namespace
 
 int listen_on(const IpAddr& ip, std::uint16_t port, int backlog, std::string& err) {
-  const int fd = socket(ip.af(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = socket(af(ip), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     err = errno_text("socket");
     return -1;
@@ -53,7 +53,7 @@ int connect_privileged(const IpAddr& local_ip, const IpAddr& remote_ip, std::uin
   }
   const SockAddr remote = to_sockaddr({remote_ip, port});
   for (int p = kPrivilegedPortMax; p >= kPrivilegedPortMin; --p) {
-    const int fd = socket(local_ip.af(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const int fd = socket(af(local_ip), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       error = errno;
       return -1;

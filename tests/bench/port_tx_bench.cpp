@@ -36,7 +36,7 @@ std::unique_ptr<EthPort> open_port(const char* device, bool zero_copy) {
   PortConfig cfg;
   cfg.name = device;
   cfg.device = device;
-  cfg.ip = 0x0a000001;
+  cfg.ip = IpAddr::v4(0x0a000001);
   cfg.mtu = 9000;
   cfg.zero_copy = zero_copy;
   std::string err;

@@ -51,7 +51,8 @@ struct Pipe {
     for (int i = 0; i < 2; ++i) {
       sides[i].pipe = this;
       sides[i].index = i;
-      const Endpoints ep = i == 0 ? Endpoints{1, 2, 1023, 988} : Endpoints{2, 1, 988, 1023};
+      const IpAddr one = IpAddr::v4(1), two = IpAddr::v4(2);
+      const Endpoints ep = i == 0 ? Endpoints{one, two, 1023, 988} : Endpoints{two, one, 988, 1023};
       sides[i].conn = std::make_unique<Conn>(ep, ConnConfig{}, sides[i], sides[i]);
     }
     sides[0].conn->connect(1, now);

@@ -1,4 +1,5 @@
-// A dataplane TCP/IP stack (listening on 988) fed arbitrary frames and
+// A dataplane TCP/IP stack (listening on 988; IPv4 or, as the first byte's
+// low bit says, IPv6) fed arbitrary frames and
 // clock ticks, whole or as chains of buffers (a device's large-receive
 // units), a burst at a time: nothing crashes or reads out of bounds, every
 // frame it sends decodes as Ethernet and fits the MTU, and connections
@@ -37,7 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Owner owner;
   StackConfig cfg;
   cfg.mac = {0x02, 0, 0, 0, 0, 1};
-  cfg.ip = 0x0a000001;
+  if (size == 0) return 0;
+  const bool v6 = (data[0] & 1) != 0;
+  cfg.ip = v6 ? IpAddr::v6({0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}) : IpAddr::v4(0x0a000001);
+  cfg.prefix_len = v6 ? 64 : 24;
   cfg.max_connections = 16;
   Stack s(cfg, port);
   s.listen(988, [&owner](const Endpoints&) -> Upper* { return &owner; });
@@ -47,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // bytes; non-zero: the clock moves, and the burst ends), then that many
   // bytes (the first 12 of a frame are replaced by our MAC and a peer's,
   // so most reach IP).
-  std::size_t i = 0;
+  std::size_t i = 1;
   s.begin_burst();
   while (i + 2 <= size) {
     const std::size_t len = data[i];
@@ -63,12 +67,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Odd tick bytes: as if the device had verified the checksums (offload),
     // so that arbitrary segments reach the TCP state machine.
     // A port with several queues steers it by its sender first: that reads
-    // what an IPv4 or ARP decode reads, and agrees with it.
+    // what an IPv4, IPv6 or ARP decode reads, and agrees with it.
     const auto from = sender_address(frame);
     if (const auto e = decode_ethernet(frame); e && e->type == kEtherIpv4) {
       const ByteSpan l3 = ByteSpan(frame).subspan(e->header_size());
-      if (const auto ip = decode_ipv4(l3)) FUZZ_CHECK(from && *from == ip->src);
+      if (const auto ip = decode_ipv4(l3)) FUZZ_CHECK(from && *from == IpAddr::v4(ip->src));
       if (l3.size() < 16) FUZZ_CHECK(!from);
+    } else if (e && e->type == kEtherIpv6) {
+      const ByteSpan l3 = ByteSpan(frame).subspan(e->header_size());
+      if (const auto ip = decode_ipv6(l3)) FUZZ_CHECK(from && *from == ip->src);
+      if (l3.size() < 24) FUZZ_CHECK(!from);
     }
     const std::uint8_t tick = data[i - n - 1];
     if (tick & 2) {

@@ -281,8 +281,8 @@ class Router:
                 continue
             iface = Router.tap_name(name) if pmd == "net_tap" else name
             qpairs = ",qpairs=%d" % queues if queues > 1 and pmd == "net_af_packet" else ""
-            out += "    - name: %s\n      device: \"%s%d,iface=%s%s\"\n      address: %s/24\n" % (
-                name, pmd, i, iface, qpairs, addr)
+            out += "    - name: %s\n      device: \"%s%d,iface=%s%s\"\n      address: \"%s/%d\"\n" % (
+                name, pmd, i, iface, qpairs, addr, 64 if ":" in addr else 24)
             if queues > 1:
                 out += "      queues: %d\n" % queues
             if not zero_copy:

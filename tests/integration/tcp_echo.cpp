@@ -112,13 +112,15 @@ struct Client : Upper {
   }
 };
 
-std::uint32_t parse_ip(const std::string& s) {
+// "10.0.0.1", or an IPv6 address with or without brackets.
+IpAddr parse_ip(std::string s) {
+  if (s.size() > 2 && s.front() == '[' && s.back() == ']') s = s.substr(1, s.size() - 2);
   in_addr a{};
-  if (::inet_pton(AF_INET, s.c_str(), &a) != 1) {
-    std::fprintf(stderr, "lnetr-tcp-echo: expected an IPv4 address, got '%s'\n", s.c_str());
-    std::exit(2);
-  }
-  return ntohl(a.s_addr);
+  if (::inet_pton(AF_INET, s.c_str(), &a) == 1) return IpAddr::v4(ntohl(a.s_addr));
+  IpAddr v6 = IpAddr::v6({});
+  if (::inet_pton(AF_INET6, s.c_str(), v6.bytes.data()) == 1) return v6;
+  std::fprintf(stderr, "lnetr-tcp-echo: expected an IPv4 or IPv6 address, got '%s'\n", s.c_str());
+  std::exit(2);
 }
 
 }  // namespace
@@ -169,6 +171,7 @@ int main(int argc, char** argv) {
   StackConfig cfg;
   std::memcpy(cfg.mac.data(), ifr.ifr_hwaddr.sa_data, 6);
   cfg.ip = parse_ip(ip);
+  cfg.prefix_len = cfg.ip.is_v4() ? 24 : 64;
   Stack stack(cfg, port);
 
   std::vector<std::unique_ptr<Echo>> owners;  // of accepted connections
@@ -181,7 +184,7 @@ int main(int argc, char** argv) {
       return owners.back().get();
     });
   } else {
-    const auto colon = connect_to.find(':');
+    const auto colon = connect_to.rfind(':');
     client.total = bytes;
     client.conn = stack.connect(parse_ip(connect_to.substr(0, colon)),
                                 static_cast<std::uint16_t>(std::stoi(connect_to.substr(colon + 1))), 0, client, now());

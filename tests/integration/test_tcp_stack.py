@@ -5,6 +5,9 @@ talk to it from another.
 
     k: kernel, 10.N.9.2/24 on veth ka  --  r: lnetr-tcp-echo as 10.N.9.1 on veth kr (no kernel address)
 
+and the same over IPv6 (fd00:N:9::2/64 and ::1: neighbour discovery, TCP
+over IPv6).
+
 Offloads are off on both ends (a DPDK port sees what the wire carries).
 Loss comes from iptables' statistic match in k, both ways.
 """
@@ -51,7 +54,7 @@ print("ok" if bytes(got) == data else "MISMATCH %d of %d" % (len(got), n), "%.3f
 # A kernel echo server in namespace k (one connection).
 SERVER = r"""
 import socket, sys
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind((sys.argv[1], 988)); l.listen(1); print("listening", flush=True)
 c, _ = l.accept(); c.settimeout(60)
 while True:
@@ -63,6 +66,7 @@ c.close()
 
 
 class KernelPeer(unittest.TestCase):
+    ipv6 = False
 
     def setUp(self):
         if os.geteuid() != 0:
@@ -75,6 +79,8 @@ class KernelPeer(unittest.TestCase):
         n = pid % 200 + 20
         self.ns = {"k": "lt%dk" % pid, "r": "lt%dr" % pid}
         self.k_ip, self.r_ip = "10.%d.9.2" % n, "10.%d.9.1" % n
+        if self.ipv6:
+            self.k_ip, self.r_ip = "fd00:%x:9::2" % n, "fd00:%x:9::1" % n
         self.addCleanup(self.down)
         for ns in self.ns.values():
             run("ip", "netns", "add", ns)
@@ -86,7 +92,10 @@ class KernelPeer(unittest.TestCase):
             run("ip", "netns", "exec", self.ns[side], "ethtool", "-K", name, "tx", "off", "rx", "off", "tso", "off",
                 "gso", "off", "gro", "off")
             run("ip", "-n", self.ns[side], "link", "set", name, "up")
-        run("ip", "-n", self.ns["k"], "addr", "add", self.k_ip + "/24", "dev", "ka")
+        if self.ipv6:  # usable at once (no duplicate address detection)
+            run("ip", "-n", self.ns["k"], "addr", "add", self.k_ip + "/64", "dev", "ka", "nodad")
+        else:
+            run("ip", "-n", self.ns["k"], "addr", "add", self.k_ip + "/24", "dev", "ka")
         run("ip", "netns", "exec", self.ns["r"], "sysctl", "-qw", "net.ipv6.conf.kr.disable_ipv6=1")
         self.k, self.r = Host.netns(self.ns["k"]), Host.netns(self.ns["r"])
         self.procs = []
@@ -116,7 +125,7 @@ class KernelPeer(unittest.TestCase):
 
     def lose(self, percent):
         for chain in ("INPUT", "OUTPUT"):
-            run("ip", "netns", "exec", self.ns["k"], "iptables", "-A", chain, "-p", "tcp", "-m", "statistic", "--mode",
+            run("ip", "netns", "exec", self.ns["k"], "ip6tables" if self.ipv6 else "iptables", "-A", chain, "-p", "tcp", "-m", "statistic", "--mode",
                 "random", "--probability", str(percent / 100), "-j", "DROP")
 
     def test_a_kernel_client_gets_its_bytes_echoed(self):
@@ -131,7 +140,8 @@ class KernelPeer(unittest.TestCase):
     def test_our_client_to_a_kernel_listener(self):
         server = self.start(self.k, ["python3", "-c", SERVER, self.k_ip])
         self.assertEqual(server.stdout.readline().strip(), "listening")
-        cp = self.r.run([echo_binary(), "--if", "kr", "--ip", self.r_ip, "--connect", self.k_ip + ":988", "--bytes",
+        target = ("[%s]" if self.ipv6 else "%s") % self.k_ip
+        cp = self.r.run([echo_binary(), "--if", "kr", "--ip", self.r_ip, "--connect", target + ":988", "--bytes",
                          str(4 << 20), "--limit", "90"], timeout=120)
         stats = json.loads(cp.stdout.strip().splitlines()[-1])
         self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
@@ -146,6 +156,12 @@ class KernelPeer(unittest.TestCase):
         stats, err = self.finish(server)
         print("\n2%% loss both ways, 2 MiB echoed in %s s" % cp.stdout.split()[1])
         self.assertEqual(stats["dropped_malformed"], 0, stats)
+
+
+class KernelPeerIpv6(KernelPeer):
+    """The same over IPv6: the kernel finds lnetr's stack by neighbour
+    discovery and speaks TCP over IPv6 to it, both ways, with loss."""
+    ipv6 = True
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 
 namespace lnetr::dp {
@@ -46,6 +49,31 @@ std::string two_nets(unsigned queues) {
          "    - name: p1\n"
          "      device: \"net_af_packet1,iface=v1\"\n"
          "      address: 10.2.0.1/24\n";
+}
+
+// docs/operations.md's examples of nets on DPDK ports, as written: each
+// loads, and its NI has the NID its comment says ("the NID is ...").
+TEST(Setup, TheOperationsGuidesPortExamplesGiveTheNidsTheySay) {
+  std::ifstream in(std::string(LNETR_SOURCE_DIR) + "/docs/operations.md");
+  ASSERT_TRUE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const std::regex block("```yaml\n([^`]*)```"), said("the NID is ([^ \n]+)");
+  int examples = 0;
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), block); it != std::sregex_iterator(); ++it) {
+    const std::string yaml = (*it)[1];
+    std::smatch nid;
+    if (yaml.find("    ports:") == std::string::npos || !std::regex_search(yaml, nid, said)) continue;
+    SCOPED_TRACE(yaml);
+    const SetupResult s = setup_of(yaml);
+    ASSERT_TRUE(s) << s.error()[0];
+    ASSERT_EQ(s->nis.size(), 1u);
+    EXPECT_EQ(to_string(s->nis[0].nid), nid[1].str());
+    EXPECT_EQ(s->nis[0].port, 0);
+    ++examples;
+  }
+  EXPECT_EQ(examples, 2);  // an IPv4 port and an IPv6 one
 }
 
 TEST(Setup, APortsPeersArePlacedByTheQueueTheirAddressHashesTo) {

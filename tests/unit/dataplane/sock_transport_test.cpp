@@ -142,7 +142,7 @@ struct Host : Port {
   void start(const Nid& self, const Mac& mac, const sock::Options& opts = {}, KeptFrames* kept = nullptr) {
     StackConfig c;
     c.mac = mac;
-    c.ip = self.addr4();
+    c.ip = IpAddr::of(self);
     c.mtu = 1500;
     c.conn.time_wait = 500ms;  // graceful closes linger this long
     stack = std::make_unique<Stack>(c, *this);
@@ -288,9 +288,9 @@ TEST(SockTransport, PutsOfEverySizeBothWaysIntact) {
            std::string r;
            for (auto& g : b.upper.got) r += " " + std::to_string(g.payload.size());
            for (std::uint16_t lp = 1023; lp > 1010; --lp) {
-             Conn* c = a.stack->connection(kB.addr4(), 988, lp);
+             Conn* c = a.stack->connection(IpAddr::of(kB), 988, lp);
              if (c) r += " [A:" + std::to_string(lp) + " st=" + std::string(name(c->state())) + " q=" + std::to_string(c->queued()) + " cwnd=" + std::to_string(c->cwnd()) + " rto=" + std::to_string(c->rto().count()) + "]";
-             Conn* d = b.stack->connection(kA.addr4(), lp, 988);
+             Conn* d = b.stack->connection(IpAddr::of(kA), lp, 988);
              if (d) r += " [B:" + std::to_string(lp) + " st=" + std::string(name(d->state())) + " q=" + std::to_string(d->queued()) + " held=" + std::to_string(d->held_bytes()) + "]";
            }
            for (int h = 0; h < 2; ++h)
@@ -505,7 +505,7 @@ namespace {
 std::vector<Conn*> outgoing(Host& a) {
   std::vector<Conn*> r;
   for (std::uint16_t lp = 1023; lp > 1000; --lp)
-    if (Conn* c = a.stack->connection(kB.addr4(), sock::kAcceptPort, lp)) r.push_back(c);
+    if (Conn* c = a.stack->connection(IpAddr::of(kB), sock::kAcceptPort, lp)) r.push_back(c);
   return r;
 }
 

@@ -80,7 +80,8 @@ struct Wire {
     }
   }
   Endpoints ep(int side) const {
-    return side == 0 ? Endpoints{kIpA, kIpB, 1023, 988} : Endpoints{kIpB, kIpA, 988, 1023};
+    const IpAddr a = IpAddr::v4(kIpA), b = IpAddr::v4(kIpB);
+    return side == 0 ? Endpoints{a, b, 1023, 988} : Endpoints{b, a, 988, 1023};
   }
   Conn& make(int side, ConnConfig cfg = {}) {
     ends[side].conn = std::make_unique<Conn>(ep(side), cfg, ends[side], ends[side]);

@@ -15,6 +15,8 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
+constexpr IpAddr kIp6A = IpAddr::v6({0xfd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+constexpr IpAddr kIp6B = IpAddr::v6({0xfd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2});
 const Mac kMacA = {0x02, 0, 0, 0, 0, 0x0a}, kMacB = {0x02, 0, 0, 0, 0, 0x0b};
 
 struct Owner : Upper {
@@ -192,14 +194,20 @@ struct Link {
   Side sides[2];
   Owner accepted;  // B's owner of what it accepts
 
+  IpAddr ip_a = IpAddr::v4(kIpA), ip_b = IpAddr::v4(kIpB);
+  // > 0: every frame is received as a chain of buffers of this size, its
+  // checksums verified by the device (as a large-receive unit).
+  std::size_t rx_piece = 0;
+
   explicit Link(std::optional<std::uint16_t> vlan = std::nullopt, bool timestamps = true,
-                std::uint32_t initial_cwnd_segments = 10, std::size_t b_half_open = 256) {
+                std::uint32_t initial_cwnd_segments = 10, std::size_t b_half_open = 256, bool ipv6 = false) {
+    if (ipv6) ip_a = kIp6A, ip_b = kIp6B;
     for (int i = 0; i < 2; ++i) {
       sides[i].link = this;
       sides[i].index = i;
       StackConfig c;
       c.mac = i == 0 ? kMacA : kMacB;
-      c.ip = i == 0 ? kIpA : kIpB;
+      c.ip = i == 0 ? ip_a : ip_b;
       c.vlan = vlan;
       c.conn.max_syn_retries = 2;
       c.conn.timestamps = timestamps;
@@ -211,7 +219,7 @@ struct Link {
   }
   // A's connection to B's listener, established; null if it was not.
   Conn* open(Owner& mine) {
-    Conn* c = a().connect(kIpB, 988, 0, mine, now);
+    Conn* c = a().connect(ip_b, 988, 0, mine, now);
     if (c) run(now + 50ms);
     return c && mine.established ? c : nullptr;
   }
@@ -267,7 +275,7 @@ void Side::send_whole(std::size_t l2_len) {
 
 void Side::send(ByteSpan frame) {
   sent.emplace_back(frame.begin(), frame.end());
-  if (link->up) link->inflight.push_back({link->now + link->latency, 1 - index, sent.back()});
+  if (link->up) link->inflight.push_back({link->now + link->latency, 1 - index, sent.back(), link->rx_piece});
 }
 
 // An Ethernet frame carrying `l4` over IPv4.
@@ -299,14 +307,14 @@ std::vector<std::uint8_t> pattern(std::size_t n) {
 TEST(TcpStack, ResolvesConnectsCarriesBothWaysAndCloses) {
   Link l;
   Owner mine;
-  Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+  Conn* c = l.a().connect(l.ip_b, 988, 0, mine, l.now);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->endpoints().local_port, 1023);  // a privileged port, as socklnd binds
   l.run(l.now + 50ms);
   EXPECT_TRUE(mine.established);
   EXPECT_TRUE(l.accepted.established);
-  EXPECT_EQ(l.a().neighbour(kIpB), kMacB);
-  EXPECT_EQ(l.b().neighbour(kIpA), kMacA);  // learned from A's request
+  EXPECT_EQ(l.a().neighbour(l.ip_b), kMacB);
+  EXPECT_EQ(l.b().neighbour(l.ip_a), kMacA);  // learned from A's request
   EXPECT_EQ(l.a().stats().arp_requests_out, 1u);
   EXPECT_EQ(l.b().stats().arp_requests_out, 0u);
   EXPECT_EQ(l.b().connections(), 1u);
@@ -317,7 +325,7 @@ TEST(TcpStack, ResolvesConnectsCarriesBothWaysAndCloses) {
     l.run(l.now + 5ms);
   }
   EXPECT_EQ(l.accepted.got, up);
-  Conn* theirs = l.b().connection(kIpA, 1023, 988);
+  Conn* theirs = l.b().connection(l.ip_a, 1023, 988);
   ASSERT_NE(theirs, nullptr);
   off = 0;
   while (mine.got.size() < down.size() && l.now < 1200s) {
@@ -374,7 +382,7 @@ TEST(TcpStack, AnswersPingsAndArpRequests) {
 TEST(TcpStack, AClosedPortIsRefusedWithAReset) {
   Link l;
   Owner mine;
-  Conn* c = l.a().connect(kIpB, 989, 0, mine, l.now);  // nobody listens on 989
+  Conn* c = l.a().connect(l.ip_b, 989, 0, mine, l.now);  // nobody listens on 989
   ASSERT_NE(c, nullptr);
   l.run(l.now + 50ms);
   EXPECT_EQ(mine.ended, End::refused);
@@ -386,13 +394,200 @@ TEST(TcpStack, ANeighbourThatNeverAnswers) {
   Link l;
   l.up = false;  // nothing arrives anywhere
   Owner mine;
-  l.a().connect(kIpB, 988, 0, mine, l.now);
+  l.a().connect(l.ip_b, 988, 0, mine, l.now);
   l.run(l.now + 3500ms);
   EXPECT_EQ(l.a().stats().arp_requests_out, 3u);  // arp_tries, a second apart
   EXPECT_GE(l.a().stats().dropped_unresolved, 1u);  // the SYN that waited
   l.run(l.now + 20s);
   EXPECT_EQ(mine.ended, End::timed_out);  // its SYN retries ran out (each asked again)
-  EXPECT_FALSE(l.a().neighbour(kIpB));
+  EXPECT_FALSE(l.a().neighbour(l.ip_b));
+}
+
+// An Ethernet frame carrying `l4` over IPv6 (hop limit as given).
+std::vector<std::uint8_t> ipv6_frame(const Mac& dst_mac, const Mac& src_mac, const IpAddr& src, const IpAddr& dst,
+                                     std::uint8_t proto, std::vector<std::uint8_t> l4, std::uint8_t hops = 64) {
+  std::vector<std::uint8_t> frame(14 + kIpv6Header + l4.size());
+  encode_ethernet({dst_mac, src_mac, std::nullopt, kEtherIpv6}, frame);
+  Ipv6 ip;
+  ip.payload_length = static_cast<std::uint16_t>(l4.size());
+  ip.next_header = proto;
+  ip.hop_limit = hops;
+  ip.src = src;
+  ip.dst = dst;
+  encode_ipv6(ip, MutableByteSpan(frame).subspan(14));
+  if (proto == kProtoIcmpv6) finish_icmp6_checksum(src, dst, l4);
+  std::copy(l4.begin(), l4.end(), frame.begin() + 14 + kIpv6Header);
+  return frame;
+}
+
+// A neighbour solicitation for `target` from `src` (with B's MAC as its
+// link-layer address unless `src` is unspecified).
+std::vector<std::uint8_t> solicitation(const IpAddr& src, const IpAddr& target, std::uint8_t hops = 255) {
+  Neighbour6 ns;
+  ns.target = target;
+  if (!src.is_unspecified()) ns.link_addr = kMacB;
+  std::vector<std::uint8_t> m(kNdSize);
+  m.resize(encode_nd(ns, src, solicited_node(target), m));
+  return ipv6_frame(multicast_mac(solicited_node(target)), kMacB, src, solicited_node(target), kProtoIcmpv6, m, hops);
+}
+
+// What a frame a stack sent says as an IPv6 neighbour advertisement.
+struct Sent6 {
+  Mac to{};
+  Ipv6 ip;
+  std::optional<Neighbour6> nd;
+  std::optional<Icmp6> icmp;
+};
+Sent6 sent6(const std::vector<std::uint8_t>& frame) {
+  Sent6 r;
+  auto eth = decode_ethernet(frame);
+  EXPECT_TRUE(eth && eth->type == kEtherIpv6);
+  if (!eth) return r;
+  r.to = eth->dst;
+  auto ip = decode_ipv6(ByteSpan(frame).subspan(14));
+  EXPECT_TRUE(ip);
+  if (!ip) return r;
+  r.ip = *ip;
+  if (ip->next_header != kProtoIcmpv6) return r;
+  auto m = decode_icmp6(*ip);  // its checksum verified
+  EXPECT_TRUE(m);
+  if (!m) return r;
+  r.icmp = *m;
+  if (auto nd = decode_nd(*ip, *m)) r.nd = *nd;
+  return r;
+}
+
+// IPv6: a neighbour solicitation to the solicited-node group finds the
+// peer (no ARP), TCP carries both ways over IPv6 with its smaller MSS,
+// and chains of buffers (a device's large-receive units) are taken in
+// place as over IPv4.
+TEST(TcpStack, Ipv6ResolvesByNeighbourDiscoveryConnectsAndCarriesBothWays) {
+  for (const std::size_t piece : {std::size_t{0}, std::size_t{700}}) {
+    SCOPED_TRACE(piece ? "received in chains of 700-byte buffers" : "received whole");
+    Link l(std::nullopt, true, 10, 256, true);
+    l.rx_piece = piece;
+    Owner mine;
+    Conn* c = l.a().connect(l.ip_b, 988, 0, mine, l.now);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(l.a().connect(IpAddr::v4(kIpB), 988, 0, mine, l.now), nullptr);  // not this stack's family
+    l.run(l.now + 50ms);
+    ASSERT_TRUE(mine.established);
+    EXPECT_TRUE(l.accepted.established);
+    EXPECT_EQ(l.a().neighbour(l.ip_b), kMacB);
+    EXPECT_EQ(l.b().neighbour(l.ip_a), kMacA);  // learnt from A's solicitation
+    // A's first frame: a solicitation to B's solicited-node group.
+    const Sent6 ns = sent6(l.sides[0].sent.front());
+    EXPECT_EQ(ns.to, (Mac{0x33, 0x33, 0xff, 0, 0, 2}));
+    EXPECT_EQ(ns.ip.dst, solicited_node(l.ip_b));
+    EXPECT_EQ(ns.ip.hop_limit, 255);
+    ASSERT_TRUE(ns.nd);
+    EXPECT_EQ(ns.nd->type, kNdSolicitation);
+    EXPECT_EQ(ns.nd->target, l.ip_b);
+    EXPECT_EQ(ns.nd->link_addr, kMacA);
+    // B's first: the advertisement back, solicited, overriding.
+    const Sent6 na = sent6(l.sides[1].sent.front());
+    EXPECT_EQ(na.to, kMacA);
+    ASSERT_TRUE(na.nd);
+    EXPECT_EQ(na.nd->type, kNdAdvertisement);
+    EXPECT_TRUE(na.nd->solicited && na.nd->override_ && !na.nd->router);
+    EXPECT_EQ(na.nd->link_addr, kMacB);
+    EXPECT_EQ(l.a().stats().nd_solicits_out, 1u);
+    EXPECT_EQ(l.b().stats().nd_solicits_in, 1u);
+    EXPECT_EQ(l.b().stats().nd_adverts_out, 1u);
+    EXPECT_EQ(l.a().stats().arp_requests_out + l.b().stats().arp_requests_out, 0u);
+    EXPECT_EQ(c->payload_mss(), 1500u - 40 - 20 - 12);  // IPv6 and TCP headers, timestamps
+    const auto up = pattern(300000), down = pattern(100000);
+    std::size_t off = 0;
+    while (l.accepted.got.size() < up.size() && l.now < 1100s) {
+      off += c->send(ByteSpan(up).subspan(off), l.now);
+      l.run(l.now + 5ms);
+    }
+    EXPECT_EQ(l.accepted.got, up);
+    Conn* theirs = l.b().connection(l.ip_a, 1023, 988);
+    ASSERT_NE(theirs, nullptr);
+    off = 0;
+    while (mine.got.size() < down.size() && l.now < 1200s) {
+      off += theirs->send(ByteSpan(down).subspan(off), l.now);
+      l.run(l.now + 5ms);
+    }
+    EXPECT_EQ(mine.got, down);
+    for (const auto& side : l.sides) {
+      EXPECT_EQ(side.stack->stats().dropped_malformed, 0u);
+      for (const auto& f : side.sent) {
+        EXPECT_LE(f.size(), 1514u);
+        EXPECT_EQ(sent6(f).ip.src, side.index == 0 ? l.ip_a : l.ip_b);
+      }
+    }
+    if (piece > 0) {
+      EXPECT_GT(l.b().stats().chains_in, 200u);  // data segments, in place
+      EXPECT_EQ(l.b().stats().chains_copied, 0u);
+    }
+    c->close(l.now);
+    l.run(l.now + 100ms);
+    EXPECT_TRUE(l.accepted.peer_closed);
+  }
+}
+
+// IPv6 as Linux peers speak it: a solicitation from a link-local address
+// (off our subnet) is answered straight back and learns nothing; one from
+// a subnet address teaches us the peer; a duplicate address check is
+// answered to all nodes; an echo request is answered; and what RFC 4861
+// refuses (a hop limit below 255) or is another host's is dropped.
+TEST(TcpStack, Ipv6AnswersSolicitationsAndPingsAsAHostOnOneSubnet) {
+  Link l(std::nullopt, true, 10, 256, true);
+  auto& out = l.sides[0].sent;
+  const IpAddr link_local = IpAddr::v6({0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xb});
+  l.a().receive(solicitation(link_local, l.ip_a), l.now);
+  ASSERT_EQ(out.size(), 1u);
+  Sent6 na = sent6(out.back());
+  EXPECT_EQ(na.to, kMacB);
+  EXPECT_EQ(na.ip.dst, link_local);
+  EXPECT_EQ(na.ip.src, l.ip_a);
+  EXPECT_EQ(na.ip.hop_limit, 255);
+  ASSERT_TRUE(na.nd);
+  EXPECT_EQ(na.nd->target, l.ip_a);
+  EXPECT_EQ(na.nd->link_addr, kMacA);
+  EXPECT_TRUE(na.nd->solicited);
+  EXPECT_FALSE(l.a().neighbour(link_local));
+  // From its subnet address: learnt.
+  l.a().receive(solicitation(l.ip_b, l.ip_a), l.now);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(l.a().neighbour(l.ip_b), kMacB);
+  // A duplicate address check (no source): to all nodes, not solicited.
+  l.a().receive(solicitation(IpAddr::v6({}), l.ip_a), l.now);
+  ASSERT_EQ(out.size(), 3u);
+  na = sent6(out.back());
+  EXPECT_EQ(na.to, (Mac{0x33, 0x33, 0, 0, 0, 1}));
+  EXPECT_EQ(na.ip.dst, IpAddr::v6({0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}));
+  ASSERT_TRUE(na.nd);
+  EXPECT_FALSE(na.nd->solicited);
+  EXPECT_EQ(l.a().stats().nd_solicits_in, 3u);
+  EXPECT_EQ(l.a().stats().nd_adverts_out, 3u);
+  // An echo request: the same message back as a reply.
+  std::vector<std::uint8_t> echo = {kIcmp6EchoRequest, 0, 0, 0, 0x12, 0x34, 0, 7, 'l', 'n', 'e', 't'};
+  l.a().receive(ipv6_frame(kMacA, kMacB, l.ip_b, l.ip_a, kProtoIcmpv6, echo), l.now);
+  ASSERT_EQ(out.size(), 4u);
+  const Sent6 reply = sent6(out.back());
+  EXPECT_EQ(reply.to, kMacB);
+  EXPECT_EQ(reply.ip.dst, l.ip_b);
+  ASSERT_TRUE(reply.icmp);
+  EXPECT_EQ(reply.icmp->type, kIcmp6EchoReply);
+  EXPECT_EQ(std::vector<std::uint8_t>(reply.icmp->body.begin(), reply.icmp->body.end()),
+            (std::vector<std::uint8_t>{0x12, 0x34, 0, 7, 'l', 'n', 'e', 't'}));
+  EXPECT_EQ(l.a().stats().icmp_echo_replies, 1u);
+  // Refused or not ours: nothing sent.
+  l.a().receive(solicitation(l.ip_b, l.ip_a, 64), l.now);  // a hop limit below 255: maybe routed, forged
+  EXPECT_EQ(l.a().stats().dropped_malformed, 1u);
+  l.a().receive(solicitation(l.ip_b, kIp6B), l.now);  // another host's
+  std::vector<std::uint8_t> bad = echo;
+  auto frame = ipv6_frame(kMacA, kMacB, l.ip_b, l.ip_a, kProtoIcmpv6, bad);
+  frame.back() ^= 1;  // its checksum no longer right
+  l.a().receive(frame, l.now);
+  EXPECT_EQ(l.a().stats().dropped_malformed, 2u);
+  // IPv4 and ARP reach an IPv6 stack as another protocol.
+  l.a().receive(frame_from_b(kProtoTcp, std::vector<std::uint8_t>(20)), l.now);
+  EXPECT_EQ(out.size(), 4u);
+  EXPECT_EQ(l.a().stats().dropped_not_ours, 2u);
 }
 
 TEST(TcpStack, MalformedAndForeignFramesAreCountedAndDropped) {
@@ -420,7 +615,7 @@ TEST(TcpStack, ASynFloodHoldsNoMoreThanMaxConnections) {
   Owner owner;
   StackConfig cfg;
   cfg.mac = kMacA;
-  cfg.ip = kIpA;
+  cfg.ip = IpAddr::v4(kIpA);
   cfg.max_connections = 16;
   Stack s(cfg, port);
   s.listen(988, [&owner](const Endpoints&) -> Upper* { return &owner; });
@@ -472,7 +667,7 @@ TEST(TcpStack, ASynFloodGetsCookiesAndARealPeerStillConnects) {
     EXPECT_TRUE(l.accepted.established);
     EXPECT_EQ(l.b().stats().syncookies_sent, 193u);
     EXPECT_EQ(l.b().stats().syncookies_accepted, 1u);
-    Conn* theirs = l.b().connection(kIpA, c->endpoints().local_port, 988);
+    Conn* theirs = l.b().connection(l.ip_a, c->endpoints().local_port, 988);
     ASSERT_NE(theirs, nullptr);
     EXPECT_EQ(theirs->state(), State::established);
     EXPECT_EQ(theirs->payload_mss(), c->payload_mss());  // the MSS (and timestamps) survived the cookie
@@ -505,7 +700,7 @@ TEST(TcpStack, AForgedOrExpiredCookieIsRefused) {
   Owner owner;
   StackConfig cfg;
   cfg.mac = kMacA;
-  cfg.ip = kIpA;
+  cfg.ip = IpAddr::v4(kIpA);
   cfg.max_half_open = 0;  // every SYN gets a cookie
   Stack s(cfg, port);
   int made = 0;
@@ -566,7 +761,7 @@ TEST(TcpStack, AForgedOrExpiredCookieIsRefused) {
   EXPECT_EQ(s.stats().syncookies_accepted, 1u);
   EXPECT_EQ(made, 1);
   ASSERT_EQ(s.connections(), 1u);
-  Conn* c = s.connection(kIpB, 2000, 988);
+  Conn* c = s.connection(IpAddr::v4(kIpB), 2000, 988);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->state(), State::established);
   EXPECT_TRUE(owner.established);
@@ -579,7 +774,7 @@ TEST(TcpStack, AForgedOrExpiredCookieIsRefused) {
   ASSERT_EQ(port.frames.size(), frames + 1);
   EXPECT_EQ(decode_ethernet(port.frames.back())->dst, kMacB);
   EXPECT_EQ(last_tcp().flags, tcp_flag::syn | tcp_flag::ack);
-  EXPECT_FALSE(s.neighbour(stranger));
+  EXPECT_FALSE(s.neighbour(IpAddr::v4(stranger)));
   // With no cookie sent for two periods, an ACK is not taken for one.
   s.receive(segment(tcp_flag::ack, 5001, cookie + 1, 2001), now + 400s);
   EXPECT_EQ(s.stats().syncookies_refused, 3u);
@@ -622,7 +817,7 @@ TEST(TcpStack, LargeTransmitsAreCutIntoSegmentsByADeviceWithSegmentationOffload)
       a.off = {true, true, 1500, most, d.per_segment};
       a.drop_every = drop;
       Owner mine;
-      Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+      Conn* c = l.a().connect(l.ip_b, 988, 0, mine, l.now);
       ASSERT_NE(c, nullptr);
       // Queued before the connection opens, so that transmits grow with
       // the congestion window: three bytes copied, then loans of 1,001
@@ -677,7 +872,7 @@ TEST(TcpStack, ATransmitOfMoreSegmentsThanAFrameIsCutIntoGoesAsSeveralFrames) {
   a.chain = true;
   a.off = {true, true, 576, 64};
   Owner mine;
-  Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+  Conn* c = l.a().connect(l.ip_b, 988, 0, mine, l.now);
   ASSERT_NE(c, nullptr);
   const auto lent = pattern(1 << 20);
   int dev = 0;
@@ -701,30 +896,30 @@ namespace {
 TEST(TcpStack, ASynInTimeWaitStartsTheNewConnectionAtOnce) {
   Link l;
   Owner first;
-  Conn* c = l.a().connect(kIpB, 988, 1023, first, l.now);
+  Conn* c = l.a().connect(l.ip_b, 988, 1023, first, l.now);
   ASSERT_NE(c, nullptr);
   l.run(l.now + 50ms);
   ASSERT_TRUE(l.accepted.established);
-  Conn* theirs = l.b().connection(kIpA, 1023, 988);
+  Conn* theirs = l.b().connection(l.ip_a, 1023, 988);
   ASSERT_NE(theirs, nullptr);
   theirs->close(l.now);  // B closes first: B ends in TIME-WAIT
   l.run(l.now + 20ms);
   c->close(l.now);
   l.run(l.now + 20ms);
-  theirs = l.b().connection(kIpA, 1023, 988);
+  theirs = l.b().connection(l.ip_a, 1023, 988);
   ASSERT_NE(theirs, nullptr);
   EXPECT_EQ(theirs->state(), State::time_wait);
   ASSERT_TRUE(first.ended);
   l.accepted = Owner{};
   Owner second;
   const Time t0 = l.now;
-  Conn* again = l.a().connect(kIpB, 988, 1023, second, l.now);
+  Conn* again = l.a().connect(l.ip_b, 988, 1023, second, l.now);
   ASSERT_NE(again, nullptr);
   l.run(l.now + 50ms);
   EXPECT_TRUE(second.established);
   EXPECT_TRUE(l.accepted.established);
   EXPECT_LT(l.now - t0, 100ms);
-  EXPECT_EQ(l.b().connection(kIpA, 1023, 988)->state(), State::established);
+  EXPECT_EQ(l.b().connection(l.ip_a, 1023, 988)->state(), State::established);
 }
 
 // A device with checksum offload gets frames whose checksums it fills in
@@ -814,7 +1009,7 @@ TEST(TcpStack, AFrameNeedingMoreSegmentsThanTheDeviceTakesIsCopied) {
   l.sides[0].chain = true;
   l.sides[0].most = 2;
   Owner mine;
-  Conn* c = l.a().connect(kIpB, 988, 0, mine, l.now);
+  Conn* c = l.a().connect(l.ip_b, 988, 0, mine, l.now);
   ASSERT_NE(c, nullptr);
   // Queued before the connection opens: the segments straddle the pieces.
   const auto lent = pattern(50001);
@@ -901,7 +1096,7 @@ TEST(TcpStack, LargeReceiveUnitsAreTakenWhereTheyLieInTheirChainOfBuffers) {
     PieceOwner got;
     l.sides[1].stack->listen(989, [&got](const Endpoints&) -> Upper* { return &got; });
     Owner mine;
-    Conn* c = l.a().connect(kIpB, 989, 0, mine, l.now);
+    Conn* c = l.a().connect(l.ip_b, 989, 0, mine, l.now);
     ASSERT_NE(c, nullptr);
     const auto lent = pattern(1 << 20);
     int dev = 0;
@@ -914,7 +1109,7 @@ TEST(TcpStack, LargeReceiveUnitsAreTakenWhereTheyLieInTheirChainOfBuffers) {
     EXPECT_EQ(b.chains_copied, 0u);
     EXPECT_GE(b.large_segments_in, b.chains_in);
     EXPECT_EQ(b.dropped_malformed, 0u);
-    const Conn* bc = l.b().connection(kIpA, c->endpoints().local_port, 989);
+    const Conn* bc = l.b().connection(l.ip_a, c->endpoints().local_port, 989);
     ASSERT_NE(bc, nullptr);
     if (drop == 0) {
       EXPECT_EQ(b.chains_in, a.lro_units);
@@ -1021,7 +1216,7 @@ TEST(TcpStack, ABurstOfSegmentsDrawsOneAckAndABurstOfAcksOneTransmit) {
     }
     EXPECT_EQ(l.accepted.got, lent);
     EXPECT_EQ(c->stats().retransmits, 0u);
-    const Conn* bc = l.b().connection(kIpA, c->endpoints().local_port, 988);
+    const Conn* bc = l.b().connection(l.ip_a, c->endpoints().local_port, 988);
     return Run{bc ? static_cast<std::size_t>(bc->stats().segments_out) : 0, a.tso_frames, a.tso_segments};
   };
   const Run one = run(false), burst = run(true);

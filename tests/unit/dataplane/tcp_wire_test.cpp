@@ -111,30 +111,159 @@ TEST(Ethernet, TaggedAndUntagged) {
   EXPECT_EQ(decode_ethernet(ByteSpan(b).first(16)).error(), PacketError::truncated);
 }
 
-// What a port with several queues steers a frame by: an IPv4 source or an
-// ARP sender, tagged or not; nothing for other frames or short ones.
-TEST(Steering, SenderAddressOfIpv4AndArpFrames) {
+// What a port with several queues steers a frame by: an IPv4 or IPv6
+// source or an ARP sender, tagged or not; nothing for other frames or
+// short ones.
+TEST(Steering, SenderAddressOfIpv4Ipv6AndArpFrames) {
   // An IPv4 header from 10.201.1.2 to 10.201.1.1 (checksum not looked at).
   const auto ipv4 = hex("0000 0000 0000 5254 0020 0100 0800 4500 0028 0000 4000 4006 0000 0ac9 0102 0ac9 0101");
-  EXPECT_EQ(sender_address(ipv4), 0x0ac90102u);
-  EXPECT_EQ(sender_address(ByteSpan(ipv4).first(14 + 16)), 0x0ac90102u);  // the source is all it needs
+  EXPECT_EQ(sender_address(ipv4), IpAddr::v4(0x0ac90102u));
+  EXPECT_EQ(sender_address(ByteSpan(ipv4).first(14 + 16)), IpAddr::v4(0x0ac90102u));  // the source is all it needs
   EXPECT_EQ(sender_address(ByteSpan(ipv4).first(14 + 15)), std::nullopt);
   // Tagged: the same packet after an 802.1Q tag.
   auto tagged = ipv4;
   const auto tag = hex("8100 0064");
   tagged.insert(tagged.begin() + 12, tag.begin(), tag.end());
-  EXPECT_EQ(sender_address(tagged), 0x0ac90102u);
+  EXPECT_EQ(sender_address(tagged), IpAddr::v4(0x0ac90102u));
   // ARP: the sender's protocol address.
   const auto arp = hex("ffff ffff ffff 5254 0020 0100 0806 0001 0800 0604 0001 5254 0020 0100 0ac9 0104 "
                        "0000 0000 0000 0ac9 0101");
-  EXPECT_EQ(sender_address(arp), 0x0ac90104u);
+  EXPECT_EQ(sender_address(arp), IpAddr::v4(0x0ac90104u));
   EXPECT_EQ(sender_address(ByteSpan(arp).first(14 + 17)), std::nullopt);
-  // Anything else (IPv6 here), and no frame at all.
-  auto ipv6 = ipv4;
-  ipv6[12] = 0x86, ipv6[13] = 0xdd;
-  EXPECT_EQ(sender_address(ipv6), std::nullopt);
+  // IPv6: the source, fd00::2 here (to fd00::1).
+  const auto ipv6 = hex("0000 0000 0000 5254 0020 0100 86dd 6000 0000 0014 0640 fd00 0000 0000 0000 0000 0000 "
+                        "0000 0002 fd00 0000 0000 0000 0000 0000 0000 0001");
+  const auto fd00_2 = IpAddr::v6({0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2});
+  EXPECT_EQ(sender_address(ipv6), fd00_2);
+  EXPECT_EQ(sender_address(ByteSpan(ipv6).first(14 + 24)), fd00_2);
+  EXPECT_EQ(sender_address(ByteSpan(ipv6).first(14 + 23)), std::nullopt);
+  // Anything else (LLDP here), and no frame at all.
+  auto lldp = ipv4;
+  lldp[12] = 0x88, lldp[13] = 0xcc;
+  EXPECT_EQ(sender_address(lldp), std::nullopt);
   EXPECT_EQ(sender_address(ByteSpan(ipv4).first(13)), std::nullopt);
   EXPECT_EQ(sender_address(ByteSpan(tagged).first(17)), std::nullopt);
+}
+
+// Frames Linux 6.1 sent from fd00:1::a (02:00:00:00:00:0a) to fd00:1::b
+// on a veth with transmit checksum offload off: its neighbour
+// solicitation, an echo request, a router solicitation from its
+// link-local address, and a TCP SYN and data segment to port 988.
+const char* const kLinuxNs =
+    "3333ff00000b02000000000a86dd6000000000203afffd00000100000000000000000000000aff0200000000000000000001ff00000b"
+    "87007d7100000000fd00000100000000000000000000000b010102000000000a";
+const char* const kLinuxEcho =
+    "02000000000b02000000000a86dd600f741900103a40fd00000100000000000000000000000afd00000100000000000000000000000b"
+    "80008e0e25aa00016c6e657400000000";
+const char* const kLinuxRs =
+    "33330000000202000000000a86dd6000000000103afffe80000000000000000000fffe00000aff020000000000000000000000000002"
+    "85007b1a00000000010102000000000a";
+const char* const kLinuxSyn =
+    "02000000000b02000000000a86dd600ae82400280640fd00000100000000000000000000000afd00000100000000000000000000000b"
+    "e56e03dc1dc5b32200000000a002fd20689e0000020405a00402080a18c9153e000000000103030a";
+const char* const kLinuxData =
+    "02000000000b02000000000a86dd600ae82400240640fd00000100000000000000000000000afd00000100000000000000000000000b"
+    "e56e03dc1dc5b323b058f860801800402dab00000101080a18c9153e02a9e92d6c6e6574";
+
+IpAddr fd00_1(std::uint8_t last) { return IpAddr::v6({0xfd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last}); }
+
+Ipv6 ipv6_of(const std::vector<std::uint8_t>& frame) {
+  auto e = decode_ethernet(frame);
+  EXPECT_TRUE(e && e->type == kEtherIpv6);
+  auto ip = decode_ipv6(ByteSpan(frame).subspan(14));
+  EXPECT_TRUE(ip);
+  return ip ? *ip : Ipv6{};
+}
+
+TEST(Ipv6, LinuxsNeighbourSolicitationEchoAndRouterSolicitationDecode) {
+  const auto ns_frame = hex(kLinuxNs);
+  const Ipv6 ns = ipv6_of(ns_frame);
+  EXPECT_EQ(ns.src, fd00_1(0xa));
+  EXPECT_EQ(ns.dst, solicited_node(fd00_1(0xb)));
+  EXPECT_EQ(decode_ethernet(ns_frame)->dst, multicast_mac(ns.dst));
+  EXPECT_EQ(ns.hop_limit, 255);
+  auto m = decode_icmp6(ns);  // the checksum over the IPv6 pseudo-header
+  ASSERT_TRUE(m);
+  auto nd = decode_nd(ns, *m);
+  ASSERT_TRUE(nd);
+  EXPECT_EQ(nd->type, kNdSolicitation);
+  EXPECT_EQ(nd->target, fd00_1(0xb));
+  EXPECT_EQ(nd->link_addr, (Mac{2, 0, 0, 0, 0, 0xa}));
+  // Re-encoded, the same bytes.
+  std::uint8_t out[kNdSize];
+  ASSERT_EQ(encode_nd(*nd, ns.src, ns.dst, out), kNdSize);
+  EXPECT_TRUE(std::equal(out, out + kNdSize, ns.payload.begin()));
+  std::uint8_t hdr[kIpv6Header];
+  ASSERT_EQ(encode_ipv6(ns, hdr), kIpv6Header);
+  EXPECT_TRUE(std::equal(hdr, hdr + kIpv6Header, ns_frame.begin() + 14));
+  // Its checksum wrong, or a hop limit below 255: refused.
+  auto bad = ns_frame;
+  bad.back() ^= 1;
+  EXPECT_EQ(decode_icmp6(ipv6_of(bad)).error(), PacketError::bad_icmp);
+  auto hops = ns;
+  hops.hop_limit = 254;
+  EXPECT_EQ(decode_nd(hops, *m).error(), PacketError::bad_nd);
+  // An option of length 0 or past the end: refused.
+  std::vector<std::uint8_t> body(ns.payload.begin(), ns.payload.end());
+  body[25] = 0;
+  finish_icmp6_checksum(ns.src, ns.dst, body);
+  Ipv6 zero = ns;
+  zero.payload = body;
+  EXPECT_EQ(decode_nd(zero, *decode_icmp6(zero)).error(), PacketError::bad_nd);
+  body[25] = 2;
+  finish_icmp6_checksum(ns.src, ns.dst, body);
+  EXPECT_EQ(decode_nd(zero, *decode_icmp6(zero)).error(), PacketError::bad_nd);
+
+  const auto echo_frame = hex(kLinuxEcho);
+  const Ipv6 echo = ipv6_of(echo_frame);
+  auto e = decode_icmp6(echo);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->type, kIcmp6EchoRequest);
+  EXPECT_EQ(ByteSpan(e->body).subspan(4, 4).front(), 'l');
+  // A router solicitation: ICMPv6, but no neighbour discovery message.
+  const auto rs_frame = hex(kLinuxRs);
+  const Ipv6 rs = ipv6_of(rs_frame);
+  auto r = decode_icmp6(rs);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, 133);
+  EXPECT_EQ(decode_nd(rs, *r).error(), PacketError::bad_nd);
+  // Shorter than its payload length says: refused; padding after it: ignored.
+  auto cut = hex(kLinuxEcho);
+  cut.pop_back();
+  EXPECT_EQ(decode_ipv6(ByteSpan(cut).subspan(14)).error(), PacketError::bad_ipv6_length);
+  auto padded = hex(kLinuxEcho);
+  padded.resize(padded.size() + 6, 0);
+  EXPECT_EQ(decode_ipv6(ByteSpan(padded).subspan(14))->payload.size(), 16u);
+  EXPECT_EQ(decode_ipv6(hex("4500 0014")).error(), PacketError::truncated);
+  const auto syn = hex(kLinuxSyn);
+  EXPECT_EQ(decode_ipv6(ByteSpan(syn).subspan(14 + 40)).error(), PacketError::not_ipv6);
+}
+
+// TCP over IPv6 as Linux sends it: the checksum over the IPv6
+// pseudo-header verifies, the header re-encodes byte for byte, and a
+// checksum written anew is Linux's.
+TEST(Ipv6, LinuxsTcpSegmentsChecksumOverTheIpv6PseudoHeader) {
+  for (const char* f : {kLinuxSyn, kLinuxData}) {
+    const auto frame = hex(f);
+    const Ipv6 ip = ipv6_of(frame);
+    EXPECT_EQ(ip.next_header, kProtoTcp);
+    EXPECT_TRUE(tcp_checksum_ok(ip.src, ip.dst, ip.payload));
+    EXPECT_FALSE(tcp_checksum_ok(ip.src, fd00_1(0xc), ip.payload));
+    auto tcp = decode_tcp(ip.payload);
+    ASSERT_TRUE(tcp);
+    EXPECT_EQ(tcp->dst_port, 988);
+    std::vector<std::uint8_t> seg(ip.payload.begin(), ip.payload.end());
+    const std::uint16_t linux_sum = load_be<std::uint16_t>(seg.data() + 16);
+    finish_tcp_checksum(ip.src, ip.dst, seg);
+    EXPECT_EQ(load_be<std::uint16_t>(seg.data() + 16), linux_sum);
+    // What a device doing checksum offload is handed: the pseudo-header's
+    // sum; the segment's bytes added to it give Linux's checksum.
+    store_be<std::uint16_t>(seg.data() + 16, tcp_pseudo_sum(ip.src, ip.dst, static_cast<std::uint16_t>(seg.size())));
+    EXPECT_EQ(static_cast<std::uint16_t>(~checksum_fold(checksum_add(0, seg))), linux_sum);
+  }
+  EXPECT_EQ(solicited_node(fd00_1(0xb)),
+            IpAddr::v6({0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0xb}));
+  EXPECT_EQ(multicast_mac(solicited_node(fd00_1(0xb))), (Mac{0x33, 0x33, 0xff, 0, 0, 0xb}));
 }
 
 TEST(Arp, RequestRoundTripAndRefusals) {

@@ -820,9 +820,9 @@ constexpr std::string_view kPort0 =
     "      device: \"net_af_packet0,iface=veth-r1\"\n"
     "      address: 10.1.0.1/24\n";
 
-// IPv6 NIDs are served on tcp nets (socklnd V4) over kernel sockets; o2ib
-// carries IPv4 NIDs only, and lnetr's TCP on DPDK ports is IPv4 only.
-TEST(ConfigErrors, IpV6NidsOnTcpOnlyAndNotOnDpdkPorts) {
+// IPv6 NIDs are served on tcp nets (socklnd V4), over kernel sockets or
+// DPDK ports with an IPv6 address; o2ib carries IPv4 NIDs only.
+TEST(ConfigErrors, IpV6NidsOnTcpOnly) {
   const auto ok = load_ok("net:\n  - net type: tcp1\n    local NI(s):\n      - nid: fd00:1::5@tcp1\n"
                           "route:\n  - net: tcp9\n    gateway: fd00:1::1@tcp1\n");
   ASSERT_EQ(ok.config.nets.size(), 1u);
@@ -832,11 +832,22 @@ TEST(ConfigErrors, IpV6NidsOnTcpOnlyAndNotOnDpdkPorts) {
               ElementsAre(HasSubstr("NID 2001:db8::5@o2ib: an IPv6 NID on a o2ib net")));
   EXPECT_THAT(load_errors(std::string(kOneNet) + "route:\n  - net: tcp9\n    gateway: 2001:db8::1@o2ib\n"),
               ElementsAre(HasSubstr("gateway 2001:db8::1@o2ib: an IPv6 NID on a o2ib net")));
-  EXPECT_THAT(load_errors("net:\n  - net type: tcp\n    local NI(s):\n      - nid: 2001:db8::5@tcp\n"
+  // A DPDK port with an IPv6 address: /64 unless given.
+  const auto v6 = load_ok("net:\n  - net type: tcp\n    local NI(s):\n      - nid: 2001:db8::5@tcp\n"
                           "        interfaces: {0: dpdk0}\n"
-                          "dataplane:\n  ports:\n" + std::string(kPort0)),
-              Contains(AllOf(HasSubstr("lnetr.yaml:4:"),
-                             HasSubstr("NID 2001:db8::5@tcp: an IPv6 NID, but interface dpdk0 names a DPDK port"))));
+                          "dataplane:\n  ports:\n    - {name: dpdk0, device: d, address: 2001:db8::5}\n"
+                          "    - {name: dpdk1, device: e, address: \"2001:db8:1::5/112\"}\n");
+  const auto& ports = v6.config.dataplane.ports;
+  ASSERT_EQ(ports.size(), 2u);
+  EXPECT_EQ(to_string(ports[0].address.value), "2001:db8::5");
+  EXPECT_FALSE(ports[0].address.value.is_v4());
+  EXPECT_EQ(ports[0].prefix_len.value, 64u);
+  EXPECT_FALSE(ports[0].prefix_len.given());
+  EXPECT_EQ(to_string(ports[1].address.value), "2001:db8:1::5");
+  EXPECT_EQ(ports[1].prefix_len.value, 112u);
+  EXPECT_THAT(load_errors(with_ports("    - {name: p, device: d, address: 2001:db8::5}\n"
+                                     "    - {name: q, device: e, address: \"2001:db8::5/80\"}\n")),
+              ElementsAre(HasSubstr("address 2001:db8::5 is already port p's")));
 }
 
 TEST(ConfigPorts, ValidBlockLoadsEveryField) {
@@ -867,7 +878,7 @@ TEST(ConfigPorts, ValidBlockLoadsEveryField) {
   EXPECT_EQ(p.source.line, 9u);
   EXPECT_EQ(p.name.value, "dpdk0");
   EXPECT_EQ(p.device.value, "net_af_packet0,iface=veth-r1");
-  EXPECT_EQ(p.address.value, 0x0a010001u);
+  EXPECT_EQ(p.address.value, IpAddr::v4(0x0a010001u));
   EXPECT_EQ(p.prefix_len.value, 16u);
   EXPECT_TRUE(p.prefix_len.given());
   EXPECT_EQ(p.mtu.value, 9000u);
@@ -889,7 +900,7 @@ TEST(ConfigPorts, ValidBlockLoadsEveryField) {
   const PortConfig& q = ports[1];
   EXPECT_EQ(q.name.value, "A_b.c-9");
   EXPECT_EQ(q.device.value, "0000:3b:00.0");
-  EXPECT_EQ(q.address.value, 0xc0a807feu);
+  EXPECT_EQ(q.address.value, IpAddr::v4(0xc0a807feu));
   EXPECT_EQ(q.prefix_len.value, 24u);  // no /len: /24
   EXPECT_EQ(q.source.field, "dataplane.ports[1]");
 }
@@ -898,7 +909,7 @@ TEST(ConfigPorts, Defaults) {
   const auto c = load_ok(with_ports(kPort0)).config;
   ASSERT_EQ(c.dataplane.ports.size(), 1u);
   const PortConfig& p = c.dataplane.ports[0];
-  EXPECT_EQ(p.address.value, 0x0a010001u);
+  EXPECT_EQ(p.address.value, IpAddr::v4(0x0a010001u));
   EXPECT_EQ(p.prefix_len.value, 24u);
   EXPECT_EQ(p.mtu.value, 1500u);
   EXPECT_FALSE(p.mtu.given());
@@ -922,7 +933,7 @@ TEST(ConfigPorts, Defaults) {
   // The address without /len is a host address of its /24.
   EXPECT_EQ(load_ok(with_ports("    - {name: p, device: d, address: 10.1.0.254}\n")).config.dataplane.ports[0]
                 .address.value,
-            0x0a0100feu);
+            IpAddr::v4(0x0a0100feu));
   EXPECT_FALSE(load_ok(with_ports("    - {name: p, device: d, address: 10.1.0.254}\n")).config.dataplane.ports[0]
                    .prefix_len.given());
   // An /30's two host addresses.
@@ -1002,7 +1013,7 @@ TEST(ConfigPorts, FieldErrorsNameLineAndField) {
 
   const std::string bad_address =
       "lnetr.yaml:10:16: dataplane.ports[0].address: expected an IPv4 address a.b.c.d or a.b.c.d/len (len 1..30), "
-      "got ";
+      "or an IPv6 address with /len (len 1..127) or without (/64), got ";
   EXPECT_THAT(address("10.1.0"), ElementsAre(bad_address + "\"10.1.0\""));
   EXPECT_THAT(address("10.1.0.256"), ElementsAre(bad_address + "\"10.1.0.256\""));
   EXPECT_THAT(address("10.1.0.1.5"), ElementsAre(bad_address + "\"10.1.0.1.5\""));
@@ -1011,7 +1022,11 @@ TEST(ConfigPorts, FieldErrorsNameLineAndField) {
   EXPECT_THAT(address("10.1.0.1/0"), ElementsAre(bad_address + "\"10.1.0.1/0\""));
   EXPECT_THAT(address("10.1.0.1/"), ElementsAre(bad_address + "\"10.1.0.1/\""));
   EXPECT_THAT(address("10.1.0.1/-8"), ElementsAre(bad_address + "\"10.1.0.1/-8\""));
-  EXPECT_THAT(address("fe80::1"), ElementsAre(bad_address + "\"fe80::1\""));
+  EXPECT_THAT(address("fe80::1"),
+              ElementsAre(bad_address + "\"fe80::1\" (loopback and link-local IPv6 addresses cannot be NIDs)"));
+  EXPECT_THAT(address("fd00::1/128"), ElementsAre(bad_address + "\"fd00::1/128\""));
+  EXPECT_THAT(address("fd00::1/0"), ElementsAre(bad_address + "\"fd00::1/0\""));
+  EXPECT_THAT(address("fd00::g1"), ElementsAre(bad_address + "\"fd00::g1\" (expected an IPv6 address)"));
   EXPECT_THAT(address("eth0"), ElementsAre(bad_address + "\"eth0\""));
   EXPECT_THAT(address("10.1.0.0/24"),
               ElementsAre("lnetr.yaml:10:16: dataplane.ports[0].address: 10.1.0.0 is the network address of "

@@ -100,7 +100,7 @@ namespace {
 
 TEST(Placement, PinnedNetsGoToTheirWorkerOthersByCpt) {
   Placement p;
-  p.pinned.push_back({Net{2, 9}, 0x0a000101, 1, {}});  // tcp9 on a one-queue DPDK port: worker 0
+  p.pinned.push_back({Net{2, 9}, IpAddr::v4(0x0a000101), 1, {}});  // tcp9 on a one-queue DPDK port: worker 0
   for (std::uint32_t a = 1; a <= 40; ++a) {
     const Nid on_port = Nid::make(Net{2, 9}, 0x0a000100 + a);
     const Nid elsewhere = Nid::make(Net{2, 1}, 0x0a000100 + a);
@@ -142,12 +142,33 @@ TEST(Rss, ToeplitzHashMatchesTheVerificationSuite) {
   EXPECT_EQ(rss_hash_ipv4(ip(153, 39, 163, 191), ip(202, 188, 127, 2)), 0x5d1809c5u);
 }
 
+// The IPv6 vector of the same suite (addresses only), as a NIC with RSS on
+// IPv6 addresses computes it; and an IPv6 port's peers spread as IPv4's.
+TEST(Rss, ToeplitzHashOfIpv6AddressesMatchesTheVerificationSuite) {
+  // source 3ffe:2501:200:1fff::7, destination 3ffe:2501:200:3::1
+  const std::array<std::uint8_t, 32> in = {0x3f, 0xfe, 0x25, 0x01, 0x02, 0x00, 0x1f, 0xff, 0, 0, 0, 0, 0, 0, 0, 7,
+                                           0x3f, 0xfe, 0x25, 0x01, 0x02, 0x00, 0x00, 0x03, 0, 0, 0, 0, 0, 0, 0, 1};
+  EXPECT_EQ(rss_hash(in), 0x2cc18cd5u);
+  const IpAddr local = IpAddr::v6({0xfd, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+  Placement p;
+  p.pinned.push_back({Net{2, 9}, local, 3, {}});
+  std::array<int, 3> per_queue{};
+  for (std::uint8_t a = 2; a < 200; ++a) {
+    IpAddr peer = local;
+    peer.bytes[15] = a;
+    const std::uint32_t w = p.of(make_nid(Net{2, 9}, peer), 4);
+    EXPECT_EQ(w, steer_queue(peer, local, 3));
+    ++per_queue[w];
+  }
+  for (int n : per_queue) EXPECT_GT(n, 30);
+}
+
 // On a port with several queues a peer's worker is the queue its address
 // hashes to, for every use of its NID; the queues share the peers.
 TEST(Placement, PortPeersGoToTheQueueTheirAddressHashesTo) {
   constexpr std::uint32_t local = 0x0a000101;
   Placement p;
-  p.pinned.push_back({Net{2, 9}, local, 3, {}});
+  p.pinned.push_back({Net{2, 9}, IpAddr::v4(local), 3, {}});
   std::array<int, 3> per_queue{};
   for (std::uint32_t a = 2; a < 200; ++a) {
     const Nid peer = Nid::make(Net{2, 9}, 0x0a000100 + a);

@@ -36,7 +36,7 @@ TEST(IpAddr, IsTheAddressOfATcpNid) {
   EXPECT_FALSE(a6.is_v4());
   EXPECT_EQ(a6, v6("2001:db8::1"));
   EXPECT_EQ(to_string(a6), "2001:db8::1");
-  EXPECT_EQ(a6.af(), AF_INET6);
+  EXPECT_EQ(af(a6), AF_INET6);
   EXPECT_NE(a4, IpAddr::v4(0));
 }
 
