@@ -83,14 +83,17 @@ bool network_header(const rte_mbuf* m, std::uint16_t& type, std::uint32_t& off) 
   return true;
 }
 
-// Whether an IPv6 frame has `host` as its source or destination.
-bool has_host6(const rte_mbuf* m, const std::array<std::uint8_t, 16>& host) {
+// Whether an IPv6 frame has `host` (its bytes as two words) as its source
+// or destination.
+bool has_host6(const rte_mbuf* m, const std::array<std::atomic<std::uint64_t>, 2>& host) {
   std::uint16_t type = 0;
   std::uint32_t off = 0;
   if (!network_header(m, type, off) || type != 0x86dd) return false;
   std::uint8_t b[32];
   const auto* a = static_cast<const std::uint8_t*>(rte_pktmbuf_read(m, off + 8, 32, b));
-  return a && (std::memcmp(a, host.data(), 16) == 0 || std::memcmp(a + 16, host.data(), 16) == 0);
+  if (!a) return false;
+  std::uint64_t h[2] = {host[0].load(std::memory_order_relaxed), host[1].load(std::memory_order_relaxed)};
+  return std::memcmp(a, h, 16) == 0 || std::memcmp(a + 16, h, 16) == 0;
 }
 
 // Whether an IPv4 or ARP frame has `host` as one of its addresses (behind
@@ -121,7 +124,7 @@ bool has_host(const rte_mbuf* m, std::uint32_t host) {
 // updates without a lock, so only one thread may call it.
 class Capture::Tap final : public tcp::FrameTap {
  public:
-  Tap(const std::atomic<std::uint64_t>& filter, const std::array<std::uint8_t, 16>& host6)
+  Tap(const std::atomic<std::uint64_t>& filter, const std::array<std::atomic<std::uint64_t>, 2>& host6)
       : filter_(filter), host6_(host6) {}
   ~Tap() {
     if (ring_) rte_ring_free(ring_);
@@ -145,7 +148,7 @@ class Capture::Tap final : public tcp::FrameTap {
   void set(bool on) noexcept { on_.store(on, std::memory_order_release); }
 
   const std::atomic<std::uint64_t>& filter_;
-  const std::array<std::uint8_t, 16>& host6_;
+  const std::array<std::atomic<std::uint64_t>, 2>& host6_;
   rte_mempool* pool_ = nullptr;
   rte_ring* ring_ = nullptr;
   std::atomic<std::uint64_t> dropped{0};  // written by the worker only
@@ -232,7 +235,12 @@ bool Capture::start(int fd, Filter filter, std::uint64_t count, std::string& err
   }
   take_rings(kRingSize, false);  // (copies a worker made after the last capture's end)
   filter_shown_ = std::move(filter);
-  if (filter_shown_.host) host6_ = filter_shown_.host->bytes;
+  if (filter_shown_.host) {
+    std::uint64_t h[2];
+    std::memcpy(h, filter_shown_.host->bytes.data(), 16);
+    host6_[0].store(h[0], std::memory_order_relaxed);
+    host6_[1].store(h[1], std::memory_order_relaxed);
+  }
   filter_.store(pack(filter_shown_), std::memory_order_relaxed);
   count_ = count;
   frames_ = bytes_ = write_dropped_ = 0;

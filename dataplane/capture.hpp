@@ -90,9 +90,11 @@ class Capture {
   std::function<void(std::uint32_t)> kick_;
   std::function<std::uint64_t(std::uint32_t)> loops_;
   std::atomic<std::uint64_t> filter_{0};  // the filter packed for the workers (pack() in capture.cpp)
-  // An IPv6 host of the filter: set before a capture starts (the taps'
-  // flag publishes it), read by the workers while it runs.
-  std::array<std::uint8_t, 16> host6_{};
+  // An IPv6 host of the filter (its bytes as two words): set before a
+  // capture starts (the taps' flag publishes it), read by the workers while
+  // it runs; atomic, as filter_, for a worker still in a burst of the last
+  // capture when the next starts.
+  std::array<std::atomic<std::uint64_t>, 2> host6_{};
   rte_mempool* pool_ = nullptr;    // the workers' copies
   rte_mempool* blocks_ = nullptr;  // the control thread's pcapng blocks
   rte_pcapng* file_ = nullptr;

@@ -1346,7 +1346,7 @@ std::string Control::status_answer() {
       ss.arp_requests_in += l.stack.arp_requests_in, ss.arp_replies_out += l.stack.arp_replies_out;
       ss.arp_requests_out += l.stack.arp_requests_out, ss.icmp_echo_replies += l.stack.icmp_echo_replies;
       ss.nd_solicits_in += l.stack.nd_solicits_in, ss.nd_adverts_out += l.stack.nd_adverts_out;
-      ss.nd_solicits_out += l.stack.nd_solicits_out;
+      ss.nd_solicits_out += l.stack.nd_solicits_out, ss.mld_reports_out += l.stack.mld_reports_out;
       ss.resets_out += l.stack.resets_out, ss.dropped_malformed += l.stack.dropped_malformed;
       ss.dropped_not_ours += l.stack.dropped_not_ours, ss.dropped_unresolved += l.stack.dropped_unresolved;
       ss.dropped_overload += l.stack.dropped_overload;
@@ -1387,8 +1387,7 @@ std::string Control::status_answer() {
     o.csum_offloaded = ss.csum_offloaded, o.csum_verified = ss.csum_verified;
     o.arp_requests_in = ss.arp_requests_in, o.arp_replies_out = ss.arp_replies_out;
     o.arp_requests_out = ss.arp_requests_out, o.icmp_echo_replies = ss.icmp_echo_replies;
-    o.nd_solicits_in = ss.nd_solicits_in, o.nd_adverts_out = ss.nd_adverts_out;
-    o.nd_solicits_out = ss.nd_solicits_out;
+    o.nd = {ss.nd_solicits_in, ss.nd_adverts_out, ss.nd_solicits_out, ss.mld_reports_out};
     o.resets_out = ss.resets_out, o.dropped_malformed = ss.dropped_malformed;
     o.dropped_not_ours = ss.dropped_not_ours, o.dropped_unresolved = ss.dropped_unresolved;
     o.dropped_overload = ss.dropped_overload, o.tcp_half_open = half_open;

@@ -467,6 +467,16 @@ struct Impair {
 };
 LNETR_STATUS_RECORD(Impair, dropped, duplicated, reordered, delayed)
 
+// A port's IPv6 neighbour discovery and multicast listening.
+struct Nd {
+  std::uint64_t solicits_in = 0;   // neighbour solicitations for its addresses
+  std::uint64_t adverts_out = 0;   // ... answered
+  std::uint64_t solicits_out = 0;  // ... sent to find a neighbour
+  std::uint64_t mld_reports_out = 0;  // MLDv2 reports of its solicited-node groups
+  bool operator==(const Nd&) const = default;
+};
+LNETR_STATUS_RECORD(Nd, solicits_in, adverts_out, solicits_out, mld_reports_out)
+
 // One queue of a port, and the worker serving it.
 struct PortQueue {
   std::uint64_t queue = 0;
@@ -529,9 +539,7 @@ struct Port {
   std::uint64_t arp_requests_in = 0;
   std::uint64_t arp_replies_out = 0;
   std::uint64_t arp_requests_out = 0;
-  std::uint64_t nd_solicits_in = 0;   // IPv6 neighbour solicitations for our address
-  std::uint64_t nd_adverts_out = 0;   // ... answered
-  std::uint64_t nd_solicits_out = 0;  // ... sent to find a neighbour
+  Nd nd;  // IPv6
   std::uint64_t icmp_echo_replies = 0;
   std::uint64_t resets_out = 0;
   std::uint64_t dropped_malformed = 0;
@@ -556,7 +564,7 @@ LNETR_STATUS_RECORD(Port, name, device, mac, link, mtu, queues, rx_frames, tx_fr
                     rx_keep_refused, tx_bytes_held, tx_frames_held, tx_hold_refused, tx_stalls, tx_chained, csum_odd_chains, checksum_offload, tso, tso_frames,
                     tso_segments, tso_cut_here, lro, rx_lro, large_segments_in, rx_chained, rx_chain_buffers,
                     csum_offloaded, csum_verified, arp_requests_in, arp_replies_out,
-                    arp_requests_out, nd_solicits_in, nd_adverts_out, nd_solicits_out, icmp_echo_replies, resets_out, dropped_malformed, dropped_not_ours,
+                    arp_requests_out, nd, icmp_echo_replies, resets_out, dropped_malformed, dropped_not_ours,
                     dropped_unresolved, dropped_overload, tcp_half_open, syncookies_sent, syncookies_accepted,
                     syncookies_refused, tcp, impair, rss, rx_steered, rx_steer_dropped, per_queue)
 

@@ -363,6 +363,10 @@ class Checker {
       if (auto [it, fresh] = devices.emplace(device, &p); !fresh)
         error(p.device.source, "device " + device + " is already port " + it->second->name.value + "'s (" +
                                    position(it->second->device.source) + ")");
+      if (!p.address.value.is_v4() && p.mtu.value < 1280)
+        error(p.mtu.given() ? p.mtu.source : p.address.source,
+              "port " + name + " has an IPv6 address: its mtu must be 1280 at least (IPv6's minimum), not " +
+                  std::to_string(p.mtu.value));
       if (auto [it, fresh] = addresses.emplace(p.address.value, &p); !fresh)
         error(p.address.source, "address " + to_string(p.address.value) + " is already port " + it->second->name.value +
                                     "'s (" + position(it->second->address.source) + ")");

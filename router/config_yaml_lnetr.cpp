@@ -218,7 +218,20 @@ bool Loader::port_address(const Node& n, const std::string& path, PortConfig& ou
                               (nid ? "" : " (" + std::string(nid.error().reason) + ")"));
       return false;
     }
-    set(out.address, IpAddr::of(*nid), n, path);
+    // A unicast address the port can send from: not ::, not multicast, not
+    // an IPv4-mapped one (Linux drops packets from those).
+    const IpAddr a = IpAddr::of(*nid);
+    const bool mapped = std::all_of(a.bytes.begin(), a.bytes.begin() + 10, [](std::uint8_t b) { return b == 0; }) &&
+                        a.bytes[10] == 0xff && a.bytes[11] == 0xff;
+    if (a.is_unspecified() || a.is_multicast_v6() || mapped) {
+      error(n.mark, path, std::string(t.substr(0, slash)) + " is " +
+                              (a.is_unspecified() ? "the unspecified address"
+                               : mapped           ? "an IPv4-mapped address"
+                                                  : "a multicast address") +
+                              ", not a unicast address the port can send from");
+      return false;
+    }
+    set(out.address, a, n, path);
     if (slash != std::string_view::npos) set(out.prefix_len, static_cast<std::uint32_t>(*len), n, path);
     else out.prefix_len.value = 64;
     return true;

@@ -244,7 +244,12 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
   const bool tso_capable = (info.tx_offload_capa & kTso) || (vhost && cfg.tso.value_or(false));
   const std::string driver = info.driver_name ? info.driver_name : "";
   const bool virtio = driver.rfind("net_virtio", 0) == 0 || vhost;
-  if (cfg.tso.value_or(!tap) && p->max_segments_ > 1 && p->tx_offloads_.tx_tcp &&
+  // net_tap's software segmentation (DPDK 22.11's GSO) cuts TCP over IPv4
+  // only: an IPv6 frame would leave whole.
+  const bool v6 = !cfg.ip.is_v4();
+  if (tap && v6 && cfg.tso.value_or(false))
+    log_info("port %s: tso off: net_tap segments TCP over IPv4 only", cfg.name.c_str());
+  if (cfg.tso.value_or(!tap) && !(tap && v6) && p->max_segments_ > 1 && p->tx_offloads_.tx_tcp &&
       (p->tx_offloads_.tx_ipv4 || virtio) && tso_capable) {
     if (info.tx_offload_capa & kTso) conf.txmode.offloads |= kTso;
     p->tx_offloads_.tso_frame = static_cast<std::uint16_t>(cfg.mtu + (tap ? 0 : 14 + (cfg.vlan ? 4 : 0)));
@@ -257,7 +262,6 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
   // IPv4 addresses read 12 bytes of key, two IPv6 ones 36: a device with a
   // longer key (52 bytes on some NICs) gets lnetr's, zero-padded; 0 means
   // it does not say.
-  const bool v6 = !cfg.ip.is_v4();
   const std::size_t key_len = info.hash_key_size ? info.hash_key_size : kRssKey.size();
   const std::uint64_t rss_hf = (v6 ? RTE_ETH_RSS_IPV6 : RTE_ETH_RSS_IPV4) & info.flow_type_rss_offloads;
   const bool rss = cfg.queues > 1 && rss_hf != 0 && key_len >= (v6 ? 36u : 12u) && key_len <= UINT8_MAX &&
@@ -295,17 +299,6 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
       return fail("cannot set up TX queue " + std::to_string(q), rc);
   }
   if (int rc = rte_eth_dev_start(pid); rc != 0) return fail("cannot start it", rc);
-  if (v6) {
-    // Neighbour solicitations come to our solicited-node group: the device
-    // lets that group's frames in (a filter, else all multicast; virtual
-    // devices over the kernel take every frame anyway).
-    const Mac group = multicast_mac(solicited_node(cfg.ip));
-    rte_ether_addr mc{};
-    std::copy(group.begin(), group.end(), std::begin(mc.addr_bytes));
-    if (rte_eth_dev_set_mc_addr_list(pid, &mc, 1) != 0 && rte_eth_allmulticast_enable(pid) != 0)
-      log_info("port %s: the device takes no multicast filter: IPv6 peers find it only if it sees their "
-               "neighbour solicitations anyway", cfg.name.c_str());
-  }
   p->started_ = true;
   if (rss) {  // entry k: queue (k % span) % queues, as steer_queue() computes
     std::vector<rte_eth_rss_reta_entry64> reta(info.reta_size / RTE_ETH_RETA_GROUP_SIZE);
@@ -319,6 +312,19 @@ std::unique_ptr<EthPort> EthPort::open(const PortConfig& cfg, std::uint32_t mbuf
   rte_ether_addr mac{};
   if (int rc = rte_eth_macaddr_get(pid, &mac); rc != 0) return fail("cannot read its MAC address", rc);
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), p->mac_.begin());
+  if (v6) {
+    // Neighbour solicitations come to the solicited-node groups of the
+    // address and of the link-local one, a peer's new MAC to all nodes:
+    // the device lets those groups' frames in (a filter, else all
+    // multicast; virtual devices over the kernel take every frame anyway).
+    const Mac groups[3] = {multicast_mac(solicited_node(cfg.ip)), multicast_mac(solicited_node(link_local(p->mac_))),
+                           multicast_mac(kAllNodes)};
+    rte_ether_addr mc[3]{};
+    for (int i = 0; i < 3; ++i) std::copy(groups[i].begin(), groups[i].end(), std::begin(mc[i].addr_bytes));
+    if (rte_eth_dev_set_mc_addr_list(pid, mc, 3) != 0 && rte_eth_allmulticast_enable(pid) != 0)
+      log_info("port %s: the device takes no multicast filter: IPv6 peers find it only if it sees their "
+               "neighbour solicitations anyway", cfg.name.c_str());
+  }
   const Offloads& o = p->tx_offloads_;
   log_info("port %s: checksums by the device: IPv4 %s, TCP %s on send, %s on receive; chained frames of up to %u "
            "segments; TSO %s (frames of %u bytes, %u segments at most); LRO %s",

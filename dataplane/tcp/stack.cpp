@@ -38,7 +38,11 @@ void Stack::end_burst(Time now) {
 
 Stack::Stack(const StackConfig& cfg, Port& port) : cfg_(cfg), port_(port) {
   cfg_.conn.mss = static_cast<std::uint16_t>(cfg.mtu - ip_header() - kTcpMinHeader);
-  if (v6()) solicited_mac_ = multicast_mac(solicited_node(cfg_.ip));
+  if (v6()) {
+    link_local_ = link_local(cfg_.mac);
+    groups_ = {multicast_mac(solicited_node(cfg_.ip)), multicast_mac(solicited_node(link_local_)),
+               multicast_mac(kAllNodes)};
+  }
 }
 
 Stack::~Stack() = default;
@@ -232,8 +236,10 @@ void Stack::receive(ByteSpan frame, Time now, bool verified, void* dev) {
     ++stats_.dropped_malformed;
     return;
   }
-  // Ours, broadcast (ARP), or our solicited-node group (IPv6).
-  if (eth->dst != cfg_.mac && eth->dst != (v6() ? solicited_mac_ : kBroadcastMac)) {
+  // Ours, broadcast (ARP), or one of our groups (IPv6).
+  const bool group = v6() ? std::find(groups_.begin(), groups_.end(), eth->dst) != groups_.end()
+                          : eth->dst == kBroadcastMac;
+  if (eth->dst != cfg_.mac && !group) {
     ++stats_.dropped_not_ours;
     return;
   }
@@ -328,7 +334,8 @@ void Stack::on_arp(const Arp& a, Time now) {
   // for us (RFC 826's merge rule), and send what waited for it.
   const IpAddr sender = IpAddr::v4(a.sender_ip);
   const bool for_us = a.target_ip == cfg_.ip.v4_host();
-  if (neighbours_.count(key_of(sender)) || (for_us && on_subnet(sender))) learn(sender, a.sender_mac, now);
+  if (neighbours_.count(key_of(sender))) learn(sender, a.sender_mac, now);
+  else if (for_us && on_subnet(sender)) learn(sender, a.sender_mac, now, false);
   if (a.op == kArpRequest && for_us) {
     ++stats_.arp_requests_in;
     Arp reply;
@@ -344,9 +351,12 @@ void Stack::on_arp(const Arp& a, Time now) {
   }
 }
 
-void Stack::learn(const IpAddr& ip, const Mac& mac, Time now) {
+void Stack::learn(const IpAddr& ip, const Mac& mac, Time now, bool evict) {
   const AddrKey k = key_of(ip);
-  if (!neighbours_.count(k)) make_neighbour_room();
+  if (!neighbours_.count(k)) {
+    if (!evict && neighbours_.size() >= cfg_.max_neighbours) return;
+    make_neighbour_room();
+  }
   Neighbour& n = neighbours_[k];
   n.mac = mac;
   n.expires = now + cfg_.arp_lifetime;
@@ -409,7 +419,7 @@ void Stack::on_ipv4(const Ipv4& ip, Time now, bool verified, void* dev) {
     reply[0] = kIcmpEchoReply;
     reply[2] = reply[3] = 0;
     store_be<std::uint16_t>(reply.data() + 2, checksum(reply));
-    send_ip(IpAddr::v4(ip.src), kProtoIcmp, reply, now);
+    answer_ip(IpAddr::v4(ip.src), kProtoIcmp, reply, now);
     ++stats_.icmp_echo_replies;
   } else {
     ++stats_.dropped_not_ours;
@@ -417,8 +427,13 @@ void Stack::on_ipv4(const Ipv4& ip, Time now, bool verified, void* dev) {
 }
 
 void Stack::on_ipv6(const Ipv6& ip, Time now, bool verified, void* dev) {
-  // Our address, or (neighbour discovery) our solicited-node group.
-  if (ip.dst != cfg_.ip && !(ip.next_header == kProtoIcmpv6 && ip.dst == solicited_node(cfg_.ip))) {
+  // TCP to our address; ICMPv6 also to our link-local address, our
+  // solicited-node groups and all nodes.
+  const bool to_us = ip.next_header == kProtoIcmpv6
+                         ? ours(ip.dst) || ip.dst == solicited_node(cfg_.ip) ||
+                               ip.dst == solicited_node(link_local_) || ip.dst == kAllNodes
+                         : ip.dst == cfg_.ip;
+  if (!to_us) {
     ++stats_.dropped_not_ours;
     return;
   }
@@ -441,7 +456,7 @@ void Stack::on_ipv6(const Ipv6& ip, Time now, bool verified, void* dev) {
     std::vector<std::uint8_t> reply(ip.payload.begin(), ip.payload.end());
     reply[0] = kIcmp6EchoReply;
     finish_icmp6_checksum(cfg_.ip, ip.src, reply);
-    send_ip(ip.src, kProtoIcmpv6, reply, now);
+    answer_ip(ip.src, kProtoIcmpv6, reply, now);
     ++stats_.icmp_echo_replies;
   } else {
     // Extension headers (fragments among them) and other protocols.
@@ -453,11 +468,15 @@ void Stack::on_ipv6(const Ipv6& ip, Time now, bool verified, void* dev) {
 void Stack::on_nd(const Ipv6& ip, const Neighbour6& n, Time now) {
   if (n.type == kNdAdvertisement) {
     // Only a neighbour being resolved or known is learnt (no state for
-    // what nobody asked).
-    if (n.link_addr && neighbours_.count(key_of(n.target))) learn(n.target, *n.link_addr, now);
+    // what nobody asked); a known one's address changes only if the
+    // advertisement overrides it (RFC 4861 §7.2.5: a peer that moved to
+    // another NIC says so to all nodes).
+    auto it = neighbours_.find(key_of(n.target));
+    if (n.link_addr && it != neighbours_.end() && (n.override_ || !it->second.mac))
+      learn(n.target, *n.link_addr, now);
     return;
   }
-  if (n.target != cfg_.ip) {
+  if (!ours(n.target)) {
     ++stats_.dropped_not_ours;
     return;
   }
@@ -468,26 +487,26 @@ void Stack::on_nd(const Ipv6& ip, const Neighbour6& n, Time now) {
     ++stats_.dropped_malformed;
     return;
   }
-  if (!dad && n.link_addr && on_subnet(ip.src)) learn(ip.src, *n.link_addr, now);
+  if (!dad && n.link_addr && on_subnet(ip.src)) learn(ip.src, *n.link_addr, now, false);
   // The advertisement goes straight back (the sender's source may be its
   // link-local address, which is not on our subnet): to its link-layer
   // address, or the frame's source; a duplicate address check is answered
   // to all nodes.
   Neighbour6 na;
   na.type = kNdAdvertisement;
-  na.target = cfg_.ip;
+  na.target = n.target;
   na.link_addr = cfg_.mac;
   na.solicited = !dad;
   na.override_ = true;
-  const IpAddr all_nodes = IpAddr::v6({0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+  const IpAddr& all_nodes = kAllNodes;
   const IpAddr dst = dad ? all_nodes : ip.src;
   std::uint8_t packet[kIpv6Header + kNdSize];
-  encode_nd(na, cfg_.ip, dst, MutableByteSpan(packet).subspan(kIpv6Header));
+  encode_nd(na, n.target, dst, MutableByteSpan(packet).subspan(kIpv6Header));
   Ipv6 h;
   h.next_header = kProtoIcmpv6;
   h.hop_limit = 255;
   h.payload_length = kNdSize;
-  h.src = cfg_.ip;
+  h.src = n.target;  // the address asked for
   h.dst = dst;
   encode_ipv6(h, packet);
   const Mac to = dad ? multicast_mac(all_nodes) : n.link_addr ? *n.link_addr : frame_src_.value_or(kBroadcastMac);
@@ -518,7 +537,10 @@ void Stack::on_tcp(const IpAddr& src, const TcpHeader& seg, Time now) {
   if (it != conns_.end()) {
     // Traffic from the peer confirms its neighbour entry (as Linux's
     // dst_confirm): no ARP round every arp_lifetime under load.
-    if (auto nb = neighbours_.find(key_of(src)); nb != neighbours_.end() && nb->second.mac)
+    // (Only from the MAC it has: a peer that moved to another is asked
+    // again once the entry goes stale.)
+    if (auto nb = neighbours_.find(key_of(src));
+        nb != neighbours_.end() && nb->second.mac && (!frame_src_ || *frame_src_ == *nb->second.mac))
       nb->second.expires = now + cfg_.arp_lifetime;
     Entry& e = *it->second;
     Conn& c = *e.conn;
@@ -802,6 +824,28 @@ void Stack::encode_ip(const IpAddr& dst, std::uint8_t proto, std::size_t l4_len,
   encode_ipv4(h, out);
 }
 
+void Stack::answer_ip(const IpAddr& dst, std::uint8_t proto, ByteSpan l4, Time now) {
+  auto nb = neighbours_.find(key_of(dst));
+  const bool resolved = nb != neighbours_.end() && nb->second.mac && now < nb->second.expires;
+  if (resolved || !frame_src_ || !on_subnet(dst)) return send_ip(dst, proto, l4, now);
+  std::vector<std::uint8_t> packet(ip_header() + l4.size());
+  encode_ip(dst, proto, l4.size(), packet);
+  std::copy(l4.begin(), l4.end(), packet.begin() + static_cast<std::ptrdiff_t>(ip_header()));
+  send_frame_to(*frame_src_, ether_type(), packet);
+}
+
+// RFC 3810: our solicited-node groups, joined, so that a switch that snoops
+// MLD forwards the peers' solicitations to us; twice at start (its
+// robustness), then every 30 s (a snooping switch forgets a listener after
+// 260 s without a report; queries are not answered).
+void Stack::send_mld_report() {
+  const IpAddr groups[2] = {solicited_node(cfg_.ip), solicited_node(link_local_)};
+  std::uint8_t packet[kIpv6Header + 8 + 8 + 40];
+  const std::size_t n = encode_mld_report(link_local_, groups, groups[0] == groups[1] ? 1 : 2, packet);
+  send_frame_to(multicast_mac(kAllMldRouters), kEtherIpv6, ByteSpan(packet, n));
+  ++stats_.mld_reports_out;
+}
+
 void Stack::send_ip(const IpAddr& dst, std::uint8_t proto, ByteSpan l4, Time now) {
   if (!on_subnet(dst)) {
     ++stats_.dropped_not_ours;  // no gateway: LNet peers are on the NI's network
@@ -866,6 +910,10 @@ void Stack::send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body) {
 
 void Stack::tick(Time now) {
   now_ = now;
+  if (v6() && now >= next_mld_) {
+    send_mld_report();
+    next_mld_ = now + (++mld_sent_ < 2 ? std::chrono::seconds(1) : std::chrono::seconds(30));
+  }
   if (now < next_walk_) return;
   next_walk_ = now + cfg_.timer_granularity;
   for (auto& [key, e] : conns_)

@@ -14,6 +14,7 @@
 // address detection of its own.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -120,6 +121,7 @@ struct StackStats {
   std::uint64_t frames_in = 0, frames_out = 0;
   std::uint64_t arp_requests_in = 0, arp_replies_out = 0, arp_requests_out = 0;
   std::uint64_t nd_solicits_in = 0, nd_adverts_out = 0, nd_solicits_out = 0;  // IPv6 neighbour discovery
+  std::uint64_t mld_reports_out = 0;  // MLDv2 reports of our solicited-node groups (IPv6)
   std::uint64_t icmp_echo_replies = 0;  // ICMP or ICMPv6
   std::uint64_t resets_out = 0;
   std::uint64_t dropped_malformed = 0;  // refused by a decoder (wire.hpp)
@@ -251,7 +253,17 @@ class Stack {
   void send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body);
   // Ask for a neighbour's MAC: ARP, or a neighbour solicitation.
   void solicit(const IpAddr& ip);
-  void learn(const IpAddr& ip, const Mac& mac, Time now);
+  // `evict`: make room if the table is full (else a new neighbour is not
+  // learnt): what a peer's unasked message teaches may not push out
+  // neighbours in use.
+  void learn(const IpAddr& ip, const Mac& mac, Time now, bool evict = true);
+  // Send an echo reply (or another answer that keeps no state) to `dst`: by
+  // its neighbour entry if resolved, else straight back to the frame's sender.
+  void answer_ip(const IpAddr& dst, std::uint8_t proto, ByteSpan l4, Time now);
+  // IPv6: our addresses (the configured one and the link-local one MLD
+  // reports come from), and the groups we listen to.
+  bool ours(const IpAddr& a) const noexcept { return a == cfg_.ip || (v6() && a == link_local_); }
+  void send_mld_report();
   bool on_subnet(const IpAddr& ip) const noexcept;
   void reap();
   void forget(std::map<Key, std::unique_ptr<Entry>>::iterator it);
@@ -275,7 +287,12 @@ class Stack {
     std::vector<std::vector<std::uint8_t>> held;  // IP packets waiting for the MAC
   };
   std::map<AddrKey, Neighbour> neighbours_;
-  Mac solicited_mac_{};  // the Ethernet group of our solicited-node address (IPv6)
+  // IPv6: the link-local address, and the Ethernet groups of both
+  // addresses' solicited-node groups and of all nodes.
+  IpAddr link_local_;
+  std::array<Mac, 3> groups_{};
+  Time next_mld_{0};  // the next MLD report is due then
+  int mld_sent_ = 0;
   std::uint16_t ip_id_ = 1;
   std::uint16_t next_port_ = 1023;  // socklnd connects from privileged ports, downwards
   std::vector<std::uint8_t> frame_;  // scratch for building frames

@@ -264,6 +264,39 @@ IpAddr solicited_node(const IpAddr& a) noexcept {
   return IpAddr::v6({0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, a.bytes[13], a.bytes[14], a.bytes[15]});
 }
 
+IpAddr link_local(const Mac& m) noexcept {
+  return IpAddr::v6({0xfe, 0x80, 0, 0, 0, 0, 0, 0, static_cast<std::uint8_t>(m[0] ^ 0x02), m[1], m[2], 0xff, 0xfe, m[3],
+                     m[4], m[5]});
+}
+
+std::size_t encode_mld_report(const IpAddr& src, const IpAddr* groups, std::size_t count,
+                              MutableByteSpan out) noexcept {
+  const std::size_t icmp = 8 + 20 * count, size = kIpv6Header + 8 + icmp;
+  if (out.size() < size) return 0;
+  Ipv6 h;
+  h.next_header = 0;  // hop-by-hop options
+  h.hop_limit = 1;
+  h.payload_length = static_cast<std::uint16_t>(8 + icmp);
+  h.src = src;
+  h.dst = kAllMldRouters;
+  encode_ipv6(h, out);
+  std::uint8_t* p = out.data() + kIpv6Header;
+  // ICMPv6 next; router alert (type 5, value 0: MLD); PadN of 0 bytes.
+  const std::uint8_t hop_by_hop[8] = {kProtoIcmpv6, 0, 5, 2, 0, 0, 1, 0};
+  std::copy(hop_by_hop, hop_by_hop + 8, p);
+  p += 8;
+  std::fill(p, p + icmp, std::uint8_t{0});
+  p[0] = kMldV2Report;
+  store_be<std::uint16_t>(p + 6, static_cast<std::uint16_t>(count));
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint8_t* r = p + 8 + 20 * i;
+    r[0] = 4;  // CHANGE_TO_EXCLUDE_MODE, no sources
+    std::copy(groups[i].bytes.begin(), groups[i].bytes.end(), r + 4);
+  }
+  finish_icmp6_checksum(src, kAllMldRouters, MutableByteSpan(p, icmp));
+  return size;
+}
+
 // ---- ICMPv6 ---------------------------------------------------------------------------
 
 PacketResult<Icmp6> decode_icmp6(const Ipv6& ip) noexcept {

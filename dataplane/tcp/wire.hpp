@@ -193,6 +193,19 @@ std::size_t encode_ipv6(const Ipv6& h, MutableByteSpan out) noexcept;
 
 // The solicited-node multicast address of `a` (RFC 4291 §2.7.1).
 IpAddr solicited_node(const IpAddr& a) noexcept;
+// The link-local address of an interface with MAC `mac` (fe80::/64 and the
+// modified EUI-64 interface identifier, RFC 4291 appendix A).
+IpAddr link_local(const Mac& mac) noexcept;
+inline constexpr IpAddr kAllNodes = IpAddr::v6({0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+inline constexpr IpAddr kAllMldRouters = IpAddr::v6({0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x16});
+
+// An MLDv2 report (RFC 3810 §5.2) that `src` listens to `groups` (each a
+// "change to exclude {}" record: joined, all sources), as a whole IPv6
+// packet to ff02::16 with a hop limit of 1 and the router alert option.
+// Returns its size, 0 if `out` is too small.
+std::size_t encode_mld_report(const IpAddr& src, const IpAddr* groups, std::size_t count,
+                              MutableByteSpan out) noexcept;
+inline constexpr std::uint8_t kMldV2Report = 143;
 
 // ---- ICMPv6: echo, neighbour discovery -----------------------------------------------
 

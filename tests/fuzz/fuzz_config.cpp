@@ -83,7 +83,7 @@ void check_accepted(const Config& c, bool fragment) {
   (void)c.dataplane.effective_main_core(0);
 
   std::set<std::string> port_names, devices;
-  std::set<std::uint32_t> addresses;
+  std::set<IpAddr> addresses;
   for (const auto& p : c.dataplane.ports) {
     const std::string& name = p.name.value;
     FUZZ_CHECK(!name.empty() && name.size() <= 15);
@@ -95,9 +95,15 @@ void check_accepted(const Config& c, bool fragment) {
     const std::string& dev = p.device.value;
     FUZZ_CHECK(!dev.empty() && dev[0] != ',' && dev.find_first_of(" \t\r\n\v\f") == std::string::npos);
     FUZZ_CHECK(devices.insert(dev.substr(0, dev.find(','))).second);
-    FUZZ_CHECK(p.prefix_len.value >= 1 && p.prefix_len.value <= 30);
-    const std::uint32_t host = p.address.value & (0xffffffffu >> p.prefix_len.value);
-    FUZZ_CHECK(host != 0 && host != (0xffffffffu >> p.prefix_len.value));  // not network, not broadcast
+    if (p.address.value.is_v4()) {
+      FUZZ_CHECK(p.prefix_len.value >= 1 && p.prefix_len.value <= 30);
+      const std::uint32_t host = p.address.value.v4_host() & (0xffffffffu >> p.prefix_len.value);
+      FUZZ_CHECK(host != 0 && host != (0xffffffffu >> p.prefix_len.value));  // not network, not broadcast
+    } else {  // a unicast address a NID may have, and an MTU IPv6 takes
+      FUZZ_CHECK(p.prefix_len.value >= 1 && p.prefix_len.value <= 127);
+      FUZZ_CHECK(!p.address.value.is_unspecified() && !p.address.value.is_multicast_v6());
+      FUZZ_CHECK(p.mtu.value >= 1280);
+    }
     FUZZ_CHECK(addresses.insert(p.address.value).second);
     FUZZ_CHECK(p.mtu.value >= 576 && p.mtu.value <= 9000);
     FUZZ_CHECK(p.queues.value >= 1);

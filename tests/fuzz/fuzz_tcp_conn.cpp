@@ -132,7 +132,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   cfg.frames = &frames;
   if (peer_iss & 1) cfg.tso_bytes = 65535 - 20 - 60;
   sink.most = cfg.tso_bytes;
-  auto conn = std::make_unique<Conn>(Endpoints{1, 2, 988, 1023}, cfg, sink, sink);
+  auto conn = std::make_unique<Conn>(Endpoints{IpAddr::v4(1), IpAddr::v4(2), 988, 1023}, cfg, sink, sink);
   Conn& c = *conn;
   sink.conn = conn.get();
   Time now = 1000s;

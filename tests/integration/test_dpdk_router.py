@@ -722,14 +722,15 @@ class DpdkRoutingIpv6(DpdkRouterTestCase):
         self.assertEqual({p["nid"] for p in st["peers"]}, {self.topo.a_nid, self.topo.b_nid})
         ports = {p["name"]: p for p in st["ports"]}
         rb, ra = ports[self.topo.if_rb], ports[self.topo.if_ra]
-        self.assertGreaterEqual(rb["nd_solicits_in"], 1, rb)
-        self.assertEqual(rb["nd_adverts_out"], rb["nd_solicits_in"], rb)
+        self.assertGreaterEqual(rb["nd"]["solicits_in"], 1, rb)
+        self.assertEqual(rb["nd"]["adverts_out"], rb["nd"]["solicits_in"], rb)
+        self.assertGreaterEqual(rb["nd"]["mld_reports_out"], 1, rb)
         self.assertGreaterEqual(rb["icmp_echo_replies"], 2, rb)
         self.assertEqual(rb["arp_requests_in"] + rb["arp_requests_out"], 0, rb)
         self.assertEqual(rb["dropped_malformed"], 0, rb)
         self.assertGreater(rb["tcp"]["segments_in"], 1000, rb)
         # A's port stays IPv4.
-        self.assertEqual(ra["nd_solicits_in"] + ra["nd_solicits_out"], 0, ra)
+        self.assertEqual(ra["nd"], {"solicits_in": 0, "adverts_out": 0, "solicits_out": 0, "mld_reports_out": 0}, ra)
         self.assertEqual(ra["dropped_malformed"], 0, ra)
 
 

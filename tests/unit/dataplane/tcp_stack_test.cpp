@@ -513,10 +513,43 @@ TEST(TcpStack, Ipv6ResolvesByNeighbourDiscoveryConnectsAndCarriesBothWays) {
     EXPECT_EQ(mine.got, down);
     for (const auto& side : l.sides) {
       EXPECT_EQ(side.stack->stats().dropped_malformed, 0u);
+      const Mac mac = side.index == 0 ? kMacA : kMacB;
+      std::size_t mld = 0;
       for (const auto& f : side.sent) {
         EXPECT_LE(f.size(), 1514u);
-        EXPECT_EQ(sent6(f).ip.src, side.index == 0 ? l.ip_a : l.ip_b);
+        const Sent6 m = sent6(f);
+        if (m.ip.next_header != 0) {
+          EXPECT_EQ(m.ip.src, side.index == 0 ? l.ip_a : l.ip_b);
+          continue;
+        }
+        // An MLDv2 report (RFC 3810 §5.2) from the link-local address to
+        // ff02::16, hop limit 1, behind a router alert; its groups: both
+        // addresses' solicited-node ones.
+        ++mld;
+        EXPECT_EQ(m.to, (Mac{0x33, 0x33, 0, 0, 0, 0x16}));
+        EXPECT_EQ(m.ip.src, link_local(mac));
+        EXPECT_EQ(m.ip.dst, kAllMldRouters);
+        EXPECT_EQ(m.ip.hop_limit, 1);
+        ASSERT_GE(m.ip.payload.size(), 8u + 8 + 40);
+        EXPECT_EQ(std::vector<std::uint8_t>(m.ip.payload.begin(), m.ip.payload.begin() + 8),
+                  (std::vector<std::uint8_t>{kProtoIcmpv6, 0, 5, 2, 0, 0, 1, 0}));
+        Ipv6 icmp = m.ip;
+        icmp.next_header = kProtoIcmpv6;
+        icmp.payload = m.ip.payload.subspan(8);
+        icmp.payload_length = static_cast<std::uint16_t>(icmp.payload.size());
+        auto report = decode_icmp6(icmp);  // its checksum right
+        ASSERT_TRUE(report);
+        EXPECT_EQ(report->type, kMldV2Report);
+        EXPECT_EQ(load_be<std::uint16_t>(report->body.data() + 2), 2);  // records
+        IpAddr g1 = IpAddr::v6({}), g2 = IpAddr::v6({});
+        std::copy_n(report->body.data() + 8, 16, g1.bytes.begin());
+        std::copy_n(report->body.data() + 28, 16, g2.bytes.begin());
+        EXPECT_EQ(report->body[4], 4);  // CHANGE_TO_EXCLUDE_MODE: joined
+        EXPECT_EQ(g1, solicited_node(side.index == 0 ? l.ip_a : l.ip_b));
+        EXPECT_EQ(g2, solicited_node(link_local(mac)));
       }
+      EXPECT_GE(mld, 1u);  // at the first tick, a second later, then every 30 s
+      EXPECT_EQ(side.stack->stats().mld_reports_out, mld);
     }
     if (piece > 0) {
       EXPECT_GT(l.b().stats().chains_in, 200u);  // data segments, in place
@@ -588,6 +621,78 @@ TEST(TcpStack, Ipv6AnswersSolicitationsAndPingsAsAHostOnOneSubnet) {
   l.a().receive(frame_from_b(kProtoTcp, std::vector<std::uint8_t>(20)), l.now);
   EXPECT_EQ(out.size(), 4u);
   EXPECT_EQ(l.a().stats().dropped_not_ours, 2u);
+}
+
+// What a peer on an IPv6 /64 sends unasked grows nothing: solicitations
+// from ever new addresses fill only free neighbour slots, never push out a
+// neighbour in use; echo requests from unknown addresses are answered
+// straight back with no neighbour kept and nothing solicited.  A peer that
+// moved to another MAC and says so (an overriding advertisement to all
+// nodes) is followed; one that does not override is not.
+TEST(TcpStack, Ipv6NeighboursPeersCannotChurnAndMovesThatOverride) {
+  struct Record : Port {
+    std::vector<std::vector<std::uint8_t>> frames;
+    void send(ByteSpan f) override { frames.emplace_back(f.begin(), f.end()); }
+  } port;
+  StackConfig cfg;
+  cfg.mac = kMacA;
+  cfg.ip = kIp6A;
+  cfg.prefix_len = 64;
+  cfg.max_neighbours = 4;
+  Stack s(cfg, port);
+  Time now = 1000s;
+  // B is a neighbour in use: resolved by our solicitation and its answer.
+  Owner mine;
+  ASSERT_NE(s.connect(kIp6B, 988, 0, mine, now), nullptr);
+  Neighbour6 na;
+  na.type = kNdAdvertisement;
+  na.target = kIp6B;
+  na.link_addr = kMacB;
+  na.solicited = na.override_ = true;
+  std::vector<std::uint8_t> m(kNdSize);
+  encode_nd(na, kIp6B, kIp6A, m);
+  s.receive(ipv6_frame(kMacA, kMacB, kIp6B, kIp6A, kProtoIcmpv6, m, 255), now);
+  ASSERT_EQ(s.neighbour(kIp6B), kMacB);
+  // 100 solicitations from 100 made-up addresses of the /64.
+  for (std::uint8_t i = 0; i < 100; ++i) {
+    IpAddr from = kIp6A;
+    from.bytes[14] = 0x77;
+    from.bytes[15] = i;
+    s.receive(solicitation(from, kIp6A), now);
+  }
+  EXPECT_EQ(s.neighbour(kIp6B), kMacB);  // still there
+  EXPECT_EQ(s.stats().nd_adverts_out, 100u);  // each answered all the same
+  // 100 echo requests from made-up addresses: answered to the frame's
+  // sender, with no solicitation and no neighbour.
+  const std::size_t before = port.frames.size();
+  for (std::uint8_t i = 0; i < 100; ++i) {
+    IpAddr from = kIp6A;
+    from.bytes[14] = 0x88;
+    from.bytes[15] = i;
+    std::vector<std::uint8_t> echo = {kIcmp6EchoRequest, 0, 0, 0, 0, 1, 0, i};
+    s.receive(ipv6_frame(kMacA, kMacB, from, kIp6A, kProtoIcmpv6, echo), now);
+    EXPECT_FALSE(s.neighbour(from));
+  }
+  EXPECT_EQ(port.frames.size(), before + 100);
+  EXPECT_EQ(s.stats().icmp_echo_replies, 100u);
+  EXPECT_EQ(s.stats().nd_solicits_out, 1u);  // B's, at the start
+  EXPECT_EQ(decode_ethernet(port.frames.back())->dst, kMacB);
+  // B moves to another MAC and says so to all nodes, overriding: followed.
+  const Mac moved = {0x02, 0, 0, 0, 0, 0x0c};
+  na.solicited = false;
+  na.link_addr = moved;
+  m.assign(kNdSize, 0);
+  encode_nd(na, kIp6B, kAllNodes, m);
+  s.receive(ipv6_frame(multicast_mac(kAllNodes), moved, kIp6B, kAllNodes, kProtoIcmpv6, m, 255), now);
+  EXPECT_EQ(s.neighbour(kIp6B), moved);
+  // Without the override flag, an advertisement does not move it.
+  na.override_ = false;
+  na.link_addr = kMacB;
+  m.assign(kNdSize, 0);
+  encode_nd(na, kIp6B, kAllNodes, m);
+  s.receive(ipv6_frame(multicast_mac(kAllNodes), kMacB, kIp6B, kAllNodes, kProtoIcmpv6, m, 255), now);
+  EXPECT_EQ(s.neighbour(kIp6B), moved);
+  EXPECT_EQ(s.stats().dropped_malformed, 0u);
 }
 
 TEST(TcpStack, MalformedAndForeignFramesAreCountedAndDropped) {

@@ -848,6 +848,9 @@ TEST(ConfigErrors, IpV6NidsOnTcpOnly) {
   EXPECT_THAT(load_errors(with_ports("    - {name: p, device: d, address: 2001:db8::5}\n"
                                      "    - {name: q, device: e, address: \"2001:db8::5/80\"}\n")),
               ElementsAre(HasSubstr("address 2001:db8::5 is already port p's")));
+  EXPECT_THAT(load_errors(with_ports("    - {name: p, device: d, address: 2001:db8::5, mtu: 1000}\n")),
+              ElementsAre(HasSubstr("dataplane.ports[0].mtu: port p has an IPv6 address: its mtu must be 1280 at "
+                                    "least (IPv6's minimum), not 1000")));
 }
 
 TEST(ConfigPorts, ValidBlockLoadsEveryField) {
@@ -1027,6 +1030,11 @@ TEST(ConfigPorts, FieldErrorsNameLineAndField) {
   EXPECT_THAT(address("fd00::1/128"), ElementsAre(bad_address + "\"fd00::1/128\""));
   EXPECT_THAT(address("fd00::1/0"), ElementsAre(bad_address + "\"fd00::1/0\""));
   EXPECT_THAT(address("fd00::g1"), ElementsAre(bad_address + "\"fd00::g1\" (expected an IPv6 address)"));
+  const std::string not_unicast = "lnetr.yaml:10:16: dataplane.ports[0].address: ";
+  EXPECT_THAT(address("\"::\""), ElementsAre(not_unicast + ":: is the unspecified address, not a unicast address the "
+                                                           "port can send from"));
+  EXPECT_THAT(address("ff02::1"), ElementsAre(HasSubstr("ff02::1 is a multicast address")));
+  EXPECT_THAT(address("\"::ffff:10.1.0.1\""), ElementsAre(HasSubstr("::ffff:10.1.0.1 is an IPv4-mapped address")));
   EXPECT_THAT(address("eth0"), ElementsAre(bad_address + "\"eth0\""));
   EXPECT_THAT(address("10.1.0.0/24"),
               ElementsAre("lnetr.yaml:10:16: dataplane.ports[0].address: 10.1.0.0 is the network address of "
