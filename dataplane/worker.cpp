@@ -121,6 +121,7 @@ bool Worker::init(std::string& err) {
     sc.mac = port.mac();
     sc.ip = ps.ip;
     sc.prefix_len = ps.prefix_len;
+    sc.mld_reports = queue == 0;
     sc.vlan = ps.vlan;
     sc.mtu = ps.mtu;
     for (const NiSetup& n : setup_.nis)  // the port's NI's tos, as IP_TOS on a kernel socket

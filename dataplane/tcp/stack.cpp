@@ -910,7 +910,7 @@ void Stack::send_frame_to(const Mac& dst, std::uint16_t type, ByteSpan body) {
 
 void Stack::tick(Time now) {
   now_ = now;
-  if (v6() && now >= next_mld_) {
+  if (v6() && cfg_.mld_reports && now >= next_mld_) {
     send_mld_report();
     next_mld_ = now + (++mld_sent_ < 2 ? std::chrono::seconds(1) : std::chrono::seconds(30));
   }

@@ -98,6 +98,9 @@ struct StackConfig {
   std::optional<std::uint16_t> vlan;
   std::uint16_t mtu = 1500;
   std::uint8_t tos = 0;  // IP type of service of its TCP segments (the NI's `tos`)
+  // IPv6: this stack sends the port's MLD reports (one stack per port does:
+  // the stacks of a port's queues share its addresses).
+  bool mld_reports = true;
   ConnConfig conn;  // mss is derived from mtu
   Time arp_retry = std::chrono::seconds(1);
   int arp_tries = 3;

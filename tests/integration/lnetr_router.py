@@ -96,19 +96,18 @@ def parse_metrics(text):
 RSS_KEY = bytes.fromhex("6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa")
 
 
-def ip_u32(dotted):
-    return int.from_bytes(bytes(int(x) for x in dotted.split(".")), "big")
-
-
 def steer_queue(peer_ip, local_ip, queues):
     """The queue of a DPDK port with `queues` queues and address `local_ip`
     that owns peer `peer_ip` (router/forward.hpp): the Toeplitz hash of the
-    two addresses with the default key, its low 6 bits modulo the queues."""
+    two addresses (IPv4 or IPv6) with the default key, its low 6 bits
+    modulo the queues."""
+    raw = socket.inet_pton(socket.AF_INET6 if ":" in peer_ip else socket.AF_INET, peer_ip) + \
+        socket.inet_pton(socket.AF_INET6 if ":" in local_ip else socket.AF_INET, local_ip)
     key = int.from_bytes(RSS_KEY, "big")
-    data = (ip_u32(peer_ip) << 32) | ip_u32(local_ip)
+    data, bits = int.from_bytes(raw, "big"), len(raw) * 8
     h = 0
-    for bit in range(64):
-        if data >> (63 - bit) & 1:
+    for bit in range(bits):
+        if data >> (bits - 1 - bit) & 1:
             h ^= (key >> (len(RSS_KEY) * 8 - 32 - bit)) & 0xffffffff
     return (h % 64) % queues
 
@@ -125,9 +124,11 @@ class Topology:
         n = pid % 100 * 2 + 21  # odd: A (.1.2@tcp) on CPT 0, B (.2.3@tcp1) on CPT 1
         hb = 3  # B's host byte
         if queues:  # ports with `queues` queues: addresses that put A on queue 0, B on queue 1
+            b_addr = "fd00:%x:2::%x" if ipv6_b else "10.%d.2.%d"
+            rb_addr = "fd00:%x:2::1" if ipv6_b else "10.%d.2.1"
             n, hb = next((m, h) for m in range(n, n + 2 * 100, 2) for h in range(3, 250)
                          if steer_queue("10.%d.1.2" % (m % 256), "10.%d.1.1" % (m % 256), queues) == 0 and
-                         steer_queue("10.%d.2.%d" % (m % 256, h), "10.%d.2.1" % (m % 256), queues) == 1)
+                         steer_queue(b_addr % (m % 256, h), rb_addr % (m % 256), queues) == 1)
             n %= 256
         self.direct = direct
         self.tag = "lr%d" % pid
