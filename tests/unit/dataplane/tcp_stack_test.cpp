@@ -304,6 +304,26 @@ std::vector<std::uint8_t> pattern(std::size_t n) {
   return v;
 }
 
+// 300,000 bytes from A's connection `c` to B's accepted one, then 100,000
+// back to `mine`, each arriving intact.
+void carry_both_ways(Link& l, Conn& c, Owner& mine) {
+  const auto up = pattern(300000), down = pattern(100000);
+  std::size_t off = 0;
+  while (l.accepted.got.size() < up.size() && l.now < 1100s) {
+    off += c.send(ByteSpan(up).subspan(off), l.now);
+    l.run(l.now + 5ms);
+  }
+  EXPECT_EQ(l.accepted.got, up);
+  Conn* theirs = l.b().connection(l.ip_a, 1023, 988);
+  ASSERT_NE(theirs, nullptr);
+  off = 0;
+  while (mine.got.size() < down.size() && l.now < 1200s) {
+    off += theirs->send(ByteSpan(down).subspan(off), l.now);
+    l.run(l.now + 5ms);
+  }
+  EXPECT_EQ(mine.got, down);
+}
+
 TEST(TcpStack, ResolvesConnectsCarriesBothWaysAndCloses) {
   Link l;
   Owner mine;
@@ -318,21 +338,7 @@ TEST(TcpStack, ResolvesConnectsCarriesBothWaysAndCloses) {
   EXPECT_EQ(l.a().stats().arp_requests_out, 1u);
   EXPECT_EQ(l.b().stats().arp_requests_out, 0u);
   EXPECT_EQ(l.b().connections(), 1u);
-  const auto up = pattern(300000), down = pattern(100000);
-  std::size_t off = 0;
-  while (l.accepted.got.size() < up.size() && l.now < 1100s) {
-    off += c->send(ByteSpan(up).subspan(off), l.now);
-    l.run(l.now + 5ms);
-  }
-  EXPECT_EQ(l.accepted.got, up);
-  Conn* theirs = l.b().connection(l.ip_a, 1023, 988);
-  ASSERT_NE(theirs, nullptr);
-  off = 0;
-  while (mine.got.size() < down.size() && l.now < 1200s) {
-    off += theirs->send(ByteSpan(down).subspan(off), l.now);
-    l.run(l.now + 5ms);
-  }
-  EXPECT_EQ(mine.got, down);
+  carry_both_ways(l, *c, mine);
   // Every frame either side sent fits the MTU.
   for (const auto& s : l.sides)
     for (const auto& f : s.sent) EXPECT_LE(f.size(), 1514u);
@@ -496,21 +502,7 @@ TEST(TcpStack, Ipv6ResolvesByNeighbourDiscoveryConnectsAndCarriesBothWays) {
     EXPECT_EQ(l.b().stats().nd_adverts_out, 1u);
     EXPECT_EQ(l.a().stats().arp_requests_out + l.b().stats().arp_requests_out, 0u);
     EXPECT_EQ(c->payload_mss(), 1500u - 40 - 20 - 12);  // IPv6 and TCP headers, timestamps
-    const auto up = pattern(300000), down = pattern(100000);
-    std::size_t off = 0;
-    while (l.accepted.got.size() < up.size() && l.now < 1100s) {
-      off += c->send(ByteSpan(up).subspan(off), l.now);
-      l.run(l.now + 5ms);
-    }
-    EXPECT_EQ(l.accepted.got, up);
-    Conn* theirs = l.b().connection(l.ip_a, 1023, 988);
-    ASSERT_NE(theirs, nullptr);
-    off = 0;
-    while (mine.got.size() < down.size() && l.now < 1200s) {
-      off += theirs->send(ByteSpan(down).subspan(off), l.now);
-      l.run(l.now + 5ms);
-    }
-    EXPECT_EQ(mine.got, down);
+    carry_both_ways(l, *c, mine);
     for (const auto& side : l.sides) {
       EXPECT_EQ(side.stack->stats().dropped_malformed, 0u);
       const Mac mac = side.index == 0 ? kMacA : kMacB;
